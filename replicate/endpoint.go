@@ -1,0 +1,166 @@
+// Package replicate copies the leaf revisions of one source database to one
+// target database over the CouchDB replication protocol: changes feed ->
+// batches -> _revs_diff -> fetch (_bulk_get) -> write (_bulk_docs with
+// new_edits=false) -> checkpoint. It sees its endpoints only through the
+// Source and Target interfaces, which the CouchDB HTTP client (package couch)
+// and the archive reader and writer (package archive) implement, so backup,
+// restore and db-to-db replication share this one engine.
+package replicate
+
+import (
+	"context"
+	"errors"
+)
+
+// Seq is an opaque changes-feed sequence exactly as the source sent it, as
+// raw JSON: `42` (PouchDB Server, CouchDB 1.x) or `"12-g1AAAA..."` (CouchDB
+// 2.x+). Seqs are echoed back verbatim and never compared. A nil or empty Seq
+// means "from the beginning" (since=0).
+type Seq []byte
+
+// String returns the seq as it goes into a `since=` query parameter: a JSON
+// string is unquoted, anything else is its JSON text.
+func (s Seq) String() string {
+	if len(s) == 0 {
+		return "0"
+	}
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		return unquote(s)
+	}
+	return string(s)
+}
+
+// Change is one row of `_changes?style=all_docs`.
+type Change struct {
+	Seq     Seq      // row seq; may be nil when the source batches seqs (seq_interval)
+	ID      string   // document id
+	Revs    []string // every leaf revision of the document, deleted leaves included
+	Deleted bool     // the winning revision is a tombstone
+	// Docs, when non-nil, holds the leaf revisions already read, with their
+	// attachment bytes (an archive source delivers documents with the feed).
+	// The engine then skips fetching and writes the revisions the target
+	// lacks from here.
+	Docs []*Doc
+}
+
+// Missing is one entry of a `_revs_diff` answer: the revisions the target
+// lacks and the target leaves that may be their ancestors.
+type Missing struct {
+	Missing           []string `json:"missing"`
+	PossibleAncestors []string `json:"possible_ancestors,omitempty"`
+}
+
+// RevRequest asks a source for one revision of one document, with its
+// `_revisions` history. AttsSince lists revisions the target already holds
+// (possible ancestors): attachments unchanged since them need not travel.
+type RevRequest struct {
+	ID        string
+	Rev       string
+	AttsSince []string
+}
+
+// DocError names one revision that could not be read or written, and why,
+// in CouchDB's terms (error "forbidden", reason "..." from the server).
+type DocError struct {
+	ID     string `json:"id"`
+	Rev    string `json:"rev"`
+	Error  string `json:"error"`
+	Reason string `json:"reason"`
+}
+
+func (e DocError) String() string { return e.ID + " " + e.Rev + ": " + e.Error + ": " + e.Reason }
+
+// Metadata is the per-database state that replication itself never carries.
+type Metadata struct {
+	// Security is the raw `_security` object; nil when unknown or unsupported.
+	Security []byte `json:"security,omitempty"`
+	// RevsLimit is `_revs_limit`; 0 means unknown (server has no such route).
+	RevsLimit int `json:"revs_limit,omitempty"`
+	// Partitioned is props.partitioned from `GET /db` (CouchDB 3.0+).
+	Partitioned bool `json:"partitioned,omitempty"`
+}
+
+// DBInfo is what `GET /db` says about a database that the engine needs.
+type DBInfo struct {
+	Name      string // db_name
+	DocCount  int64  // doc_count (live documents)
+	DelCount  int64  // doc_del_count
+	UpdateSeq Seq    // update_seq, for progress only
+	// InstanceStart is instance_start_time; "0" or "" means unknown. A change
+	// between runs means the database was deleted and recreated (CouchDB
+	// 3.3+, PouchDB Server restart).
+	InstanceStart string
+	// Identity is a stable string naming this database for the replication
+	// id: the server uuid (or URL without credentials) plus the db name.
+	Identity string
+}
+
+// ErrNotFound is returned by GetLocal when the `_local` document does not
+// exist, and by Info when the database does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrReadOnly is returned by PutLocal when the endpoint refuses `_local`
+// writes (read-only credentials or a source that must never be written).
+var ErrReadOnly = errors.New("read-only endpoint")
+
+// Endpoint is what sources and targets have in common.
+type Endpoint interface {
+	// Info reads the database's state. ErrNotFound if it does not exist.
+	Info(ctx context.Context) (DBInfo, error)
+	// GetLocal reads `_local/<id>` as raw JSON; ErrNotFound if absent.
+	GetLocal(ctx context.Context, id string) ([]byte, error)
+	// PutLocal writes `_local/<id>` (body is a JSON object, `_rev` included
+	// when updating). ErrReadOnly if the endpoint refuses. Idempotent.
+	PutLocal(ctx context.Context, id string, body []byte) error
+}
+
+// Source is where documents are read from.
+type Source interface {
+	Endpoint
+	// Changes streams `_changes?style=all_docs` from since (exclusive),
+	// calling fn for every row in order until the feed ends. An error from fn
+	// stops the feed and is returned. Implementations resume from the last
+	// row delivered when a connection fails, so fn never sees a gap (it may
+	// see a row twice).
+	Changes(ctx context.Context, since Seq, fn func(Change) error) error
+	// FetchRevs reads the requested revisions with `_revisions`, `latest`
+	// semantics (a request for a non-leaf may yield its newer leaves too) and
+	// attachment stubs: every attachment has Stub=false and Data=nil unless
+	// the source delivered its bytes with the document. Per-revision read
+	// failures are returned as DocErrors; error is for the whole request.
+	FetchRevs(ctx context.Context, reqs []RevRequest) ([]*Doc, []DocError, error)
+	// Attachment reads one attachment of one revision in its stored
+	// encoding: the bytes whose md5 is att.Digest. It fills att.Data (and
+	// att.Encoding when the source says so).
+	Attachment(ctx context.Context, docID, rev string, att *Attachment) error
+	// Metadata reads `_security`, `_revs_limit` and db properties.
+	Metadata(ctx context.Context) (Metadata, error)
+}
+
+// Target is where documents are written.
+type Target interface {
+	Endpoint
+	// RevsDiff asks which of the given leaf revisions the target lacks
+	// (per the CouchDB replication protocol, `POST /db/_revs_diff`). Ids with
+	// nothing missing are absent from the answer.
+	RevsDiff(ctx context.Context, revs map[string][]string) (map[string]Missing, error)
+	// WriteDocs stores revisions as they are (`new_edits=false`): writes are
+	// idempotent, so a retry after a lost answer is safe. Rejected revisions
+	// come back as DocErrors; error means nothing can be said about the
+	// batch (it may be retried whole or split).
+	WriteDocs(ctx context.Context, docs []*Doc) ([]DocError, error)
+	// SetMetadata applies database metadata. Phase "before" is called
+	// before any document is written (`_revs_limit`), "after" once all
+	// documents are written (`_security`).
+	SetMetadata(ctx context.Context, m Metadata, phase MetadataPhase) error
+}
+
+// MetadataPhase says when SetMetadata is called.
+type MetadataPhase int
+
+const (
+	// BeforeDocs: create-time properties and `_revs_limit`.
+	BeforeDocs MetadataPhase = iota
+	// AfterDocs: `_security`.
+	AfterDocs
+)
