@@ -103,6 +103,11 @@ var ErrNotFound = errors.New("not found")
 // writes (read-only credentials or a source that must never be written).
 var ErrReadOnly = errors.New("read-only endpoint")
 
+// ErrBatchRejected is wrapped by WriteDocs when the server refused a whole
+// request because of its content (HTTP 413 too large, 400 bad request):
+// splitting the batch can isolate the offending revisions.
+var ErrBatchRejected = errors.New("batch rejected")
+
 // Endpoint is what sources and targets have in common.
 type Endpoint interface {
 	// Info reads the database's state. ErrNotFound if it does not exist.

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// applyEnvAndConfig fills every flag the user did not set from SOFA_<FLAG>
+// (dashes become underscores, upper case), then from the TOML file named by
+// --config or SOFA_CONFIG (keys are flag names). Precedence: flag > env >
+// config file > default.
+func applyEnvAndConfig(cmd *cobra.Command) error {
+	var file map[string]any
+	path, _ := cmd.Flags().GetString("config")
+	if path == "" {
+		path = os.Getenv("SOFA_CONFIG")
+	}
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return usageErr("config file: %v", err)
+		}
+		if err := toml.Unmarshal(b, &file); err != nil {
+			return usageErr("config file %s: %v", path, err)
+		}
+		for k := range file {
+			if cmd.Flags().Lookup(k) == nil {
+				return usageErr("config file %s: unknown setting %q", path, k)
+			}
+		}
+	}
+	var ferr error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed || ferr != nil || f.Name == "config" || f.Name == "help" {
+			return
+		}
+		env := "SOFA_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if err := f.Value.Set(v); err != nil {
+				ferr = usageErr("%s=%q: %v", env, v, err)
+			}
+			return
+		}
+		if v, ok := file[f.Name]; ok {
+			if err := f.Value.Set(fmt.Sprint(v)); err != nil {
+				ferr = usageErr("config file %s: %s: %v", path, f.Name, err)
+			}
+		}
+	})
+	return ferr
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+
+	"golang.org/x/term"
+
+	"github.com/sofadb/sofa/couch"
+)
+
+// withCredentials adds credentials from SOFA_<ROLE>_USER and
+// SOFA_<ROLE>_PASSWORD to a URL that has none, and prompts for a missing
+// password on a terminal. role is "SOURCE" or "TARGET".
+func withCredentials(raw, role string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", usageErr("invalid %s URL %q", strings.ToLower(role), couch.RedactURL(raw))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", usageErr("invalid %s URL %q: want http(s)://[user[:password]@]host[:port][/db]", strings.ToLower(role), couch.RedactURL(raw))
+	}
+	user, pass := "", ""
+	hasPass := false
+	if u.User != nil {
+		user = u.User.Username()
+		pass, hasPass = u.User.Password()
+	}
+	if user == "" {
+		user = os.Getenv("SOFA_" + role + "_USER")
+	}
+	if !hasPass {
+		if p, ok := os.LookupEnv("SOFA_" + role + "_PASSWORD"); ok {
+			pass, hasPass = p, true
+		}
+	}
+	if user != "" && !hasPass && term.IsTerminal(int(os.Stdin.Fd())) {
+		fmt.Fprintf(os.Stderr, "Password for %s at %s: ", user, u.Host)
+		b, err := term.ReadPassword(int(os.Stdin.Fd()))
+		fmt.Fprintln(os.Stderr)
+		if err != nil {
+			return "", fatal(fmt.Errorf("read password: %v", err))
+		}
+		pass, hasPass = string(b), true
+	}
+	if user != "" {
+		if hasPass {
+			u.User = url.UserPassword(user, pass)
+		} else {
+			u.User = url.User(user)
+		}
+	}
+	return u.String(), nil
+}
+
+// openEndpoint probes a URL as a server or database.
+func openEndpoint(ctx context.Context, raw, role string, opts couch.Options) (*couch.Endpoint, error) {
+	full, err := withCredentials(raw, role)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := couch.Probe(ctx, full, opts)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+		return nil, fatal(fmt.Errorf("%s: %v", strings.ToLower(role), err))
+	}
+	return ep, nil
+}

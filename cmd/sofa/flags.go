@@ -1,0 +1,61 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/replicate"
+)
+
+// engineFlags are the tuning options of the one-database engine.
+type engineFlags struct {
+	workers         int
+	batchSize       int
+	fetchBatch      int
+	writeDocs       int
+	writeBytes      int64
+	maxInflight     int64
+	checkpointEvery time.Duration
+	noCheckpoints   bool
+}
+
+func (f *engineFlags) register(fs *pflag.FlagSet) {
+	fs.IntVar(&f.workers, "workers", replicate.DefaultWorkers, "batches in flight at once per database")
+	fs.IntVar(&f.batchSize, "batch-size", replicate.DefaultBatchSize, "changes rows per batch (one _revs_diff each)")
+	fs.IntVar(&f.fetchBatch, "fetch-batch", replicate.DefaultFetchBatch, "most revisions per _bulk_get request")
+	fs.IntVar(&f.writeDocs, "write-batch-docs", replicate.DefaultWriteBatchDocs, "flush the write buffer at this many revisions")
+	fs.Int64Var(&f.writeBytes, "write-batch-bytes", replicate.DefaultWriteBatchBytes, "flush the write buffer at this many bytes")
+	fs.Int64Var(&f.maxInflight, "max-inflight-bytes", replicate.DefaultMaxInflightBytes, "bytes of documents and attachments held in memory at once, per database (default 256 MiB)")
+	fs.DurationVar(&f.checkpointEvery, "checkpoint-interval", replicate.DefaultCheckpointInterval, "time between checkpoints while running")
+	fs.BoolVar(&f.noCheckpoints, "no-checkpoints", false, "neither read nor write _local checkpoints (always start from the beginning)")
+}
+
+func (f *engineFlags) options() replicate.Options {
+	return replicate.Options{
+		Workers: f.workers, BatchSize: f.batchSize, FetchBatch: f.fetchBatch,
+		WriteBatchDocs: f.writeDocs, WriteBatchBytes: f.writeBytes,
+		MaxInflightBytes: f.maxInflight, CheckpointInterval: f.checkpointEvery,
+		NoCheckpoints: f.noCheckpoints,
+	}
+}
+
+// clientFlags are the HTTP client's options.
+type clientFlags struct {
+	requestTimeout time.Duration
+	retryTime      time.Duration
+	max429Wait     time.Duration
+	maxConns       int
+}
+
+func (f *clientFlags) register(fs *pflag.FlagSet) {
+	fs.DurationVar(&f.requestTimeout, "request-timeout", couch.DefaultAttemptTimeout, "time limit of one HTTP attempt")
+	fs.DurationVar(&f.retryTime, "retry-time", couch.DefaultRetryTime, "total time one request may spend retrying network errors, timeouts and 5xx")
+	fs.DurationVar(&f.max429Wait, "max-429-wait", couch.DefaultMax429Wait, "total time one request may wait on 429/503 rate limiting")
+	fs.IntVar(&f.maxConns, "max-conns", couch.DefaultMaxConns, "TCP connections per server")
+}
+
+func (f *clientFlags) options() couch.Options {
+	return couch.Options{AttemptTimeout: f.requestTimeout, RetryTime: f.retryTime, Max429Wait: f.max429Wait, MaxConns: f.maxConns}
+}

@@ -1,0 +1,71 @@
+// Command sofa moves CouchDB data fast and without loss: replicate a
+// database or a whole server, back it up into one archive, restore it and
+// verify it, over the CouchDB replication protocol.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+var version = "0.1.0-dev"
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRoot()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	code := codeOf(err)
+	if err != nil {
+		if ctx.Err() != nil && code == exitFatal {
+			code = exitInterrupted
+		}
+		var e *exitError
+		if !errors.As(err, &e) || e.err != nil {
+			msg := err.Error()
+			if code == exitInterrupted {
+				msg = "interrupted: checkpoints written; run the same command again to resume"
+			}
+			fmt.Fprintln(os.Stderr, "sofa: "+msg)
+		}
+	}
+	return code
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "sofa",
+		Short: "Move CouchDB data fast and without loss",
+		Long: `sofa replicates CouchDB databases and whole servers over the CouchDB
+replication protocol, backs them up into one archive, restores and verifies
+them. It works with Apache CouchDB 2.x/3.x, Cloudant and PouchDB Server.
+
+Credentials come from the URL (http://user:pass@host:5984), or from
+SOFA_SOURCE_USER/SOFA_SOURCE_PASSWORD and SOFA_TARGET_USER/SOFA_TARGET_PASSWORD;
+they never appear in output, logs or errors.
+
+` + exitCodesHelp,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageErr("%v (see %s --help)", err, c.CommandPath())
+	})
+	root.AddCommand(newReplicateCmd())
+	for _, c := range root.Commands() {
+		c.SetFlagErrorFunc(root.FlagErrorFunc())
+	}
+	return root
+}

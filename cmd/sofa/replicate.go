@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/replicate"
+)
+
+type replicateCmd struct {
+	engine       engineFlags
+	client       clientFlags
+	createTarget bool
+	copySecurity bool
+	jsonOut      bool
+	quiet        bool
+	verbose      bool
+	debug        bool
+}
+
+func newReplicateCmd() *cobra.Command {
+	rc := &replicateCmd{}
+	cmd := &cobra.Command{
+		Use:   "replicate SOURCE TARGET",
+		Short: "Copy a database (or every database of a server) to another",
+		Long: `Copy every leaf revision (conflicts and tombstones included) with its
+history and attachments from SOURCE to TARGET over the CouchDB replication
+protocol. SOURCE and TARGET are database URLs (http://host:5984/db).
+
+Progress is checkpointed in _local/<replication id> on both databases (on the
+target only when the source refuses writes), so an interrupted or killed run
+resumes where it stopped; a second run after a success copies nothing.
+
+` + exitCodesHelp,
+		Example: `  sofa replicate http://admin:pw@old:5984/orders http://admin:pw@new:5984/orders --create-target
+  SOFA_SOURCE_PASSWORD=pw sofa replicate http://admin@old:5984/a http://new:5984/a --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return usageErr("replicate needs SOURCE and TARGET URLs (got %d arguments)", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyEnvAndConfig(cmd); err != nil {
+				return err
+			}
+			return rc.run(cmd.Context(), args[0], args[1])
+		},
+	}
+	fs := cmd.Flags()
+	rc.engine.register(fs)
+	rc.client.register(fs)
+	fs.BoolVar(&rc.createTarget, "create-target", false, "create the target database if missing, with the source's properties, _revs_limit and _security")
+	fs.BoolVar(&rc.copySecurity, "copy-security", false, "copy _revs_limit (before documents) and _security (after) to an existing target")
+	fs.BoolVar(&rc.jsonOut, "json", false, "print the result as JSON on stdout")
+	fs.BoolVarP(&rc.quiet, "quiet", "q", false, "print nothing but errors")
+	fs.BoolVarP(&rc.verbose, "verbose", "v", false, "log retries, waits and checkpoints")
+	fs.BoolVar(&rc.debug, "debug", false, "log every batch")
+	fs.String("config", "", "TOML file of flag values (keys are flag names)")
+	return cmd
+}
+
+func (rc *replicateCmd) logf(format string, args ...any) {
+	if rc.verbose || rc.debug {
+		fmt.Fprintf(os.Stderr, "sofa: "+format+"\n", args...)
+	}
+}
+
+func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
+	copts := rc.client.options()
+	copts.Log = rc.logf
+	src, err := openEndpoint(ctx, srcURL, "SOURCE", copts)
+	if err != nil {
+		return err
+	}
+	tgt, err := openEndpoint(ctx, tgtURL, "TARGET", copts)
+	if err != nil {
+		return err
+	}
+	switch {
+	case src.DBName == "" && tgt.DBName == "":
+		return rc.runServers(ctx, src.Server, tgt.Server)
+	case src.DBName == "" || tgt.DBName == "":
+		return usageErr("SOURCE and TARGET must both be databases or both be servers")
+	}
+	sdb, tdb := src.Server.DB(src.DBName), tgt.Server.DB(tgt.DBName)
+	res, err := rc.replicateDB(ctx, sdb, tdb, nil)
+	return rc.finish(res, err, os.Stdout)
+}
+
+// replicateDB copies one database, creating the target when asked.
+func (rc *replicateCmd) replicateDB(ctx context.Context, sdb, tdb *couch.DB, counters *replicate.Counters) (*replicate.Result, error) {
+	if _, err := sdb.Info(ctx); err != nil {
+		return nil, fatal(fmt.Errorf("source: %v", err))
+	}
+	opts := rc.engine.options()
+	opts.Counters = counters
+	opts.CopyMetadata = rc.copySecurity
+	opts.Warn = func(s string) {
+		if !rc.quiet {
+			fmt.Fprintln(os.Stderr, "sofa: warning: "+s)
+		}
+	}
+	if rc.debug {
+		opts.Debug = rc.logf
+	}
+	if _, err := tdb.Info(ctx); err != nil {
+		if !errors.Is(err, replicate.ErrNotFound) {
+			return nil, fatal(fmt.Errorf("target: %v", err))
+		}
+		if !rc.createTarget {
+			return nil, fatal(fmt.Errorf("target database %s does not exist (use --create-target)", tdb))
+		}
+		meta, err := sdb.Metadata(ctx)
+		if err != nil {
+			return nil, fatal(fmt.Errorf("source: %v", err))
+		}
+		if err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned}); err != nil && !errors.Is(err, couch.ErrExists) {
+			return nil, fatal(fmt.Errorf("target: %v", err))
+		}
+		opts.CopyMetadata = true
+	}
+	stopProgress := rc.progress(ctx, &opts, sdb)
+	res, err := replicate.Run(ctx, sdb, tdb, opts)
+	stopProgress()
+	return res, err
+}
+
+// progress prints a line every few seconds to stderr unless quiet.
+func (rc *replicateCmd) progress(ctx context.Context, opts *replicate.Options, sdb *couch.DB) func() {
+	if opts.Counters == nil {
+		opts.Counters = &replicate.Counters{}
+	}
+	if rc.quiet || rc.jsonOut {
+		return func() {}
+	}
+	done := make(chan struct{})
+	c := opts.Counters
+	t0 := time.Now()
+	go func() {
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s := c.Snapshot()
+				rate := float64(s.DocsWritten) / time.Since(t0).Seconds()
+				fmt.Fprintf(os.Stderr, "sofa: %s: %d changes read, %d revisions written (%.0f/s), %s, %d failures\n",
+					sdb.Name(), s.ChangesRead, s.DocsWritten, rate, humanBytes(s.Bytes), s.DocWriteFailures)
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// finish prints the result and maps it to an exit code.
+func (rc *replicateCmd) finish(res *replicate.Result, err error, out io.Writer) error {
+	if res != nil {
+		if rc.jsonOut {
+			printJSON(out, resultJSON(res, err))
+		} else if !rc.quiet {
+			printSummary(os.Stderr, res)
+		}
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return &exitError{code: exitInterrupted, err: errors.New("interrupted: checkpoints written; run the same command again to resume")}
+		}
+		var e *exitError
+		if errors.As(err, &e) {
+			return err
+		}
+		return fatal(err)
+	}
+	if len(res.Failures) > 0 {
+		return &exitError{code: exitPartial, err: fmt.Errorf("%d revisions were not copied (listed above)", len(res.Failures))}
+	}
+	return nil
+}

@@ -1,0 +1,414 @@
+// Package couch is sofa's CouchDB HTTP client: the replication protocol
+// subset (changes, revs_diff, bulk_get, bulk_docs with new_edits=false,
+// _local checkpoints, _security, _revs_limit, _all_dbs) over net/http, with
+// per-request retries, Retry-After and an optional per-host pacer. A DB
+// implements replicate.Source and replicate.Target.
+package couch
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults for Options; each option's zero value selects these.
+const (
+	DefaultAttemptTimeout = 90 * time.Second
+	DefaultRetryTime      = 2 * time.Minute
+	DefaultMax429Wait     = 10 * time.Minute
+	DefaultMaxConns       = 32
+)
+
+// Options tunes a Client. Zero values select the documented defaults.
+type Options struct {
+	// AttemptTimeout bounds one HTTP attempt (headers and body) of an
+	// ordinary request; a streamed `_changes` read is bounded per read
+	// instead. Zero: DefaultAttemptTimeout (90 s).
+	AttemptTimeout time.Duration
+	// RetryTime bounds the total time one request spends retrying network
+	// errors, timeouts, 408 and 5xx (exponential backoff, full jitter).
+	// Zero: DefaultRetryTime (2 min). Negative: no retries.
+	RetryTime time.Duration
+	// Max429Wait bounds the total time one request waits on 429/503 answers
+	// (honouring Retry-After); these waits do not use up RetryTime. Zero:
+	// DefaultMax429Wait (10 min).
+	Max429Wait time.Duration
+	// MaxConns caps TCP connections per host. Zero: DefaultMaxConns (32).
+	MaxConns int
+	// Pacer, if set, is asked before every attempt and told its outcome
+	// (the fleet's adaptive concurrency controller). Nil: no pacing.
+	Pacer Pacer
+	// Log, if set, receives one line per retry or wait (credentials never
+	// included).
+	Log func(format string, args ...any)
+	// Transport overrides the HTTP transport (tests).
+	Transport http.RoundTripper
+}
+
+// Pacer gates requests to one host. Acquire blocks until a request may
+// start and returns the function to call with its outcome.
+type Pacer interface {
+	Acquire(ctx context.Context) (done func(Outcome), err error)
+}
+
+// Outcome is what a Pacer learns about one attempt.
+type Outcome struct {
+	Latency  time.Duration // time to response headers (or failure)
+	Status   int           // HTTP status; 0 for a network error or timeout
+	Overload bool          // 429, 503, timeout or all_dbs_active
+	Err      error         // network error, if any
+}
+
+// Counters are cumulative request statistics of a Client, safe to read
+// concurrently.
+type Counters struct {
+	Requests  atomic.Int64 // attempts sent
+	Retries   atomic.Int64 // attempts repeated after a retryable failure
+	Throttled atomic.Int64 // 429/503 answers
+	WaitNanos atomic.Int64 // time spent waiting before retries
+	BytesIn   atomic.Int64 // response body bytes read through this client
+	BytesOut  atomic.Int64 // request body bytes sent
+}
+
+// Client talks to one CouchDB server (scheme, host, port, path prefix).
+type Client struct {
+	base  *url.URL // without userinfo, path without trailing slash
+	user  string
+	pass  string
+	hc    *http.Client
+	opts  Options
+	Stats *Counters
+}
+
+// NewClient parses a server or database URL (`http(s)://user:pass@host:port/prefix`)
+// and returns a client for its server. Credentials come from the URL
+// userinfo; SOFA_USER/SOFA_PASSWORD style fallbacks are resolved by the
+// caller. The database path, if any, is returned as the decoded db name.
+func NewClient(rawURL string, opts Options) (*Client, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("invalid URL %q: %v", RedactURL(rawURL), redactErr(err))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("invalid URL %q: scheme must be http or https", RedactURL(rawURL))
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("invalid URL %q: no host", RedactURL(rawURL))
+	}
+	c := &Client{opts: opts, Stats: &Counters{}}
+	if u.User != nil {
+		c.user = u.User.Username()
+		c.pass, _ = u.User.Password()
+	}
+	b := *u
+	b.User = nil
+	b.RawQuery, b.Fragment = "", ""
+	b.Path = strings.TrimRight(b.Path, "/")
+	b.RawPath = strings.TrimRight(b.RawPath, "/")
+	c.base = &b
+	if c.opts.AttemptTimeout == 0 {
+		c.opts.AttemptTimeout = DefaultAttemptTimeout
+	}
+	if c.opts.RetryTime == 0 {
+		c.opts.RetryTime = DefaultRetryTime
+	}
+	if c.opts.Max429Wait == 0 {
+		c.opts.Max429Wait = DefaultMax429Wait
+	}
+	if c.opts.MaxConns == 0 {
+		c.opts.MaxConns = DefaultMaxConns
+	}
+	rt := opts.Transport
+	if rt == nil {
+		rt = &http.Transport{
+			Proxy:                 nil,
+			DialContext:           (&net.Dialer{Timeout: 15 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:          c.opts.MaxConns * 2,
+			MaxIdleConnsPerHost:   c.opts.MaxConns,
+			MaxConnsPerHost:       c.opts.MaxConns,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   15 * time.Second,
+			ResponseHeaderTimeout: 0,
+			ReadBufferSize:        64 << 10,
+			WriteBufferSize:       64 << 10,
+			TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+		}
+	}
+	c.hc = &http.Client{Transport: rt, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 5 {
+			return errors.New("too many redirects")
+		}
+		return nil
+	}}
+	return c, nil
+}
+
+// URL is the server URL without credentials.
+func (c *Client) URL() string { return c.base.String() }
+
+// request describes one HTTP request; Body is kept so it can be resent.
+type request struct {
+	Method      string
+	Path        string // escaped path below the base, starting with "/"
+	Query       string // raw query without "?"
+	Body        []byte
+	ContentType string
+	Accept      string
+	Header      http.Header
+	// Stream: the caller reads the body itself and the attempt timeout does
+	// not apply to reading it (changes feed).
+	Stream bool
+	// NoRetry: fail on the first error (probing).
+	NoRetry bool
+}
+
+func (c *Client) newHTTPRequest(ctx context.Context, r *request) (*http.Request, error) {
+	u := *c.base
+	u.Path = "" // set raw below
+	raw := c.base.EscapedPath() + r.Path
+	full := u.Scheme + "://" + u.Host + raw
+	if r.Query != "" {
+		full += "?" + r.Query
+	}
+	var body io.Reader
+	if r.Body != nil {
+		body = bytes.NewReader(r.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, full, body)
+	if err != nil {
+		return nil, err
+	}
+	if r.Body != nil {
+		req.ContentLength = int64(len(r.Body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(r.Body)), nil }
+	}
+	for k, v := range r.Header {
+		req.Header[k] = v
+	}
+	if r.ContentType != "" {
+		req.Header.Set("Content-Type", r.ContentType)
+	}
+	if r.Accept != "" {
+		req.Header.Set("Accept", r.Accept)
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	req.Header.Set("User-Agent", "sofa/0.1")
+	if c.user != "" || c.pass != "" {
+		req.SetBasicAuth(c.user, c.pass)
+	}
+	return req, nil
+}
+
+// do runs a request with retries and returns a response with status < 300
+// (the caller closes its body), or an error: *Error for HTTP statuses,
+// otherwise a network error (credentials removed).
+func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
+	start := time.Now()
+	var waited429 time.Duration
+	attempt := 0
+	for {
+		attempt++
+		resp, cancel, err := c.attempt(ctx, r)
+		if err == nil && resp.StatusCode < 300 {
+			return wrapCancel(resp, cancel), nil
+		}
+		var herr *Error
+		if err == nil {
+			herr = readError(r, resp)
+			cancel()
+			err = herr
+		} else {
+			cancel()
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if r.NoRetry || !retryable(err) {
+			return nil, err
+		}
+		var wait time.Duration
+		if herr != nil && (herr.Status == 429 || herr.Status == 503) {
+			c.Stats.Throttled.Add(1)
+			wait = backoff(attempt, 250*time.Millisecond, 30*time.Second)
+			if ra, ok := retryAfter(herr.RetryAfter, time.Now()); ok {
+				wait = ra + time.Duration(rand.Int64N(int64(100*time.Millisecond)))
+			}
+			if waited429+wait > c.opts.Max429Wait {
+				return nil, fmt.Errorf("%w (gave up after waiting %s on rate limits)", err, waited429.Round(time.Second))
+			}
+			waited429 += wait
+		} else {
+			if c.opts.RetryTime < 0 {
+				return nil, err
+			}
+			wait = backoff(attempt, 250*time.Millisecond, 20*time.Second)
+			if time.Since(start)-waited429+wait > c.opts.RetryTime {
+				return nil, fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt, time.Since(start).Round(time.Second))
+			}
+		}
+		c.Stats.Retries.Add(1)
+		c.Stats.WaitNanos.Add(int64(wait))
+		if c.opts.Log != nil {
+			c.opts.Log("retry %s %s in %s: %v", r.Method, c.redactedPath(r.Path), wait.Round(time.Millisecond), err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// attempt sends one HTTP attempt. On success the returned cancel must be
+// called once the body is consumed.
+func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, context.CancelFunc, error) {
+	var done func(Outcome)
+	if c.opts.Pacer != nil {
+		d, err := c.opts.Pacer.Acquire(ctx)
+		if err != nil {
+			return nil, func() {}, err
+		}
+		done = d
+	}
+	actx, cancel := context.WithCancel(ctx)
+	var timer *time.Timer
+	if !r.Stream {
+		timer = time.AfterFunc(c.opts.AttemptTimeout, cancel)
+	} else {
+		// a stream must produce headers within the attempt timeout
+		timer = time.AfterFunc(c.opts.AttemptTimeout, cancel)
+	}
+	req, err := c.newHTTPRequest(actx, r)
+	if err != nil {
+		timer.Stop()
+		cancel()
+		if done != nil {
+			done(Outcome{Err: err})
+		}
+		return nil, func() {}, err
+	}
+	c.Stats.Requests.Add(1)
+	c.Stats.BytesOut.Add(int64(len(r.Body)))
+	t0 := time.Now()
+	resp, err := c.hc.Do(req)
+	lat := time.Since(t0)
+	if r.Stream {
+		timer.Stop()
+	}
+	if err != nil {
+		timer.Stop()
+		cancel()
+		timedOut := actx.Err() != nil && ctx.Err() == nil
+		if done != nil {
+			done(Outcome{Latency: lat, Overload: timedOut || isTimeout(err), Err: err})
+		}
+		if timedOut {
+			return nil, func() {}, &NetError{Op: r.Method + " " + c.redactedPath(r.Path), Err: errAttemptTimeout}
+		}
+		return nil, func() {}, &NetError{Op: r.Method + " " + c.redactedPath(r.Path), Err: stripURLError(err)}
+	}
+	if done != nil {
+		done(Outcome{Latency: lat, Status: resp.StatusCode, Overload: resp.StatusCode == 429 || resp.StatusCode == 503})
+	}
+	stop := func() { timer.Stop(); cancel() }
+	resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.Stats.BytesIn}
+	return resp, stop, nil
+}
+
+var errAttemptTimeout = errors.New("request timed out")
+
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+func wrapCancel(resp *http.Response, cancel context.CancelFunc) *http.Response {
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp
+}
+
+func (c *Client) redactedPath(p string) string {
+	if len(p) > 200 {
+		return p[:200] + "..."
+	}
+	return p
+}
+
+// backoff is full-jitter exponential backoff: a random wait in
+// [0, min(max, base*2^(attempt-1))].
+func backoff(attempt int, base, max time.Duration) time.Duration {
+	d := base
+	for i := 1; i < attempt && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	return time.Duration(rand.Int64N(int64(d))) + base/4
+}
+
+// retryAfter parses a Retry-After value (seconds or HTTP date).
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d, true
+		}
+		return 0, true
+	}
+	return 0, false
+}
+
+func retryable(err error) bool {
+	var herr *Error
+	if errors.As(err, &herr) {
+		switch {
+		case herr.Status == 408, herr.Status == 429, herr.Status >= 500:
+			return true
+		}
+		return false
+	}
+	var nerr *NetError
+	return errors.As(err, &nerr)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

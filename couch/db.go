@@ -1,0 +1,432 @@
+package couch
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sofadb/sofa/internal/jsonx"
+	"github.com/sofadb/sofa/replicate"
+)
+
+// DB is one database on a Server. It implements replicate.Source and
+// replicate.Target.
+type DB struct {
+	srv  *Server
+	name string
+	path string // "/" + escaped name
+	// ReadOnly makes PutLocal refuse with replicate.ErrReadOnly without a
+	// request (backup sources are never written).
+	ReadOnly bool
+	// InlineMax is the largest total of identity-encoded attachment bytes
+	// of one revision that is inlined as base64 in `_bulk_docs`; larger or
+	// gzip-encoded attachments go as multipart/related PUT. Zero: 64 KiB
+	// on CouchDB; PouchDB Server always inlines (it takes no multipart).
+	InlineMax int64
+	// BulkGetUnsupported is set once `_bulk_get` failed; reads then use
+	// `open_revs` GETs.
+	bulkGetOff bool
+}
+
+var (
+	_ replicate.Source = (*DB)(nil)
+	_ replicate.Target = (*DB)(nil)
+)
+
+// Name is the decoded database name.
+func (d *DB) Name() string { return d.name }
+
+// Server is the server holding the database.
+func (d *DB) Server() *Server { return d.srv }
+
+func (d *DB) String() string { return d.srv.URL() + d.path }
+
+func (d *DB) fail(op string, err error) error {
+	switch StatusOf(err) {
+	case 401:
+		return fmt.Errorf("%s: %s: authentication failed (HTTP 401): check the user name and password", d, op)
+	case 403:
+		return fmt.Errorf("%s: %s: forbidden (HTTP 403): %v", d, op, err)
+	case 404:
+		return fmt.Errorf("%s: %s: %w (HTTP 404)", d, op, replicate.ErrNotFound)
+	case 0:
+		if errors.Is(err, context.Canceled) {
+			return err
+		}
+		return fmt.Errorf("%s: %s: %v", d, op, err)
+	}
+	return fmt.Errorf("%s: %s: %v", d, op, err)
+}
+
+// Info reads `GET /db`.
+func (d *DB) Info(ctx context.Context) (replicate.DBInfo, error) {
+	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path})
+	if err != nil {
+		return replicate.DBInfo{}, d.fail("open database", err)
+	}
+	defer resp.Body.Close()
+	var info struct {
+		DBName        string          `json:"db_name"`
+		DocCount      int64           `json:"doc_count"`
+		DocDelCount   int64           `json:"doc_del_count"`
+		UpdateSeq     json.RawMessage `json:"update_seq"`
+		InstanceStart json.RawMessage `json:"instance_start_time"`
+		Props         struct {
+			Partitioned bool `json:"partitioned"`
+		} `json:"props"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil || info.DBName == "" {
+		return replicate.DBInfo{}, fmt.Errorf("%s: not a CouchDB database (GET answered without db_name)", d)
+	}
+	ist := string(info.InstanceStart)
+	if len(ist) >= 2 && ist[0] == '"' {
+		ist = jsonx.Unquote(info.InstanceStart)
+	}
+	id := d.srv.UUID
+	if id == "" {
+		id = d.srv.URL()
+	}
+	return replicate.DBInfo{
+		Name: info.DBName, DocCount: info.DocCount, DelCount: info.DocDelCount,
+		UpdateSeq: replicate.Seq(info.UpdateSeq), InstanceStart: ist,
+		Identity: id + "/" + d.name,
+	}, nil
+}
+
+// GetLocal reads `_local/<id>`.
+func (d *DB) GetLocal(ctx context.Context, id string) ([]byte, error) {
+	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.localDocPath(id)})
+	if err != nil {
+		if StatusOf(err) == 404 {
+			return nil, replicate.ErrNotFound
+		}
+		return nil, d.fail("read checkpoint", err)
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+func (d *DB) localDocPath(id string) string {
+	return d.path + "/" + EscapeDocID("_local/"+strings.TrimPrefix(id, "_local/"))
+}
+
+// PutLocal writes `_local/<id>`. 401/403 give replicate.ErrReadOnly.
+func (d *DB) PutLocal(ctx context.Context, id string, body []byte) error {
+	if d.ReadOnly {
+		return replicate.ErrReadOnly
+	}
+	resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.localDocPath(id), Body: body, ContentType: "application/json"})
+	if err != nil {
+		if st := StatusOf(err); st == 401 || st == 403 {
+			return fmt.Errorf("%w: %v", replicate.ErrReadOnly, err)
+		}
+		return d.fail("write checkpoint", err)
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// Changes streams `_changes?style=all_docs&feed=normal` from since, resuming
+// from the last row delivered when the stream breaks.
+func (d *DB) Changes(ctx context.Context, since replicate.Seq, fn func(replicate.Change) error) error {
+	last := since
+	failures := 0
+	for {
+		q := "style=all_docs&feed=normal&since=" + url.QueryEscape(last.String())
+		resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_changes", Query: q, Stream: true})
+		if err != nil {
+			return d.fail("read changes", err)
+		}
+		delivered := 0
+		var cbErr error
+		_, perr := ParseChanges(resp.Body, func(c replicate.Change) error {
+			if err := fn(c); err != nil {
+				cbErr = err
+				return err
+			}
+			delivered++
+			if len(c.Seq) > 0 {
+				last = append(replicate.Seq(nil), c.Seq...)
+			}
+			return nil
+		})
+		resp.Body.Close()
+		if cbErr != nil {
+			return cbErr
+		}
+		if perr == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if delivered > 0 {
+			failures = 0
+		} else {
+			failures++
+		}
+		if failures > 8 {
+			return d.fail("read changes", perr)
+		}
+		d.srv.Stats.Retries.Add(1)
+		if d.srv.opts.Log != nil {
+			d.srv.opts.Log("changes feed of %s broke after %d rows (%v); resuming from seq %s", d.name, delivered, perr, last.String())
+		}
+		if err := sleepCtx(ctx, backoff(failures+1, 250e6, 10e9)); err != nil {
+			return err
+		}
+	}
+}
+
+// RevsDiff posts `_revs_diff`.
+func (d *DB) RevsDiff(ctx context.Context, revs map[string][]string) (map[string]replicate.Missing, error) {
+	body, err := json.Marshal(revs)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := d.srv.do(ctx, &request{Method: "POST", Path: d.path + "/_revs_diff", Body: body, ContentType: "application/json"})
+	if err != nil {
+		return nil, d.fail("_revs_diff", err)
+	}
+	defer resp.Body.Close()
+	out, err := ParseRevsDiff(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: _revs_diff: %v", d, err)
+	}
+	return out, nil
+}
+
+// FetchRevs reads revisions with `_bulk_get?revs=true&latest=true` without
+// attachment bytes (stubs carry lengths and digests), falling back to
+// `GET /db/doc?open_revs=[...]` when `_bulk_get` is missing or fails.
+func (d *DB) FetchRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*replicate.Doc, []replicate.DocError, error) {
+	if !d.bulkGetOff {
+		docs, errs, err := d.bulkGet(ctx, reqs)
+		if err == nil {
+			return docs, errs, nil
+		}
+		st := StatusOf(err)
+		if st != 400 && st != 404 && st != 405 && st != 415 && st != 501 {
+			return nil, nil, err
+		}
+		d.bulkGetOff = true
+		if d.srv.opts.Log != nil {
+			d.srv.opts.Log("%s: _bulk_get unavailable (%v); using open_revs GETs", d, err)
+		}
+	}
+	return d.openRevs(ctx, reqs)
+}
+
+func (d *DB) bulkGet(ctx context.Context, reqs []replicate.RevRequest) ([]*replicate.Doc, []replicate.DocError, error) {
+	body := make([]byte, 0, 64*len(reqs))
+	body = append(body, `{"docs":[`...)
+	for i, r := range reqs {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, `{"id":`...)
+		body = jsonx.Quote(body, r.ID)
+		body = append(body, `,"rev":`...)
+		body = jsonx.Quote(body, r.Rev)
+		body = append(body, '}')
+	}
+	body = append(body, `]}`...)
+	resp, err := d.srv.do(ctx, &request{Method: "POST", Path: d.path + "/_bulk_get",
+		Query: "revs=true&latest=true&attachments=false&att_encoding_info=true", Body: body, ContentType: "application/json"})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	docs, errs, err := ParseBulkGet(resp.Body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: _bulk_get: %v", d, err)
+	}
+	return docs, errs, nil
+}
+
+// openRevs fetches revisions one document at a time with open_revs,
+// grouping revisions of one document and keeping each URL under 7000
+// bytes.
+func (d *DB) openRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*replicate.Doc, []replicate.DocError, error) {
+	byID := map[string][]string{}
+	var order []string
+	for _, r := range reqs {
+		if _, ok := byID[r.ID]; !ok {
+			order = append(order, r.ID)
+		}
+		byID[r.ID] = append(byID[r.ID], r.Rev)
+	}
+	var docs []*replicate.Doc
+	var errs []replicate.DocError
+	for _, id := range order {
+		revs := byID[id]
+		for len(revs) > 0 {
+			n := len(revs)
+			for n > 1 && openRevsLen(revs[:n]) > 6000 {
+				n /= 2
+			}
+			chunk := revs[:n]
+			revs = revs[n:]
+			rj, _ := json.Marshal(chunk)
+			q := "revs=true&latest=true&open_revs=" + url.QueryEscape(string(rj))
+			resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/" + EscapeDocID(id), Query: q, Accept: "multipart/mixed, application/json"})
+			if err != nil {
+				st := StatusOf(err)
+				if st == 404 || st == 414 || st == 400 {
+					for _, rev := range chunk {
+						errs = append(errs, replicate.DocError{ID: id, Rev: rev, Error: "read_failed", Reason: err.Error()})
+					}
+					continue
+				}
+				return nil, nil, d.fail("open_revs", err)
+			}
+			ds, es, err := ReadOpenRevs(resp.Header.Get("Content-Type"), resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: open_revs of %q: %v", d, shortID(id), err)
+			}
+			for i := range es {
+				if es[i].ID == "" {
+					es[i].ID = id
+				}
+			}
+			docs = append(docs, ds...)
+			errs = append(errs, es...)
+		}
+	}
+	return docs, errs, nil
+}
+
+func openRevsLen(revs []string) int {
+	n := 20
+	for _, r := range revs {
+		n += len(r) + 10
+	}
+	return n
+}
+
+func shortID(id string) string {
+	if len(id) > 80 {
+		return id[:60] + "...(" + strconv.Itoa(len(id)) + " bytes)"
+	}
+	return id
+}
+
+// Attachment reads one attachment's stored bytes with
+// `GET /db/doc/att?rev=R` and `Accept-Encoding: gzip`, so a gzip-stored
+// attachment arrives as stored. The bytes are checked against att.Digest
+// when it is an md5 digest.
+func (d *DB) Attachment(ctx context.Context, docID, rev string, att *replicate.Attachment) error {
+	h := map[string][]string{"Accept-Encoding": {"gzip"}}
+	p := d.path + "/" + EscapeDocID(docID) + "/" + EscapeAttName(att.Name)
+	if len(p) > 15000 {
+		return fmt.Errorf("attachment %q of %q: URL too long for the source", att.Name, shortID(docID))
+	}
+	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: p, Query: "rev=" + url.QueryEscape(rev), Accept: "*/*", Header: h})
+	if err != nil {
+		return d.fail("read attachment "+att.Name+" of "+shortID(docID), err)
+	}
+	defer resp.Body.Close()
+	limit := att.StoredLength() + 1<<20
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return d.fail("read attachment "+att.Name+" of "+shortID(docID), &NetError{Op: "GET attachment", Err: err})
+	}
+	enc := resp.Header.Get("Content-Encoding")
+	if enc == "gzip" {
+		att.Encoding = "gzip"
+		att.EncodedLength = int64(len(data))
+	} else if att.Encoding == "gzip" {
+		// Server decoded it for us: keep identity bytes and drop the
+		// encoding so the digest is recomputed by the target.
+		att.Encoding, att.EncodedLength, att.Digest = "", 0, ""
+	}
+	if strings.HasPrefix(att.Digest, "md5-") {
+		sum := md5.Sum(data)
+		if base64.StdEncoding.EncodeToString(sum[:]) != att.Digest[4:] {
+			return fmt.Errorf("%s: attachment %q of %q rev %s: bytes do not match digest %s", d, att.Name, shortID(docID), rev, att.Digest)
+		}
+	}
+	att.Data = data
+	return nil
+}
+
+// Metadata reads `_security`, `_revs_limit` and props.
+func (d *DB) Metadata(ctx context.Context) (replicate.Metadata, error) {
+	var m replicate.Metadata
+	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_security"})
+	if err == nil {
+		m.Security, _ = io.ReadAll(resp.Body)
+		m.Security = bytes.TrimSpace(m.Security)
+		resp.Body.Close()
+	} else if st := StatusOf(err); st != 404 && st != 403 && st != 401 {
+		return m, d.fail("read _security", err)
+	}
+	resp, err = d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_revs_limit"})
+	if err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m.RevsLimit, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	} else if st := StatusOf(err); st != 404 && st != 400 && st != 405 {
+		return m, d.fail("read _revs_limit", err)
+	}
+	resp, err = d.srv.do(ctx, &request{Method: "GET", Path: d.path})
+	if err == nil {
+		var info struct {
+			Props struct {
+				Partitioned bool `json:"partitioned"`
+			} `json:"props"`
+		}
+		json.NewDecoder(resp.Body).Decode(&info)
+		resp.Body.Close()
+		m.Partitioned = info.Props.Partitioned
+	}
+	return m, nil
+}
+
+// SetMetadata writes `_revs_limit` (BeforeDocs; 404 tolerated) or
+// `_security` (AfterDocs).
+func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replicate.MetadataPhase) error {
+	switch phase {
+	case replicate.BeforeDocs:
+		if m.RevsLimit > 0 {
+			resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.path + "/_revs_limit", Body: []byte(strconv.Itoa(m.RevsLimit)), ContentType: "application/json"})
+			if err != nil {
+				if st := StatusOf(err); st == 404 || st == 405 || st == 400 {
+					return nil // PouchDB Server has no _revs_limit route
+				}
+				return d.fail("set _revs_limit", err)
+			}
+			resp.Body.Close()
+		}
+	case replicate.AfterDocs:
+		if len(m.Security) > 0 {
+			resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.path + "/_security", Body: m.Security, ContentType: "application/json"})
+			if err != nil {
+				return d.fail("set _security", err)
+			}
+			resp.Body.Close()
+		}
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,96 @@
+package couch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Error is an HTTP error answer from CouchDB: the status and the
+// `{"error","reason"}` body.
+type Error struct {
+	Method     string
+	Path       string // escaped request path (no credentials)
+	Status     int
+	Name       string // CouchDB "error", e.g. "not_found", "forbidden"
+	Reason     string // CouchDB "reason"
+	RetryAfter string // Retry-After header, if any
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("%s %s: HTTP %d", e.Method, e.Path, e.Status)
+	if e.Name != "" {
+		msg += " " + e.Name
+	}
+	if e.Reason != "" && e.Reason != e.Name {
+		msg += ": " + e.Reason
+	}
+	return msg
+}
+
+// StatusOf returns the HTTP status carried by err, or 0.
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// NetError is a failure below HTTP: connection refused or reset, DNS,
+// timeout, TLS. The URL is never included (it may carry credentials).
+type NetError struct {
+	Op  string
+	Err error
+}
+
+func (e *NetError) Error() string { return e.Op + ": " + e.Err.Error() }
+func (e *NetError) Unwrap() error { return e.Err }
+
+func readError(r *request, resp *http.Response) *Error {
+	defer resp.Body.Close()
+	e := &Error{Method: r.Method, Path: trimPath(r.Path), Status: resp.StatusCode, RetryAfter: resp.Header.Get("Retry-After")}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var body struct {
+		Error  any `json:"error"`
+		Reason any `json:"reason"`
+	}
+	if json.Unmarshal(b, &body) == nil {
+		e.Name, e.Reason = fmt.Sprint(orEmpty(body.Error)), fmt.Sprint(orEmpty(body.Reason))
+	} else if len(b) > 0 {
+		e.Reason = "non-JSON answer (" + strings.TrimSpace(resp.Header.Get("Content-Type")) + ")"
+	}
+	return e
+}
+
+func orEmpty(v any) any {
+	if v == nil {
+		return ""
+	}
+	return v
+}
+
+func trimPath(p string) string {
+	if len(p) > 200 {
+		return p[:200] + "..."
+	}
+	return p
+}
+
+// stripURLError removes the URL (which may carry credentials) from a
+// *url.Error, keeping the cause.
+func stripURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func redactErr(err error) error { return stripURLError(err) }
+
+func asError(err error, target **Error) bool { return errors.As(err, target) }

@@ -1,0 +1,203 @@
+package couch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Vendor says which server software answered the welcome request.
+type Vendor int
+
+const (
+	VendorUnknown Vendor = iota
+	VendorCouchDB        // Apache CouchDB (or Cloudant): "couchdb":"Welcome"
+	VendorPouchDB        // PouchDB Server: "express-pouchdb":"Welcome!"
+)
+
+func (v Vendor) String() string {
+	switch v {
+	case VendorCouchDB:
+		return "couchdb"
+	case VendorPouchDB:
+		return "pouchdb-server"
+	}
+	return "unknown"
+}
+
+// Server is a CouchDB server as probed: its welcome answer and identity.
+type Server struct {
+	*Client
+	Vendor  Vendor
+	Version string
+	UUID    string // server uuid, "" if not given
+}
+
+// Endpoint is a probed URL: a server, or a database on a server.
+type Endpoint struct {
+	Server *Server
+	DBName string // decoded db name; "" for a server URL
+}
+
+// Probe opens a server or database URL once: the server's welcome (`GET /`)
+// gives vendor, version and uuid; a URL with a path is a database when
+// `GET /db` answers JSON with `db_name` (a missing database gives a DB
+// with Exists false via DB.Info). Errors name the URL without credentials.
+func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("invalid URL %q: %v", RedactURL(rawURL), stripURLError(err))
+	}
+	// The database is the last path segment; anything before is a prefix.
+	p := strings.TrimRight(u.EscapedPath(), "/")
+	dbEsc := ""
+	if i := strings.LastIndexByte(p, '/'); i >= 0 && p[i+1:] != "" {
+		dbEsc = p[i+1:]
+	}
+	serverURL := *u
+	if dbEsc != "" {
+		prefix := p[:len(p)-len(dbEsc)-1]
+		dec, err := url.PathUnescape(prefix)
+		if err != nil {
+			return nil, fmt.Errorf("invalid URL %q: %v", RedactURL(rawURL), err)
+		}
+		serverURL.Path, serverURL.RawPath = dec, prefix
+	}
+	c, err := NewClient(serverURL.String(), opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Client: c}
+	if err := s.welcome(ctx); err != nil {
+		return nil, err
+	}
+	ep := &Endpoint{Server: s}
+	if dbEsc != "" {
+		name, err := url.PathUnescape(dbEsc)
+		if err != nil {
+			return nil, fmt.Errorf("invalid database name in %q: %v", RedactURL(rawURL), err)
+		}
+		ep.DBName = name
+	}
+	return ep, nil
+}
+
+func (s *Server) welcome(ctx context.Context) error {
+	resp, err := s.do(ctx, &request{Method: "GET", Path: "/"})
+	if err != nil {
+		return s.describe(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return s.describe(&NetError{Op: "GET /", Err: err})
+	}
+	var w map[string]any
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("%s: not a CouchDB server (the welcome answer is not JSON)", s.URL())
+	}
+	switch {
+	case w["couchdb"] != nil:
+		s.Vendor = VendorCouchDB
+	case w["express-pouchdb"] != nil:
+		s.Vendor = VendorPouchDB
+	default:
+		return fmt.Errorf("%s: not a CouchDB server (no welcome in its answer)", s.URL())
+	}
+	s.Version, _ = w["version"].(string)
+	s.UUID, _ = w["uuid"].(string)
+	return nil
+}
+
+// describe turns low-level errors into one line naming the server.
+func (s *Server) describe(err error) error {
+	switch st := StatusOf(err); st {
+	case 401:
+		return fmt.Errorf("%s: authentication failed (HTTP 401): check the user name and password", s.URL())
+	case 403:
+		return fmt.Errorf("%s: access forbidden (HTTP 403): %v", s.URL(), err)
+	case 0:
+		return fmt.Errorf("%s: cannot connect: %v", s.URL(), err)
+	}
+	return fmt.Errorf("%s: %v", s.URL(), err)
+}
+
+// DB returns a handle on the named database (decoded name).
+func (s *Server) DB(name string) *DB {
+	return &DB{srv: s, name: name, path: "/" + EscapeDB(name)}
+}
+
+// AllDBs lists database names after startAfter (exclusive, "" for the
+// first page), at most limit (0: no limit). Servers without paging
+// (PouchDB Server) return every name; the caller filters what it has seen.
+func (s *Server) AllDBs(ctx context.Context, startAfter string, limit int) ([]string, error) {
+	q := url.Values{}
+	if startAfter != "" {
+		k, _ := json.Marshal(startAfter)
+		q.Set("startkey", string(k))
+	}
+	if limit > 0 {
+		n := limit
+		if startAfter != "" {
+			n++ // startkey is inclusive
+		}
+		q.Set("limit", strconv.Itoa(n))
+	}
+	resp, err := s.do(ctx, &request{Method: "GET", Path: "/_all_dbs", Query: q.Encode()})
+	if err != nil {
+		return nil, s.describe(err)
+	}
+	defer resp.Body.Close()
+	var names []string
+	if err := json.NewDecoder(resp.Body).Decode(&names); err != nil {
+		return nil, fmt.Errorf("%s: GET /_all_dbs: bad answer: %v", s.URL(), err)
+	}
+	if startAfter != "" {
+		out := names[:0]
+		for _, n := range names {
+			if n > startAfter {
+				out = append(out, n)
+			}
+		}
+		names = out
+	}
+	return names, nil
+}
+
+// CreateOptions are database creation parameters (query string of
+// `PUT /db`).
+type CreateOptions struct {
+	Partitioned bool
+	Q, N        int // 0: server default
+}
+
+// ErrExists is returned by CreateDB when the database already exists.
+var ErrExists = errors.New("database already exists")
+
+// CreateDB creates a database. ErrExists if it exists (HTTP 412).
+func (s *Server) CreateDB(ctx context.Context, name string, o CreateOptions) error {
+	q := url.Values{}
+	if o.Partitioned {
+		q.Set("partitioned", "true")
+	}
+	if o.Q > 0 {
+		q.Set("q", strconv.Itoa(o.Q))
+	}
+	if o.N > 0 {
+		q.Set("n", strconv.Itoa(o.N))
+	}
+	resp, err := s.do(ctx, &request{Method: "PUT", Path: "/" + EscapeDB(name), Query: q.Encode()})
+	if err != nil {
+		if StatusOf(err) == 412 {
+			return ErrExists
+		}
+		return fmt.Errorf("create database %q on %s: %v", name, s.URL(), err)
+	}
+	resp.Body.Close()
+	return nil
+}

@@ -1,0 +1,128 @@
+package couch
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/sofadb/sofa/replicate"
+)
+
+// WriteDocs stores revisions with new_edits=false. Revisions without
+// attachment bytes, or with small identity-encoded ones, go in one
+// `_bulk_docs` request; the others as one multipart/related
+// `PUT /db/doc?new_edits=false` each, bytes as stored. A whole-request
+// refusal (413, 400) wraps replicate.ErrBatchRejected.
+func (d *DB) WriteDocs(ctx context.Context, docs []*replicate.Doc) ([]replicate.DocError, error) {
+	var bulk, single []*replicate.Doc
+	for _, doc := range docs {
+		if d.inlineable(doc) {
+			bulk = append(bulk, doc)
+		} else {
+			single = append(single, doc)
+		}
+	}
+	var failures []replicate.DocError
+	if len(bulk) > 0 {
+		f, err := d.bulkDocs(ctx, bulk)
+		if err != nil {
+			return nil, err
+		}
+		failures = append(failures, f...)
+	}
+	for _, doc := range single {
+		f, err := d.putMultipart(ctx, doc)
+		if err != nil {
+			if len(docs) == 1 {
+				return nil, err
+			}
+			return nil, err
+		}
+		if f != nil {
+			failures = append(failures, *f)
+		}
+	}
+	return failures, nil
+}
+
+func (d *DB) inlineable(doc *replicate.Doc) bool {
+	var n int64
+	for _, a := range doc.Atts {
+		if a.Stub || a.Data == nil {
+			continue
+		}
+		if a.Encoding != "" {
+			return false
+		}
+		n += int64(len(a.Data))
+	}
+	if n == 0 || d.srv.Vendor == VendorPouchDB {
+		return true
+	}
+	max := d.InlineMax
+	if max == 0 {
+		max = 64 << 10
+	}
+	return n <= max
+}
+
+func (d *DB) bulkDocs(ctx context.Context, docs []*replicate.Doc) ([]replicate.DocError, error) {
+	size := 32
+	for _, doc := range docs {
+		size += len(doc.Body) + 16
+		for _, a := range doc.Atts {
+			size += len(a.Data)*4/3 + 128 + len(a.Name)
+		}
+	}
+	body := make([]byte, 0, size)
+	body = append(body, `{"new_edits":false,"docs":[`...)
+	for i, doc := range docs {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = doc.AppendJSON(body, replicate.Inline)
+	}
+	body = append(body, "]}"...)
+	resp, err := d.srv.do(ctx, &request{Method: "POST", Path: d.path + "/_bulk_docs", Body: body, ContentType: "application/json"})
+	if err != nil {
+		if st := StatusOf(err); st == 413 || st == 400 {
+			return nil, fmt.Errorf("%w: %v", replicate.ErrBatchRejected, err)
+		}
+		return nil, d.fail("_bulk_docs", err)
+	}
+	defer resp.Body.Close()
+	f, err := ParseBulkDocs(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: _bulk_docs: %v", d, err)
+	}
+	return f, nil
+}
+
+// putMultipart writes one revision with its attachment bytes as
+// multipart/related. Per-document refusals (401, 403, 412 missing_stub,
+// 413, 415) come back as a DocError.
+func (d *DB) putMultipart(ctx context.Context, doc *replicate.Doc) (*replicate.DocError, error) {
+	var buf bytes.Buffer
+	ct, err := WriteRelated(&buf, doc)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.path + "/" + EscapeDocID(doc.ID), Query: "new_edits=false",
+		Body: buf.Bytes(), ContentType: ct})
+	if err != nil {
+		var e *Error
+		if asError(err, &e) {
+			switch e.Status {
+			case 400, 401, 403, 409, 412, 413, 415:
+				name := e.Name
+				if name == "" {
+					name = fmt.Sprintf("http_%d", e.Status)
+				}
+				return &replicate.DocError{ID: doc.ID, Rev: doc.Rev, Error: name, Reason: e.Reason}, nil
+			}
+		}
+		return nil, d.fail("PUT "+shortID(doc.ID), err)
+	}
+	resp.Body.Close()
+	return nil, nil
+}

@@ -1,0 +1,167 @@
+package replicate
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+)
+
+// resolveAttachments decides, per revision, which attachments travel:
+// those the target already holds (introduced at or before a revision the
+// target has, per the atts_since rule) become stubs; the bytes of the
+// others are read from the source. Then each revision joins the write
+// buffer.
+func (r *run) resolveAttachments(ctx context.Context, docs []*Doc, reqs []RevRequest, w *writeBuf) error {
+	ancestors := map[string][]string{}
+	for _, q := range reqs {
+		if len(q.AttsSince) > 0 {
+			ancestors[q.ID] = q.AttsSince
+		}
+	}
+	have, err := r.targetGenerations(ctx, docs, ancestors)
+	if err != nil {
+		return err
+	}
+	for _, d := range docs {
+		pre := d.Size()
+		g := have[d.ID+"\x00"+d.Rev]
+		for _, a := range d.Atts {
+			if a.Data != nil {
+				continue
+			}
+			if a.RevPos > 0 && a.RevPos <= g {
+				a.Stub = true
+				r.c.attsSkip.Add(1)
+				continue
+			}
+			a.Stub = false
+			if err := w.reserve(ctx, a.StoredLength(), false); err != nil {
+				return err
+			}
+			if err := r.src.Attachment(ctx, d.ID, d.Rev, a); err != nil {
+				return fmt.Errorf("source: %w", err)
+			}
+			r.c.attsRead.Add(1)
+		}
+		w.pending -= pre
+		if w.pending < 0 {
+			w.pending = 0
+		}
+		if err := w.add(ctx, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// targetGenerations returns, per revision with attachments to resolve,
+// the highest generation of its own history that the target holds (0 if
+// none). It uses the possible_ancestors of _revs_diff when the target
+// gave them (CouchDB), else asks the target with one more _revs_diff over
+// the revisions' histories (PouchDB Server gives no possible_ancestors).
+func (r *run) targetGenerations(ctx context.Context, docs []*Doc, ancestors map[string][]string) (map[string]int, error) {
+	out := map[string]int{}
+	ask := map[string][]string{}
+	for _, d := range docs {
+		lowest := 0
+		for _, a := range d.Atts {
+			if a.Data == nil && (lowest == 0 || a.RevPos < lowest) {
+				lowest = a.RevPos
+			}
+		}
+		if lowest == 0 || d.Revisions.Start <= 1 {
+			continue
+		}
+		key := d.ID + "\x00" + d.Rev
+		if anc, ok := ancestors[d.ID]; ok {
+			out[key] = highestInHistory(d, anc)
+			continue
+		}
+		if r.noHistoryCheck() {
+			continue
+		}
+		// ancestors of this revision at or above the lowest revpos
+		for i := 1; i < len(d.Revisions.IDs); i++ {
+			gen := d.Revisions.Start - i
+			if gen < lowest {
+				break
+			}
+			ask[d.ID] = append(ask[d.ID], strconv.Itoa(gen)+"-"+d.Revisions.IDs[i])
+		}
+	}
+	if len(ask) == 0 {
+		return out, nil
+	}
+	missing, err := r.tgt.RevsDiff(ctx, ask)
+	if err != nil {
+		return nil, fmt.Errorf("target: %w", err)
+	}
+	for _, d := range docs {
+		revs := ask[d.ID]
+		if len(revs) == 0 {
+			continue
+		}
+		best := 0
+		for _, rev := range revs {
+			if !contains(missing[d.ID].Missing, rev) {
+				best = max(best, Generation(rev))
+			}
+		}
+		out[d.ID+"\x00"+d.Rev] = best
+	}
+	return out, nil
+}
+
+// noHistoryCheck: targets that are archives hold nothing to compare.
+func (r *run) noHistoryCheck() bool {
+	_, ok := r.tgt.(interface{ HoldsNoAncestors() bool })
+	return ok
+}
+
+func highestInHistory(d *Doc, revs []string) int {
+	best := 0
+	for _, rev := range revs {
+		g := Generation(rev)
+		i := d.Revisions.Start - g
+		if g <= 0 || i < 0 || i >= len(d.Revisions.IDs) {
+			continue
+		}
+		if hash := rev[len(strconv.Itoa(g))+1:]; hash == d.Revisions.IDs[i] && g > best {
+			best = g
+		}
+	}
+	return best
+}
+
+// sizeEstimator adapts the number of revisions per fetch so one
+// _bulk_get answer stays near WriteBatchBytes.
+type sizeEstimator struct {
+	mu  sync.Mutex
+	avg float64
+}
+
+func (r *run) observeSize(bytes int64, n int) {
+	if n == 0 {
+		return
+	}
+	r.size.mu.Lock()
+	v := float64(bytes) / float64(n)
+	if r.size.avg == 0 {
+		r.size.avg = v
+	} else {
+		r.size.avg = 0.7*r.size.avg + 0.3*v
+	}
+	r.size.mu.Unlock()
+}
+
+func (r *run) fetchChunk() int {
+	r.size.mu.Lock()
+	avg := r.size.avg
+	r.size.mu.Unlock()
+	if avg <= 0 {
+		return min(r.opts.FetchBatch, 25)
+	}
+	n := int(float64(r.opts.WriteBatchBytes) / avg)
+	return max(1, min(n, r.opts.FetchBatch))
+}

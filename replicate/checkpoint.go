@@ -1,0 +1,197 @@
+package replicate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// maxHistory is how many sessions a checkpoint keeps, as CouchDB does.
+const maxHistory = 50
+
+// checkpointDoc is the `_local/<replication id>` document, in CouchDB's
+// replicator format (session_id, source_last_seq, history newest first)
+// plus sofa's instance fields used to detect a recreated database.
+type checkpointDoc struct {
+	ID             string          `json:"_id"`
+	Rev            string          `json:"_rev,omitempty"`
+	SessionID      string          `json:"session_id"`
+	SourceLastSeq  json.RawMessage `json:"source_last_seq"`
+	Version        int             `json:"replication_id_version"`
+	Replicator     string          `json:"replicator"`
+	SourceInstance string          `json:"sofa_source_instance,omitempty"`
+	TargetInstance string          `json:"sofa_target_instance,omitempty"`
+	History        []historyEntry  `json:"history"`
+}
+
+type historyEntry struct {
+	SessionID        string          `json:"session_id"`
+	StartTime        string          `json:"start_time"`
+	EndTime          string          `json:"end_time"`
+	StartLastSeq     json.RawMessage `json:"start_last_seq"`
+	EndLastSeq       json.RawMessage `json:"end_last_seq"`
+	RecordedSeq      json.RawMessage `json:"recorded_seq"`
+	MissingChecked   int64           `json:"missing_checked"`
+	MissingFound     int64           `json:"missing_found"`
+	DocsRead         int64           `json:"docs_read"`
+	DocsWritten      int64           `json:"docs_written"`
+	DocWriteFailures int64           `json:"doc_write_failures"`
+}
+
+func newSessionID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func readCheckpoint(ctx context.Context, e Endpoint, id string) (*checkpointDoc, error) {
+	b, err := e.GetLocal(ctx, "_local/"+id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var d checkpointDoc
+	if err := json.Unmarshal(b, &d); err != nil {
+		// An unreadable checkpoint is ignored: starting over is always correct.
+		return nil, nil
+	}
+	return &d, nil
+}
+
+// compareCheckpoints picks the start seq from the source and target
+// checkpoints as CouchDB's replicator does: the same session on both
+// sides gives source_last_seq; otherwise the newest session found in both
+// histories gives its recorded_seq; otherwise nil (start over).
+func compareCheckpoints(src, tgt *checkpointDoc) Seq {
+	if src == nil || tgt == nil {
+		return nil
+	}
+	if src.SessionID != "" && src.SessionID == tgt.SessionID {
+		return Seq(src.SourceLastSeq)
+	}
+	sh, th := src.History, tgt.History
+	for len(sh) > 0 && len(th) > 0 {
+		for _, t := range th {
+			if t.SessionID == sh[0].SessionID {
+				return Seq(sh[0].RecordedSeq)
+			}
+		}
+		for _, s := range sh[1:] {
+			if s.SessionID == th[0].SessionID {
+				return Seq(th[0].RecordedSeq)
+			}
+		}
+		sh, th = sh[1:], th[1:]
+	}
+	return nil
+}
+
+// checkpointer writes checkpoints for one session.
+type checkpointer struct {
+	id        string
+	session   string
+	startTime time.Time
+	startSeq  Seq
+	source    Source
+	target    Target
+	srcLog    *checkpointDoc
+	tgtLog    *checkpointDoc
+	srcOff    bool // source refused _local writes: target-only checkpoints
+	srcInst   string
+	tgtInst   string
+	warn      func(string)
+	lastSeq   Seq
+	written   int
+}
+
+// write records seq as reached by this session, with stats, on the
+// source (unless it refused once) and then the target.
+func (c *checkpointer) write(ctx context.Context, seq Seq, st Stats) error {
+	if len(seq) == 0 {
+		return nil
+	}
+	entry := historyEntry{
+		SessionID: c.session, StartTime: c.startTime.UTC().Format(time.RFC1123),
+		EndTime:      time.Now().UTC().Format(time.RFC1123),
+		StartLastSeq: rawSeq(c.startSeq), EndLastSeq: rawSeq(seq), RecordedSeq: rawSeq(seq),
+		MissingChecked: st.MissingChecked, MissingFound: st.MissingFound, DocsRead: st.DocsRead,
+		DocsWritten: st.DocsWritten, DocWriteFailures: st.DocWriteFailures,
+	}
+	if !c.srcOff {
+		doc, err := c.put(ctx, c.source, c.srcLog, seq, entry)
+		switch {
+		case errors.Is(err, ErrReadOnly):
+			c.srcOff = true
+			if c.warn != nil {
+				c.warn("source refuses _local writes (read-only credentials?): checkpointing on the target only")
+			}
+		case err != nil:
+			return fmt.Errorf("write checkpoint on source: %w", err)
+		default:
+			c.srcLog = doc
+		}
+	}
+	doc, err := c.put(ctx, c.target, c.tgtLog, seq, entry)
+	if err != nil {
+		return fmt.Errorf("write checkpoint on target: %w", err)
+	}
+	c.tgtLog = doc
+	c.lastSeq = seq
+	c.written++
+	return nil
+}
+
+func (c *checkpointer) put(ctx context.Context, e Endpoint, prev *checkpointDoc, seq Seq, entry historyEntry) (*checkpointDoc, error) {
+	doc := &checkpointDoc{ID: "_local/" + c.id, SessionID: c.session, SourceLastSeq: rawSeq(seq),
+		Version: 1, Replicator: "sofa", SourceInstance: c.srcInst, TargetInstance: c.tgtInst}
+	var hist []historyEntry
+	if prev != nil {
+		doc.Rev = prev.Rev
+		hist = prev.History
+		if len(hist) > 0 && hist[0].SessionID == c.session {
+			hist = hist[1:]
+		}
+	}
+	doc.History = append([]historyEntry{entry}, hist...)
+	if len(doc.History) > maxHistory {
+		doc.History = doc.History[:maxHistory]
+	}
+	for attempt := 0; ; attempt++ {
+		body, _ := json.Marshal(doc)
+		err := e.PutLocal(ctx, doc.ID, body)
+		if err == nil {
+			// re-read to learn the new _rev
+			cur, rerr := readCheckpoint(ctx, e, c.id)
+			if rerr != nil || cur == nil {
+				return doc, rerr
+			}
+			return cur, nil
+		}
+		if attempt > 0 || errors.Is(err, ErrReadOnly) {
+			return nil, err
+		}
+		// Conflict or lost answer: adopt the stored _rev and try once more.
+		cur, rerr := readCheckpoint(ctx, e, c.id)
+		if rerr != nil {
+			return nil, err
+		}
+		if cur == nil {
+			doc.Rev = ""
+		} else {
+			doc.Rev = cur.Rev
+		}
+	}
+}
+
+func rawSeq(s Seq) json.RawMessage {
+	if len(s) == 0 {
+		return json.RawMessage("0")
+	}
+	return json.RawMessage(s)
+}

@@ -1,0 +1,345 @@
+package replicate
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
+)
+
+// Result is the outcome of one replication.
+type Result struct {
+	ReplicationID string        `json:"replication_id"`
+	StartSeq      Seq           `json:"-"`
+	EndSeq        Seq           `json:"-"` // the seq checkpointed (all changes up to it copied)
+	Stats         Stats         `json:"stats"`
+	Failures      []DocError    `json:"failures,omitempty"` // revisions not copied, with reasons
+	Warnings      []string      `json:"warnings,omitempty"`
+	Duration      time.Duration `json:"-"`
+	// TargetOnlyCheckpoints: the source refused `_local` writes.
+	TargetOnlyCheckpoints bool `json:"target_only_checkpoints,omitempty"`
+}
+
+// StartSeqString and EndSeqString give the seqs as text for summaries.
+func (r *Result) StartSeqString() string { return r.StartSeq.String() }
+func (r *Result) EndSeqString() string   { return r.EndSeq.String() }
+
+// batch is a run of changes rows handed to one worker.
+type batch struct {
+	n       int64
+	changes []Change
+	seq     Seq // seq of the last row that had one
+}
+
+type run struct {
+	src   Source
+	tgt   Target
+	opts  Options
+	c     *Counters
+	mem   *semaphore.Weighted
+	fails failureList
+	diff  diffSkipper
+	size  sizeEstimator
+
+	mu       sync.Mutex
+	warnings []string
+	warned   map[string]bool
+}
+
+func (r *run) warn(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.warned[msg] {
+		return
+	}
+	if r.warned == nil {
+		r.warned = map[string]bool{}
+	}
+	r.warned[msg] = true
+	r.warnings = append(r.warnings, msg)
+	if r.opts.Warn != nil {
+		r.opts.Warn(msg)
+	}
+}
+
+func (r *run) debug(format string, args ...any) {
+	if r.opts.Debug != nil {
+		r.opts.Debug(format, args...)
+	}
+}
+
+// Run replicates every leaf revision of src that tgt lacks, from the seq
+// recorded in the last checkpoint both sides agree on, and checkpoints
+// progress in `_local/<replication id>` on both (target only when the
+// source refuses). It returns the result even on error; per-revision
+// failures are in Result.Failures and do not make an error. On context
+// cancellation it writes a checkpoint covering the acknowledged prefix and
+// returns ctx.Err().
+func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, error) {
+	opts.defaults()
+	t0 := time.Now()
+	r := &run{src: src, tgt: tgt, opts: opts, c: opts.Counters,
+		mem: semaphore.NewWeighted(opts.MaxInflightBytes)}
+	res := &Result{}
+	defer func() {
+		res.Stats = r.c.Snapshot()
+		res.Failures = r.fails.all()
+		res.Warnings = r.warnings
+		res.Duration = time.Since(t0)
+	}()
+
+	sinfo, err := src.Info(ctx)
+	if err != nil {
+		return res, fmt.Errorf("source: %w", err)
+	}
+	tinfo, err := tgt.Info(ctx)
+	if err != nil {
+		return res, fmt.Errorf("target: %w", err)
+	}
+	res.ReplicationID = ReplicationID(sinfo.Identity, tinfo.Identity, opts.ContentOptions...)
+	cp := &checkpointer{id: res.ReplicationID, session: newSessionID(), startTime: t0,
+		source: src, target: tgt, srcInst: sinfo.InstanceStart, tgtInst: tinfo.InstanceStart, warn: r.warn}
+	var since Seq
+	if !opts.NoCheckpoints {
+		if cp.srcLog, err = readCheckpoint(ctx, src, cp.id); err != nil {
+			return res, fmt.Errorf("source: read checkpoint: %w", err)
+		}
+		if cp.tgtLog, err = readCheckpoint(ctx, tgt, cp.id); err != nil {
+			return res, fmt.Errorf("target: read checkpoint: %w", err)
+		}
+		since = r.trustedSince(cp, sinfo, tinfo)
+	}
+	res.StartSeq = since
+	cp.startSeq = since
+	res.EndSeq = since
+	// An empty target with no checkpoint lacks everything: skip
+	// _revs_diff until the estimate says otherwise.
+	if len(since) == 0 && tinfo.DocCount+tinfo.DelCount == 0 {
+		r.diff.init(1)
+	}
+
+	var meta Metadata
+	if opts.CopyMetadata {
+		if meta, err = src.Metadata(ctx); err != nil {
+			return res, fmt.Errorf("source: %w", err)
+		}
+		if err := tgt.SetMetadata(ctx, meta, BeforeDocs); err != nil {
+			return res, fmt.Errorf("target: %w", err)
+		}
+	}
+
+	through, err := r.pipeline(ctx, since, cp)
+	if len(through) > 0 {
+		res.EndSeq = through
+	}
+	res.TargetOnlyCheckpoints = cp.srcOff
+	if err != nil {
+		return res, err
+	}
+	if opts.CopyMetadata {
+		if err := tgt.SetMetadata(ctx, meta, AfterDocs); err != nil {
+			return res, fmt.Errorf("target: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// trustedSince returns the checkpointed seq unless a database was
+// recreated since the checkpoint (instance_start_time changed).
+func (r *run) trustedSince(cp *checkpointer, sinfo, tinfo DBInfo) Seq {
+	since := compareCheckpoints(cp.srcLog, cp.tgtLog)
+	if since == nil && cp.srcLog == nil && cp.tgtLog != nil && cp.tgtLog.SessionID != "" {
+		// Target-only checkpoints (read-only source): trust the target's
+		// log when its instance fields match.
+		since = Seq(cp.tgtLog.SourceLastSeq)
+	}
+	if since == nil {
+		return nil
+	}
+	log := cp.tgtLog
+	changed := func(old, now string) bool {
+		return old != "" && now != "" && old != "0" && now != "0" && old != now
+	}
+	if log != nil && (changed(log.SourceInstance, sinfo.InstanceStart) || changed(log.TargetInstance, tinfo.InstanceStart)) {
+		r.warn("a database was recreated since the last checkpoint: starting over from the beginning")
+		return nil
+	}
+	return since
+}
+
+// pipeline runs the changes reader, the workers and the checkpointer. It
+// returns the seq covered by the last checkpoint written.
+func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer) (Seq, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan *batch, r.opts.Workers)
+	tr := newTracker()
+	g, gctx := errgroup.WithContext(wctx)
+	g.Go(func() error {
+		defer close(batches)
+		return r.readChanges(gctx, since, batches, tr)
+	})
+	for i := 0; i < r.opts.Workers; i++ {
+		g.Go(func() error {
+			for b := range batches {
+				if err := r.process(gctx, b); err != nil {
+					return err
+				}
+				tr.done(b.n)
+				r.c.batches.Add(1)
+			}
+			return nil
+		})
+	}
+	// Periodic checkpoints while the workers run.
+	stop := make(chan struct{})
+	var cpErr error
+	var cpWG sync.WaitGroup
+	cpWG.Add(1)
+	go func() {
+		defer cpWG.Done()
+		t := time.NewTicker(r.opts.CheckpointInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if err := r.checkpoint(gctx, cp, tr); err != nil {
+					cpErr = err
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	err := g.Wait()
+	close(stop)
+	cpWG.Wait()
+	if err == nil {
+		err = cpErr
+	}
+	// Final checkpoint: all acknowledged batches, with a fresh context
+	// when interrupted so an interrupted run keeps its progress.
+	fctx := ctx
+	if ctx.Err() != nil || err != nil {
+		var c2 context.CancelFunc
+		fctx, c2 = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer c2()
+	}
+	if !r.opts.NoCheckpoints {
+		if cerr := r.checkpoint(fctx, cp, tr); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	if ctx.Err() != nil {
+		return cp.lastSeq, ctx.Err()
+	}
+	return cp.lastSeq, err
+}
+
+func (r *run) checkpoint(ctx context.Context, cp *checkpointer, tr *tracker) error {
+	if r.opts.NoCheckpoints {
+		return nil
+	}
+	seq := tr.through()
+	if len(seq) == 0 || string(seq) == string(cp.lastSeq) {
+		return nil
+	}
+	if err := cp.write(ctx, seq, r.c.Snapshot()); err != nil {
+		return err
+	}
+	r.c.checkpoints.Add(1)
+	r.debug("checkpoint at seq %s", seq.String())
+	return nil
+}
+
+// readChanges cuts the feed into batches of BatchSize rows.
+func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr *tracker) error {
+	var n int64
+	cur := &batch{}
+	send := func() error {
+		if len(cur.changes) == 0 {
+			return nil
+		}
+		cur.n = n
+		tr.started(n, cur.seq)
+		n++
+		select {
+		case out <- cur:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		cur = &batch{}
+		return nil
+	}
+	err := r.src.Changes(ctx, since, func(c Change) error {
+		r.c.changesRead.Add(1)
+		cur.changes = append(cur.changes, c)
+		if len(c.Seq) > 0 {
+			cur.seq = c.Seq
+		}
+		if len(cur.changes) >= r.opts.BatchSize || (c.Docs != nil && batchDocBytes(cur) >= r.opts.WriteBatchBytes) {
+			return send()
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("source: %w", err)
+	}
+	return send()
+}
+
+func batchDocBytes(b *batch) int64 {
+	var n int64
+	for _, c := range b.changes {
+		for _, d := range c.Docs {
+			n += d.Size()
+		}
+	}
+	return n
+}
+
+// tracker keeps the seq up to which every batch is acknowledged: the
+// longest finished prefix of batch numbers.
+type tracker struct {
+	mu   sync.Mutex
+	seqs map[int64]Seq
+	fin  map[int64]bool
+	next int64
+	thru Seq
+}
+
+func newTracker() *tracker { return &tracker{seqs: map[int64]Seq{}, fin: map[int64]bool{}} }
+
+func (t *tracker) started(n int64, seq Seq) {
+	t.mu.Lock()
+	t.seqs[n] = seq
+	t.mu.Unlock()
+}
+
+func (t *tracker) done(n int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.fin[n] = true
+	for t.fin[t.next] {
+		if s := t.seqs[t.next]; len(s) > 0 {
+			t.thru = s
+		}
+		delete(t.fin, t.next)
+		delete(t.seqs, t.next)
+		t.next++
+	}
+}
+
+func (t *tracker) through() Seq {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.thru
+}

@@ -1,0 +1,80 @@
+package replicate
+
+import "time"
+
+// Defaults for Options; each option's zero value selects these.
+const (
+	DefaultBatchSize          = 500              // changes rows per batch
+	DefaultWorkers            = 4                // batches in flight
+	DefaultFetchBatch         = 100              // revisions per _bulk_get request
+	DefaultWriteBatchDocs     = 500              // revisions per _bulk_docs request
+	DefaultWriteBatchBytes    = 4 << 20          // bytes per _bulk_docs request (4 MiB)
+	DefaultMaxInflightBytes   = 256 << 20        // document and attachment bytes held at once (256 MiB)
+	DefaultCheckpointInterval = 10 * time.Second // time between checkpoints
+)
+
+// Options tunes one replication. Zero values select the defaults above.
+type Options struct {
+	// BatchSize is the number of changes rows per batch (one _revs_diff
+	// per batch). Zero: 500.
+	BatchSize int
+	// Workers is the number of batches in flight at once. Zero: 4.
+	Workers int
+	// FetchBatch is the number of revisions per _bulk_get request. Zero: 100.
+	FetchBatch int
+	// WriteBatchDocs flushes the write buffer at this many revisions.
+	// Zero: 500.
+	WriteBatchDocs int
+	// WriteBatchBytes flushes the write buffer at this many bytes of
+	// bodies and inline attachments. Zero: 4 MiB.
+	WriteBatchBytes int64
+	// MaxInflightBytes bounds the document and attachment bytes held in
+	// memory by all workers together; a single larger attachment takes the
+	// whole budget alone. Zero: 256 MiB.
+	MaxInflightBytes int64
+	// CheckpointInterval is the time between checkpoint writes while
+	// running (one is always written at the end). Zero: 10 s.
+	CheckpointInterval time.Duration
+	// NoCheckpoints disables reading and writing `_local` checkpoints:
+	// every run starts from the beginning.
+	NoCheckpoints bool
+	// CopyMetadata copies `_revs_limit` before the documents and
+	// `_security` after them (new targets, --copy-security, restore).
+	CopyMetadata bool
+	// ContentOptions are strings naming options that change what is
+	// copied; they enter the replication id.
+	ContentOptions []string
+	// Counters, if set, receive live statistics (progress display).
+	Counters *Counters
+	// Warn receives one-line warnings (each said once).
+	Warn func(string)
+	// Debug receives verbose per-batch lines; nil: silent.
+	Debug func(format string, args ...any)
+}
+
+func (o *Options) defaults() {
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.FetchBatch <= 0 {
+		o.FetchBatch = DefaultFetchBatch
+	}
+	if o.WriteBatchDocs <= 0 {
+		o.WriteBatchDocs = DefaultWriteBatchDocs
+	}
+	if o.WriteBatchBytes <= 0 {
+		o.WriteBatchBytes = DefaultWriteBatchBytes
+	}
+	if o.MaxInflightBytes <= 0 {
+		o.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if o.CheckpointInterval <= 0 {
+		o.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if o.Counters == nil {
+		o.Counters = &Counters{}
+	}
+}

@@ -1,0 +1,312 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// diffSkipper decides when _revs_diff can be skipped: while nearly every
+// revision offered is missing on the target (an initial copy), asking is
+// wasted work; writes with new_edits=false are idempotent, so sending a
+// revision the target has is harmless. Every 16th batch probes again.
+type diffSkipper struct {
+	mu    sync.Mutex
+	ewma  float64
+	count int
+}
+
+func (s *diffSkipper) init(v float64) { s.mu.Lock(); s.ewma = v; s.mu.Unlock() }
+
+func (s *diffSkipper) skip() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.count++
+	return s.ewma > 0.95 && s.count%16 != 0
+}
+
+func (s *diffSkipper) observe(missing, checked int) {
+	if checked == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.ewma = 0.6*s.ewma + 0.4*float64(missing)/float64(checked)
+	s.mu.Unlock()
+}
+
+// process copies one batch: revs_diff, fetch, attachments, write.
+func (r *run) process(ctx context.Context, b *batch) error {
+	revs := make(map[string][]string, len(b.changes))
+	checked := 0
+	for _, c := range b.changes {
+		for _, rev := range c.Revs {
+			if !contains(revs[c.ID], rev) {
+				revs[c.ID] = append(revs[c.ID], rev)
+				checked++
+			}
+		}
+	}
+	r.c.missingChecked.Add(int64(checked))
+	var missing map[string]Missing
+	if r.diff.skip() {
+		missing = make(map[string]Missing, len(revs))
+		for id, rs := range revs {
+			missing[id] = Missing{Missing: rs}
+		}
+	} else {
+		var err error
+		missing, err = r.tgt.RevsDiff(ctx, revs)
+		if err != nil {
+			return fmt.Errorf("target: %w", err)
+		}
+		n := 0
+		for _, m := range missing {
+			n += len(m.Missing)
+		}
+		r.diff.observe(n, checked)
+	}
+	found := 0
+	for _, m := range missing {
+		found += len(m.Missing)
+	}
+	r.c.missingFound.Add(int64(found))
+	if found == 0 {
+		return nil
+	}
+	w := &writeBuf{r: r}
+	if hasDocs(b) {
+		for _, c := range b.changes {
+			m := missing[c.ID]
+			for _, d := range c.Docs {
+				if contains(m.Missing, d.Rev) {
+					r.c.docsRead.Add(1)
+					if err := w.reserve(ctx, d.Size(), true); err != nil {
+						return err
+					}
+					if err := w.add(ctx, d); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return w.flush(ctx)
+	}
+	// Requests in changes order; an id listed twice is asked once.
+	var reqs []RevRequest
+	seen := make(map[string]bool, len(missing))
+	for _, c := range b.changes {
+		m, ok := missing[c.ID]
+		if !ok || seen[c.ID] {
+			continue
+		}
+		seen[c.ID] = true
+		for _, rev := range m.Missing {
+			reqs = append(reqs, RevRequest{ID: c.ID, Rev: rev, AttsSince: m.PossibleAncestors})
+		}
+	}
+	for len(reqs) > 0 {
+		n := min(len(reqs), r.fetchChunk())
+		chunk := reqs[:n]
+		reqs = reqs[n:]
+		docs, errs, err := r.src.FetchRevs(ctx, chunk)
+		if err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		r.fail(errs...)
+		r.c.docsRead.Add(int64(len(docs)))
+		var bodies int64
+		for _, d := range docs {
+			bodies += d.Size()
+		}
+		r.observeSize(bodies, len(docs))
+		// Bodies are in memory already: account for them, waiting only
+		// while this worker holds nothing.
+		if err := w.reserve(ctx, bodies, true); err != nil {
+			return err
+		}
+		w.pending += bodies
+		if err := r.resolveAttachments(ctx, docs, chunk, w); err != nil {
+			return err
+		}
+	}
+	return w.flush(ctx)
+}
+
+func hasDocs(b *batch) bool {
+	for _, c := range b.changes {
+		if c.Docs != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// writeBuf is one worker's write buffer, flushed at WriteBatchDocs
+// revisions or WriteBatchBytes bytes. It holds units of the shared
+// in-flight budget for the revisions it holds (acq) and releases them once
+// they are written. A worker only ever waits for budget while it holds
+// none, so workers cannot deadlock; when it must take more while holding
+// some (an attachment of a document being prepared), it overdraws instead
+// of waiting, which bounds the excess to one document per worker.
+type writeBuf struct {
+	r       *run
+	docs    []*Doc
+	bytes   int64
+	acq     int64 // budget units taken from the semaphore
+	pending int64 // bytes reserved for documents not yet in docs
+}
+
+func (w *writeBuf) reserve(ctx context.Context, n int64, mayFlush bool) error {
+	n = min(n, w.r.opts.MaxInflightBytes)
+	if n <= 0 {
+		return nil
+	}
+	if w.r.mem.TryAcquire(n) {
+		w.acq += n
+		return nil
+	}
+	if mayFlush && len(w.docs) > 0 {
+		if err := w.flush(ctx); err != nil {
+			return err
+		}
+		if w.r.mem.TryAcquire(n) {
+			w.acq += n
+			return nil
+		}
+	}
+	if w.acq > 0 {
+		return nil // overdraw rather than wait while holding budget
+	}
+	if err := w.r.mem.Acquire(ctx, n); err != nil {
+		return err
+	}
+	w.acq += n
+	return nil
+}
+
+// add queues one revision whose memory is already reserved.
+func (w *writeBuf) add(ctx context.Context, d *Doc) error {
+	w.docs = append(w.docs, d)
+	w.bytes += d.Size()
+	if len(w.docs) >= w.r.opts.WriteBatchDocs || w.bytes >= w.r.opts.WriteBatchBytes {
+		return w.flush(ctx)
+	}
+	return nil
+}
+
+func (w *writeBuf) flush(ctx context.Context) error {
+	var err error
+	if len(w.docs) > 0 {
+		docs := w.docs
+		w.docs, w.bytes = nil, 0
+		err = w.r.write(ctx, docs)
+	}
+	// Release what is not reserved for documents still being prepared.
+	keep := min(w.pending, w.acq)
+	if rel := w.acq - keep; rel > 0 {
+		w.r.mem.Release(rel)
+		w.acq = keep
+	}
+	return err
+}
+
+// write stores revisions, splitting the request when the target refuses
+// it whole (413/400) until the offending revisions are isolated.
+func (r *run) write(ctx context.Context, docs []*Doc) error {
+	fails, err := r.tgt.WriteDocs(ctx, docs)
+	if errors.Is(err, ErrBatchRejected) {
+		if len(docs) == 1 {
+			r.fail(DocError{ID: docs[0].ID, Rev: docs[0].Rev, Error: "rejected", Reason: reasonOf(err)})
+			return nil
+		}
+		h := len(docs) / 2
+		if err := r.write(ctx, docs[:h]); err != nil {
+			return err
+		}
+		return r.write(ctx, docs[h:])
+	}
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	failed := map[string]bool{}
+	for _, f := range fails {
+		if f.Error == "missing_stub" || f.Error == "http_412" {
+			if d := findDoc(docs, f.ID, f.Rev); d != nil {
+				if err := r.rewriteWithData(ctx, d); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		failed[f.ID+"\x00"+f.Rev] = true
+		r.fail(f)
+	}
+	for _, d := range docs {
+		if !failed[d.ID+"\x00"+d.Rev] {
+			r.c.docsWritten.Add(1)
+			r.c.bytes.Add(d.Size())
+		}
+	}
+	return nil
+}
+
+// rewriteWithData handles 412 missing_stub: the target lacks an attachment
+// we sent as a stub, so read every attachment and write the revision again.
+func (r *run) rewriteWithData(ctx context.Context, d *Doc) error {
+	for _, a := range d.Atts {
+		if a.Data == nil {
+			a.Stub = false
+			if err := r.src.Attachment(ctx, d.ID, d.Rev, a); err != nil {
+				r.fail(DocError{ID: d.ID, Rev: d.Rev, Error: "read_failed", Reason: err.Error()})
+				return nil
+			}
+		}
+	}
+	fails, err := r.tgt.WriteDocs(ctx, []*Doc{d})
+	if err != nil {
+		if errors.Is(err, ErrBatchRejected) {
+			r.fail(DocError{ID: d.ID, Rev: d.Rev, Error: "rejected", Reason: reasonOf(err)})
+			return nil
+		}
+		return fmt.Errorf("target: %w", err)
+	}
+	if len(fails) > 0 {
+		// counted by the caller's loop as written; undo
+		r.fail(fails...)
+		r.c.docsWritten.Add(-1)
+		r.c.bytes.Add(-d.Size())
+	}
+	// the caller counts d as written when it is not in its failed set
+	return nil
+}
+
+func (r *run) fail(errs ...DocError) {
+	r.fails.add(errs...)
+	r.c.docWriteFailures.Add(int64(len(errs)))
+}
+
+func findDoc(docs []*Doc, id, rev string) *Doc {
+	for _, d := range docs {
+		if d.ID == id && (rev == "" || d.Rev == rev) {
+			return d
+		}
+	}
+	return nil
+}
+
+func reasonOf(err error) string {
+	s := err.Error()
+	s = strings.TrimPrefix(s, ErrBatchRejected.Error()+": ")
+	return s
+}
