@@ -2,6 +2,7 @@ package couch
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/md5"
 	"encoding/base64"
@@ -341,20 +342,13 @@ func (d *DB) Attachment(ctx context.Context, docID, rev string, att *replicate.A
 	if err != nil {
 		return d.fail("read attachment "+att.Name+" of "+shortID(docID), &NetError{Op: "GET attachment", Err: err})
 	}
-	enc := resp.Header.Get("Content-Encoding")
-	if enc == "gzip" {
-		att.Encoding = "gzip"
-		att.EncodedLength = int64(len(data))
-	} else if att.Encoding == "gzip" {
-		// Server decoded it for us: keep identity bytes and drop the
-		// encoding so the digest is recomputed by the target.
-		att.Encoding, att.EncodedLength, att.Digest = "", 0, ""
+	data, enc, err := storedBytes(data, resp.Header.Get("Content-Encoding"), att)
+	if err != nil {
+		return fmt.Errorf("%s: attachment %q of %q rev %s: %v", d, att.Name, shortID(docID), rev, err)
 	}
-	if strings.HasPrefix(att.Digest, "md5-") {
-		sum := md5.Sum(data)
-		if base64.StdEncoding.EncodeToString(sum[:]) != att.Digest[4:] {
-			return fmt.Errorf("%s: attachment %q of %q rev %s: bytes do not match digest %s", d, att.Name, shortID(docID), rev, att.Digest)
-		}
+	att.Encoding = enc
+	if enc != "" {
+		att.EncodedLength = int64(len(data))
 	}
 	att.Data = data
 	return nil
@@ -429,4 +423,44 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// storedBytes decides what bytes an attachment answer carried. CouchDB
+// sends a gzip-stored attachment as stored with Content-Encoding: gzip
+// (its digest is the md5 of those bytes); PouchDB Server may gzip on the
+// wire (the digest is the md5 of the decoded bytes). The digest tells
+// which; without an md5 digest, a gzip answer is kept as stored only when
+// the stub said so.
+func storedBytes(data []byte, contentEncoding string, att *replicate.Attachment) ([]byte, string, error) {
+	md5ok := func(b []byte) bool {
+		if !strings.HasPrefix(att.Digest, "md5-") {
+			return true
+		}
+		sum := md5.Sum(b)
+		return base64.StdEncoding.EncodeToString(sum[:]) == att.Digest[4:]
+	}
+	if contentEncoding == "gzip" {
+		if strings.HasPrefix(att.Digest, "md5-") && md5ok(data) || !strings.HasPrefix(att.Digest, "md5-") && att.Encoding == "gzip" {
+			return data, "gzip", nil
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return nil, "", fmt.Errorf("bad gzip answer: %v", err)
+		}
+		plain, err := io.ReadAll(io.LimitReader(zr, att.Length+1<<20))
+		if err != nil {
+			return nil, "", fmt.Errorf("bad gzip answer: %v", err)
+		}
+		data = plain
+	}
+	if att.Encoding == "gzip" {
+		// Asked for stored gzip bytes, got identity ones: the target
+		// recomputes encoding and digest.
+		att.Digest = ""
+		return data, "", nil
+	}
+	if !md5ok(data) {
+		return nil, "", fmt.Errorf("bytes do not match digest %s", att.Digest)
+	}
+	return data, "", nil
 }

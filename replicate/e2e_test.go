@@ -86,7 +86,7 @@ func TestReplicateConflictsTombstonesAndNames(t *testing.T) {
 	if res.Stats.DocsWritten != 15 {
 		t.Errorf("docs_written = %d, want 15 (every leaf)", res.Stats.DocsWritten)
 	}
-	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt))
+	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt), pouch)
 	ids := allIDs(t, srv, tgt)
 	for _, want := range []string{"a+b", "a b", "a%2Bb", "123+456"} {
 		if !ids[want] {
@@ -155,7 +155,7 @@ func TestReplicateAttachments(t *testing.T) {
 	if res.Stats.AttachmentsRead != 3 {
 		t.Errorf("attachments_read = %d, want 3", res.Stats.AttachmentsRead)
 	}
-	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt))
+	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt), pouch)
 
 	// A5: revision 2 changes only the body; the second run must not read
 	// the attachment bytes again.
@@ -174,7 +174,7 @@ func TestReplicateAttachments(t *testing.T) {
 	if res.Stats.Bytes > 100_000 {
 		t.Errorf("second run wrote %d bytes: attachment bytes travelled again", res.Stats.Bytes)
 	}
-	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt))
+	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt), pouch)
 }
 
 func TestReplicateLongIDAndManyConflicts(t *testing.T) {
@@ -203,7 +203,7 @@ func TestReplicateLongIDAndManyConflicts(t *testing.T) {
 	if res.Stats.DocsWritten != 40 {
 		t.Errorf("docs_written = %d, want 40", res.Stats.DocsWritten)
 	}
-	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt))
+	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt), pouch)
 	_ = ctx
 	_ = c
 }

@@ -1,5 +1,13 @@
 package replicate_test
 
-import "encoding/base64"
+import (
+	"encoding/base64"
+
+	"github.com/sofadb/sofa/internal/couchtest"
+)
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// pouch compares as conformance.md's "equal", accepting PouchDB Server's
+// revpos reset (see couchtest.CompareOptions.PouchDBRevpos).
+var pouch = couchtest.CompareOptions{PouchDBRevpos: true}

@@ -1,0 +1,45 @@
+# sofa build and test entry points. CI runs `make test` through .ci/run.
+# Needs Go (see go.mod), Node.js 20+ and npm.
+
+GO       ?= go
+NPM      ?= npm
+TEST_PKGS ?= ./...
+# Packages whose tests also run under the race detector (in `make test`
+# too): the concurrency-heavy test infrastructure and helpers.
+RACE_PKGS ?= ./internal/...
+
+.PHONY: all deps build test vet race demo bench clean
+
+all: build
+
+# npm ci reruns only when node_modules is missing or older than the lockfile
+# (npm ci writes node_modules/.package-lock.json). Install scripts stay off:
+# PouchDB Server --in-memory needs none of the native builds.
+node_modules/.package-lock.json: package.json package-lock.json
+	$(NPM) ci --no-audit --no-fund --ignore-scripts
+	@touch $@
+
+deps: node_modules/.package-lock.json
+	$(GO) mod download
+
+build:
+	$(GO) build -o bin/sofa ./cmd/sofa
+
+vet:
+	$(GO) vet ./...
+
+test: deps vet
+	$(GO) test -count=1 -timeout 40m $(TEST_PKGS)
+	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
+
+race: deps
+	$(GO) test -race -count=1 -timeout 40m $(RACE_PKGS)
+
+demo: deps build
+	bash scripts/demo.sh
+
+bench: deps build
+	bash scripts/bench.sh
+
+clean:
+	rm -rf bin

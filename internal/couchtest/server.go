@@ -1,0 +1,346 @@
+package couchtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// DefaultStartTimeout is how long StartServer waits for `GET /` to answer
+// when Options.StartTimeout is zero.
+const DefaultStartTimeout = 60 * time.Second
+
+// Options configures one PouchDB Server instance. The zero value starts an
+// in-memory server in admin party (no credentials needed anywhere).
+type Options struct {
+	// AdminUser and AdminPassword, when AdminUser is non-empty, create a
+	// server admin through _config/admins once the server is up. From then
+	// on wrong credentials are refused with 401 and admin-only actions need
+	// these (see the package doc for what else is enforced).
+	AdminUser     string
+	AdminPassword string
+
+	// Users maps names to passwords of non-admin users created in _users
+	// after the admin. It requires AdminUser.
+	Users map[string]string
+
+	// StartTimeout bounds the wait for the server to answer; zero means
+	// DefaultStartTimeout.
+	StartTimeout time.Duration
+}
+
+// Server is one running pouchdb-server process. Its methods are safe for
+// concurrent use.
+type Server struct {
+	// URL is the server's base URL without credentials and without a
+	// trailing slash: http://127.0.0.1:PORT.
+	URL string
+	// AdminUser and AdminPassword repeat Options; both empty in admin party.
+	AdminUser     string
+	AdminPassword string
+
+	uuid string // preset in config.json, checked in the welcome answer
+	dir  string
+	cmd  *exec.Cmd
+	logs *tailBuffer
+	done chan struct{} // closed when the process has exited
+	mu   sync.Mutex
+	stop bool  // Stop was called
+	werr error // result of cmd.Wait
+}
+
+// StartServer launches node_modules/.bin/pouchdb-server (found by walking up
+// from the working directory to go.mod) in a new temporary directory with
+// --in-memory on a free 127.0.0.1 port and stdout logs off, waits until
+// `GET /` answers 200, then creates the admin and users of opts. The caller
+// must call Stop. Errors name the missing binary (with the hint to run
+// `make deps`), a process that exited early (with the tail of its output)
+// or the timeout.
+func StartServer(ctx context.Context, opts Options) (*Server, error) {
+	bin, err := serverBinary()
+	if err != nil {
+		return nil, err
+	}
+	if len(opts.Users) > 0 && opts.AdminUser == "" {
+		return nil, errors.New("couchtest: Options.Users needs Options.AdminUser")
+	}
+	timeout := opts.StartTimeout
+	if timeout <= 0 {
+		timeout = DefaultStartTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	var lastErr error
+	// A port found free can be taken by someone else before the server
+	// binds it; a few attempts make that race harmless.
+	for attempt := 0; attempt < 3; attempt++ {
+		s, err := launch(ctx, bin, opts)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func launch(ctx context.Context, bin string, opts Options) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, fmt.Errorf("couchtest: find free port: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "couchtest-*")
+	if err != nil {
+		return nil, fmt.Errorf("couchtest: temp dir: %w", err)
+	}
+	// A preset uuid lets waitReady tell this server from another process
+	// that took the port first.
+	var rnd [16]byte
+	_, _ = rand.Read(rnd[:])
+	uuid := hex.EncodeToString(rnd[:])
+	cfg := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(cfg, []byte(`{"couchdb":{"uuid":"`+uuid+`"}}`), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("couchtest: write config: %w", err)
+	}
+	s := &Server{
+		uuid:          uuid,
+		URL:           "http://127.0.0.1:" + strconv.Itoa(port),
+		AdminUser:     opts.AdminUser,
+		AdminPassword: opts.AdminPassword,
+		dir:           dir,
+		logs:          newTailBuffer(8 << 10),
+		done:          make(chan struct{}),
+	}
+	cmd := exec.Command(bin,
+		"--in-memory", "--no-stdout-logs", "--no-color",
+		"--host", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--config", cfg)
+	cmd.Dir = dir
+	cmd.Stdout = s.logs
+	cmd.Stderr = s.logs
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("couchtest: start %s: %w", bin, err)
+	}
+	s.cmd = cmd
+	go func() {
+		err := cmd.Wait()
+		s.mu.Lock()
+		s.werr = err
+		s.mu.Unlock()
+		close(s.done)
+	}()
+	if err := s.waitReady(ctx); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	if err := s.setupAuth(ctx, opts); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) waitReady(ctx context.Context) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/", nil)
+		resp, err := hc.Do(req)
+		if err == nil {
+			var welcome struct {
+				UUID string `json:"uuid"`
+			}
+			derr := json.NewDecoder(resp.Body).Decode(&welcome)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && derr == nil {
+				if welcome.UUID != s.uuid {
+					return fmt.Errorf("couchtest: port of %s answered by another server", s.URL)
+				}
+				return nil
+			}
+		}
+		select {
+		case <-s.done:
+			return fmt.Errorf("couchtest: pouchdb-server exited before answering: %v; output: %s", s.waitErr(), s.logs.String())
+		case <-ctx.Done():
+			return fmt.Errorf("couchtest: pouchdb-server at %s did not answer: %w; output: %s", s.URL, ctx.Err(), s.logs.String())
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *Server) setupAuth(ctx context.Context, opts Options) error {
+	if opts.AdminUser == "" {
+		return nil
+	}
+	anon := NewClient(s.URL)
+	path := "/_config/admins/" + url.PathEscape(opts.AdminUser)
+	if _, err := anon.Do(ctx, http.MethodPut, path, opts.AdminPassword, nil); err != nil {
+		return fmt.Errorf("couchtest: create admin: %w", err)
+	}
+	admin := s.Client()
+	for name, pw := range opts.Users {
+		if err := admin.CreateUser(ctx, name, pw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Client returns a Client for the server carrying the admin credentials, if
+// any.
+func (s *Server) Client() *Client {
+	c := NewClient(s.URL)
+	c.User, c.Password = s.AdminUser, s.AdminPassword
+	return c
+}
+
+// UserURL returns the server URL with user and password as userinfo
+// (http://user:pw@127.0.0.1:PORT); with an empty user it returns URL.
+func (s *Server) UserURL(user, password string) string {
+	if user == "" {
+		return s.URL
+	}
+	u, _ := url.Parse(s.URL)
+	u.User = url.UserPassword(user, password)
+	return u.String()
+}
+
+// AdminURL returns UserURL with the admin's credentials (URL in admin party).
+func (s *Server) AdminURL() string { return s.UserURL(s.AdminUser, s.AdminPassword) }
+
+// DBURL returns AdminURL joined with the escaped database name.
+func (s *Server) DBURL(db string) string { return s.AdminURL() + "/" + EscapeDB(db) }
+
+// Err reports a server process that exited without Stop (for example the
+// crash described in the package doc), with the tail of its output; nil
+// while it runs or after Stop.
+func (s *Server) Err() error {
+	select {
+	case <-s.done:
+	default:
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop {
+		return nil
+	}
+	return fmt.Errorf("couchtest: pouchdb-server at %s exited unexpectedly: %v; output: %s", s.URL, s.werr, s.logs.String())
+}
+
+func (s *Server) waitErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.werr
+}
+
+// Stop kills the server's process group, waits for it and removes its
+// directory. It is idempotent and returns the error of Err as it was just
+// before stopping.
+func (s *Server) Stop() error {
+	crashed := s.Err()
+	s.mu.Lock()
+	already := s.stop
+	s.stop = true
+	s.mu.Unlock()
+	if already {
+		return crashed
+	}
+	if s.cmd != nil && s.cmd.Process != nil {
+		killGroup(s.cmd.Process.Pid)
+		select {
+		case <-s.done:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	os.RemoveAll(s.dir)
+	return crashed
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// RepoRoot returns the nearest directory at or above the working directory
+// that holds go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("couchtest: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func serverBinary() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(root, "node_modules", ".bin", "pouchdb-server")
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("couchtest: %s not found: run `make deps` first", bin)
+	}
+	return bin, nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.b) == 0 {
+		return "(none)"
+	}
+	return string(t.b)
+}
