@@ -169,8 +169,11 @@ type request struct {
 	// Stream: the caller reads the body itself and the attempt timeout does
 	// not apply to reading it (changes feed).
 	Stream bool
-	// NoRetry: fail on the first error (probing).
+	// NoRetry: fail on the first error.
 	NoRetry bool
+	// RetryTime overrides Options.RetryTime for this request when > 0
+	// (probing fails faster).
+	RetryTime time.Duration
 }
 
 func (c *Client) newHTTPRequest(ctx context.Context, r *request) (*http.Request, error) {
@@ -250,11 +253,15 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 			}
 			waited429 += wait
 		} else {
-			if c.opts.RetryTime < 0 {
+			budget := c.opts.RetryTime
+			if r.RetryTime > 0 {
+				budget = r.RetryTime
+			}
+			if budget < 0 {
 				return nil, err
 			}
 			wait = backoff(attempt, 250*time.Millisecond, 20*time.Second)
-			if time.Since(start)-waited429+wait > c.opts.RetryTime {
+			if time.Since(start)-waited429+wait > budget {
 				return nil, fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt, time.Since(start).Round(time.Second))
 			}
 		}
@@ -310,9 +317,9 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, conte
 		timer.Stop()
 	}
 	if err != nil {
+		timedOut := actx.Err() != nil && ctx.Err() == nil
 		timer.Stop()
 		cancel()
-		timedOut := actx.Err() != nil && ctx.Err() == nil
 		if done != nil {
 			done(Outcome{Latency: lat, Overload: timedOut || isTimeout(err), Err: err})
 		}
@@ -403,6 +410,10 @@ func retryable(err error) bool {
 			return true
 		}
 		return false
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound {
+		return false // an unknown host does not come back by retrying
 	}
 	var nerr *NetError
 	return errors.As(err, &nerr)

@@ -247,7 +247,7 @@ func (d *DB) bulkGet(ctx context.Context, reqs []replicate.RevRequest) ([]*repli
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	docs, errs, err := ParseBulkGet(resp.Body)
+	docs, errs, err := ParseBulkGet(resp.Body, reqs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: _bulk_get: %v", d, err)
 	}
@@ -290,7 +290,7 @@ func (d *DB) openRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*repl
 				}
 				return nil, nil, d.fail("open_revs", err)
 			}
-			ds, es, err := ReadOpenRevs(resp.Header.Get("Content-Type"), resp.Body)
+			ds, es, err := ParseOpenRevs(resp.Body, resp.Header.Get("Content-Type"), id)
 			resp.Body.Close()
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s: open_revs of %q: %v", d, shortID(id), err)

@@ -1,7 +1,9 @@
 package couch
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -13,154 +15,463 @@ import (
 	"github.com/sofadb/sofa/replicate"
 )
 
-// readOpenRevsMultipart reads a multipart/mixed open_revs answer: parts of
-// application/json (a revision without attachment bytes, or an error
-// `{"missing":rev}`), or multipart/related (the revision's JSON, then one
-// part per attachment sent, bytes as stored).
-func readOpenRevsMultipart(contentType string, r io.Reader) ([]*replicate.Doc, []replicate.DocError, error) {
-	_, params, err := mime.ParseMediaType(contentType)
-	if err != nil || params["boundary"] == "" {
-		return nil, nil, fmt.Errorf("bad multipart content type %q", contentType)
+// Readers for CouchDB's multipart answers (docs/couchdb-replication.md
+// section 1.5). Both `_bulk_get` (2.3+, Accept: multipart/mixed) and
+// `GET doc?open_revs=[...]` answer multipart/mixed with one outer part per
+// revision:
+//
+//	application/json                a revision without attachment bytes
+//	multipart/related; boundary=B   the revision's JSON, then one part per
+//	                                attachment marked "follows":true, in the
+//	                                stored encoding (Content-Encoding: gzip)
+//	application/json; error="true"  {"missing":rev} (open_revs) or
+//	                                {"rev","error","reason"} (_bulk_get)
+//
+// `_bulk_get` outer parts also carry X-Doc-Id and X-Rev-Id headers.
+
+// ReadBulkGetMultipart reads a `_bulk_get` answer whose Content-Type is
+// contentType and calls fn for every revision as soon as it and its
+// attachment bytes are read (Attachment.Data filled, bytes as sent). A
+// non-multipart contentType is read as JSON by ReadBulkGet, so the caller
+// may pass any 200 answer here. reqs is the request, in order; it names the
+// document of error parts, which carry only a rev. Per-revision failures
+// come back as DocErrors; the error is for the whole answer (malformed,
+// cut, or an error from fn, returned as is).
+func ReadBulkGetMultipart(r io.Reader, contentType string, reqs []replicate.RevRequest, fn func(*replicate.Doc) error) ([]replicate.DocError, error) {
+	mt, params := mediaType(contentType)
+	if !strings.HasPrefix(mt, "multipart/") {
+		return ReadBulkGet(r, reqs, fn)
 	}
-	mr := multipart.NewReader(r, params["boundary"])
+	m := mixedReader{reqs: reqs, fn: fn, bulkGet: true}
+	return m.errs, m.read(r, params["boundary"], "_bulk_get answer")
+}
+
+// ReadOpenRevs reads the answer to `GET /db/{id}?open_revs=[...]` for
+// document id, whose Content-Type is contentType, calling fn for every
+// revision read. It takes both multipart/mixed (Apache CouchDB, with
+// Accept: multipart/mixed) and the JSON array `[{"ok":doc},{"missing":rev}]`
+// (any other content type: PouchDB Server answers the array, as text/plain,
+// even when multipart was asked for). Missing revisions come back as
+// DocErrors with Error "not_found". Errors as for ReadBulkGetMultipart.
+func ReadOpenRevs(r io.Reader, contentType, id string, fn func(*replicate.Doc) error) ([]replicate.DocError, error) {
+	mt, params := mediaType(contentType)
+	if !strings.HasPrefix(mt, "multipart/") {
+		return readOpenRevsJSON(r, id, fn)
+	}
+	m := mixedReader{reqs: []replicate.RevRequest{{ID: id}}, fn: fn}
+	return m.errs, m.read(r, params["boundary"], "open_revs answer")
+}
+
+// ParseOpenRevs is ReadOpenRevs collecting the revisions in answer order.
+func ParseOpenRevs(r io.Reader, contentType, id string) ([]*replicate.Doc, []replicate.DocError, error) {
 	var docs []*replicate.Doc
-	var errs []replicate.DocError
+	errs, err := ReadOpenRevs(r, contentType, id, func(d *replicate.Doc) error {
+		docs = append(docs, d)
+		return nil
+	})
+	return docs, errs, err
+}
+
+func readOpenRevsJSON(r io.Reader, id string, fn func(*replicate.Doc) error) ([]replicate.DocError, error) {
+	p := bulkGetParser{dec: newDecoder(r), fn: fn}
+	err := func() error {
+		if p.dec.PeekKind() == '{' {
+			return readErrorObject(p.dec, "open_revs answer")
+		}
+		if err := expectDelim(p.dec, '['); err != nil {
+			return err
+		}
+		for p.dec.PeekKind() != ']' {
+			if err := p.entry(); err != nil {
+				return err
+			}
+		}
+		_, err := p.dec.ReadToken()
+		return err
+	}()
+	for i := range p.errs {
+		if p.errs[i].ID == "" {
+			p.errs[i].ID = id
+		}
+	}
+	if err != nil && !p.fnErr {
+		if _, ok := err.(*Error); ok {
+			return p.errs, err
+		}
+		return p.errs, wrapParse("open_revs answer", err)
+	}
+	return p.errs, err
+}
+
+// mixedReader walks one multipart/mixed answer.
+type mixedReader struct {
+	reqs    []replicate.RevRequest
+	fn      func(*replicate.Doc) error
+	bulkGet bool // error parts are {"rev","error","reason"}, not {"missing"}
+	errs    []replicate.DocError
+	next    int // first request not yet matched to a part
+	docs    int // revisions delivered
+	fnErr   bool
+	br      *bufio.Reader
+}
+
+func (m *mixedReader) read(r io.Reader, boundary, what string) error {
+	if boundary == "" {
+		return fmt.Errorf("parse %s: multipart content type without boundary", what)
+	}
+	mr := multipart.NewReader(r, boundary)
 	for {
 		part, err := mr.NextRawPart()
 		if err == io.EOF {
-			break
+			return nil
+		}
+		if err == nil {
+			err = m.part(part)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("multipart: %v", err)
-		}
-		ct := part.Header.Get("Content-Type")
-		mt, pp, _ := mime.ParseMediaType(ct)
-		switch {
-		case strings.HasPrefix(mt, "multipart/"):
-			d, err := readRelated(part, pp["boundary"])
-			if err != nil {
-				return nil, nil, err
+			if m.fnErr {
+				return err
 			}
-			docs = append(docs, d)
-		default:
-			body, err := io.ReadAll(part)
-			if err != nil {
-				return nil, nil, fmt.Errorf("multipart: %v", err)
-			}
-			if pp["error"] == "true" || bytes.Contains(body[:min(len(body), 64)], []byte(`"missing"`)) && !bytes.Contains(body, []byte(`"_id"`)) {
-				_, de, err := parseResultEntry(part.Header.Get("X-Doc-Id"), body)
-				if err != nil {
-					return nil, nil, err
-				}
-				if de != nil {
-					errs = append(errs, *de)
-				}
-				continue
-			}
-			d, err := replicate.ParseDoc(body)
-			if err != nil {
-				return nil, nil, err
-			}
-			docs = append(docs, d)
+			return fmt.Errorf("parse %s after %d revisions: %w", what, m.docs, eofAsUnexpected(err))
 		}
 	}
-	return docs, errs, nil
 }
 
-// readRelated reads one multipart/related revision: JSON first, then the
-// attachments marked `follows`, matched by filename or else in order.
+func (m *mixedReader) part(part *multipart.Part) error {
+	mt, params := mediaType(part.Header.Get("Content-Type"))
+	if m.br == nil {
+		m.br = bufio.NewReaderSize(part, 16<<10)
+	} else {
+		m.br.Reset(part)
+	}
+	body := m.br
+	switch {
+	case strings.EqualFold(params["error"], "true"):
+		raw, err := io.ReadAll(body)
+		if err != nil {
+			return err
+		}
+		return m.errorPart(part.Header, raw)
+	case strings.HasPrefix(mt, "multipart/") && !startsJSON(body):
+		// CouchDB announces multipart/related for a revision whose
+		// attachments are all stubs, then sends plain JSON: startsJSON
+		// sends that case to the JSON branch.
+		d, err := readRelated(body, params["boundary"])
+		if err != nil {
+			return err
+		}
+		return m.deliver(d)
+	default:
+		raw, err := io.ReadAll(body)
+		if err != nil {
+			return err
+		}
+		d, perr := replicate.ParseDoc(raw)
+		if perr != nil {
+			// An error part sent without its error="true" marker?
+			if (bytes.Contains(raw, []byte(`"missing"`)) || bytes.Contains(raw, []byte(`"error"`))) &&
+				m.errorPart(part.Header, raw) == nil {
+				return nil
+			}
+			return perr
+		}
+		return m.deliver(d)
+	}
+}
+
+// startsJSON reports whether the next non-space byte of br is '{'.
+func startsJSON(br *bufio.Reader) bool {
+	for n := 1; n <= 64; n++ {
+		b, _ := br.Peek(n)
+		if len(b) < n {
+			return false
+		}
+		switch c := b[n-1]; c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '{':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+func (m *mixedReader) deliver(d *replicate.Doc) error {
+	for j := m.next; j < len(m.reqs); j++ {
+		if m.reqs[j].ID == d.ID {
+			m.next = j + 1
+			break
+		}
+	}
+	if err := m.fn(d); err != nil {
+		m.fnErr = true
+		return err
+	}
+	m.docs++
+	return nil
+}
+
+// errorPart reads `{"missing":rev}` or `{"id","rev","error","reason"}`
+// (flat or nested under "error") and records it.
+func (m *mixedReader) errorPart(h textproto.MIMEHeader, raw []byte) error {
+	p := bulkGetParser{dec: newDecoder(bytes.NewReader(raw)), fn: func(*replicate.Doc) error {
+		return errors.New("revision in an error part")
+	}}
+	if err := p.entry(); err != nil {
+		return err
+	}
+	if len(p.errs) != 1 {
+		return shapeErr("error part without an error")
+	}
+	de := p.errs[0]
+	if de.ID == "" {
+		de.ID = h.Get("X-Doc-Id")
+	}
+	if de.Rev == "" {
+		de.Rev = h.Get("X-Rev-Id")
+	}
+	if de.ID == "" {
+		de.ID = m.matchRev(de.Rev)
+	}
+	m.errs = append(m.errs, de)
+	return nil
+}
+
+// matchRev names the document of an error part that carries only a rev:
+// the first request at or after the cursor asking for that rev (rev ids
+// repeat across documents with identical bodies, so order decides), else
+// any request for it, else the only document asked for.
+func (m *mixedReader) matchRev(rev string) string {
+	for j := m.next; j < len(m.reqs); j++ {
+		if m.reqs[j].Rev == rev {
+			m.next = j + 1
+			return m.reqs[j].ID
+		}
+	}
+	for _, q := range m.reqs {
+		if q.Rev == rev {
+			return q.ID
+		}
+	}
+	if !m.bulkGet && len(m.reqs) == 1 {
+		return m.reqs[0].ID
+	}
+	return ""
+}
+
+// readRelated reads one multipart/related revision: its JSON, then one part
+// per `_attachments` entry marked "follows":true, matched by the part's
+// Content-Disposition filename, or else in order. Bytes are kept exactly as
+// received; Content-Encoding gzip sets Encoding "gzip". Every follows entry
+// must get its part, and a part's length must match its Content-Length and
+// the entry's stored length when those are given.
 func readRelated(r io.Reader, boundary string) (*replicate.Doc, error) {
 	if boundary == "" {
-		return nil, fmt.Errorf("multipart/related part without boundary")
+		return nil, errors.New("multipart/related part without boundary")
 	}
 	mr := multipart.NewReader(r, boundary)
 	first, err := mr.NextRawPart()
 	if err != nil {
-		return nil, fmt.Errorf("multipart/related: %v", err)
+		return nil, fmt.Errorf("multipart/related: %w", err)
 	}
-	body, err := io.ReadAll(first)
+	raw, err := io.ReadAll(first)
 	if err != nil {
-		return nil, fmt.Errorf("multipart/related: %v", err)
+		return nil, fmt.Errorf("multipart/related: %w", err)
 	}
-	d, err := replicate.ParseDoc(body)
+	d, err := replicate.ParseDoc(raw)
 	if err != nil {
 		return nil, err
 	}
-	next := 0
+	names, err := followsNames(raw)
+	if err != nil {
+		return nil, err
+	}
+	pending := make([]*replicate.Attachment, 0, len(names))
+	for _, n := range names {
+		for _, a := range d.Atts {
+			if a.Name == n && a.Data == nil {
+				pending = append(pending, a)
+				break
+			}
+		}
+	}
 	for {
 		p, err := mr.NextRawPart()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("multipart/related: %v", err)
+			return nil, fmt.Errorf("multipart/related: %w", err)
 		}
-		data, err := io.ReadAll(p)
-		if err != nil {
-			return nil, fmt.Errorf("multipart/related: %v", err)
+		if len(pending) == 0 {
+			return nil, fmt.Errorf("doc %q: attachment part beyond the follows entries", d.ID)
 		}
-		var att *replicate.Attachment
-		if _, dp, err := mime.ParseMediaType(p.Header.Get("Content-Disposition")); err == nil && dp["filename"] != "" {
-			for _, a := range d.Atts {
-				if a.Name == dp["filename"] {
-					att = a
+		i := 0
+		if name := dispositionFilename(p.Header.Get("Content-Disposition")); name != "" {
+			for j, a := range pending {
+				if a.Name == name {
+					i = j
+					break
 				}
 			}
 		}
-		for att == nil && next < len(d.Atts) {
-			if d.Atts[next].Data == nil {
-				att = d.Atts[next]
-			}
-			next++
+		a := pending[i]
+		pending = append(pending[:i], pending[i+1:]...)
+		if err := readAttachmentPart(p, a); err != nil {
+			return nil, fmt.Errorf("doc %q: attachment %q: %w", d.ID, a.Name, err)
 		}
-		if att == nil {
-			return nil, fmt.Errorf("multipart/related: attachment part without a matching entry")
-		}
-		att.Data = data
-		if p.Header.Get("Content-Encoding") == "gzip" {
-			att.Encoding = "gzip"
-			att.EncodedLength = int64(len(data))
-		}
+	}
+	if len(pending) > 0 {
+		return nil, fmt.Errorf("doc %q: attachment %q announced but not sent", d.ID, pending[0].Name)
 	}
 	return d, nil
 }
 
-// WriteRelated writes doc as a multipart/related body for
-// `PUT /db/doc?new_edits=false`: the JSON (attachments with data marked
-// `follows`), then one part per such attachment, in the same order, bytes
-// as stored. It returns the Content-Type to send.
-func WriteRelated(w io.Writer, doc *replicate.Doc) (string, error) {
-	mw := multipart.NewWriter(w)
-	h := textproto.MIMEHeader{"Content-Type": {"application/json"}}
-	pw, err := mw.CreatePart(h)
-	if err != nil {
-		return "", err
+func readAttachmentPart(p *multipart.Part, a *replicate.Attachment) error {
+	if enc := strings.TrimSpace(p.Header.Get("Content-Encoding")); enc != "" && !strings.EqualFold(enc, "identity") {
+		a.Encoding = strings.ToLower(enc)
 	}
-	if _, err := pw.Write(doc.AppendJSON(nil, replicate.Follows)); err != nil {
-		return "", err
+	want := int64(-1)
+	if cl := p.Header.Get("Content-Length"); cl != "" {
+		n, err := strconv.ParseInt(strings.TrimSpace(cl), 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("bad Content-Length %q", cl)
+		}
+		want = n
 	}
-	for _, a := range doc.Atts {
-		if a.Stub || a.Data == nil {
+	if want < 0 && (a.Encoding == "" || a.EncodedLength > 0) && a.StoredLength() > 0 {
+		want = a.StoredLength()
+	}
+	var buf bytes.Buffer
+	if want > 0 && want <= 64<<20 {
+		buf.Grow(int(want) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(p); err != nil {
+		return err
+	}
+	data := buf.Bytes()
+	if data == nil {
+		data = []byte{}
+	}
+	if want >= 0 && int64(len(data)) != want {
+		return fmt.Errorf("got %d bytes, want %d", len(data), want)
+	}
+	if a.Encoding != "" && a.EncodedLength == 0 {
+		a.EncodedLength = int64(len(data))
+	}
+	if a.Encoding == "" && a.Length == 0 {
+		a.Length = int64(len(data))
+	}
+	a.Data = data
+	return nil
+}
+
+// dispositionFilename returns the filename parameter of a
+// Content-Disposition value. CouchDB writes the name raw between quotes
+// (no escaping, any UTF-8), which mime.ParseMediaType may refuse, so the
+// text between the first `filename="` and the last `"` is the fallback.
+func dispositionFilename(v string) string {
+	if v == "" {
+		return ""
+	}
+	if _, params, err := mime.ParseMediaType(v); err == nil {
+		if name, ok := params["filename"]; ok {
+			return name
+		}
+	}
+	const key = `filename="`
+	i := strings.Index(v, key)
+	if i < 0 {
+		return ""
+	}
+	rest := v[i+len(key):]
+	j := strings.LastIndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return rest[:j]
+}
+
+// followsNames lists, in order, the names of the `_attachments` entries of
+// a revision's JSON that are marked "follows":true.
+func followsNames(raw []byte) ([]string, error) {
+	dec := newDecoder(bytes.NewReader(raw))
+	if err := expectDelim(dec, '{'); err != nil {
+		return nil, err
+	}
+	var names []string
+	for dec.PeekKind() != '}' {
+		kt, err := dec.ReadToken()
+		if err != nil {
+			return nil, err
+		}
+		if kt.String() != "_attachments" || dec.PeekKind() != '{' {
+			if err := dec.SkipValue(); err != nil {
+				return nil, err
+			}
 			continue
 		}
-		ah := textproto.MIMEHeader{
-			"Content-Disposition": {mime.FormatMediaType("attachment", map[string]string{"filename": a.Name})},
-			"Content-Type":        {a.ContentType},
-			"Content-Length":      {strconv.Itoa(len(a.Data))},
+		dec.ReadToken() // '{', checked by PeekKind
+		for dec.PeekKind() != '}' {
+			name, err := readString(dec, "attachment name")
+			if err != nil {
+				return nil, err
+			}
+			if err := expectDelim(dec, '{'); err != nil {
+				return nil, err
+			}
+			follows := false
+			for dec.PeekKind() != '}' {
+				ft, err := dec.ReadToken()
+				if err != nil {
+					return nil, err
+				}
+				isFollows := ft.String() == "follows"
+				v, err := dec.ReadValue()
+				if err != nil {
+					return nil, err
+				}
+				if isFollows && string(v) == "true" {
+					follows = true
+				}
+			}
+			if _, err := dec.ReadToken(); err != nil {
+				return nil, err
+			}
+			if follows {
+				names = append(names, name)
+			}
 		}
-		if a.Encoding != "" {
-			ah.Set("Content-Encoding", a.Encoding)
-		}
-		pw, err := mw.CreatePart(ah)
-		if err != nil {
-			return "", err
-		}
-		if _, err := pw.Write(a.Data); err != nil {
-			return "", err
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, err
 		}
 	}
-	if err := mw.Close(); err != nil {
-		return "", err
+	return names, nil
+}
+
+// mediaType parses a Content-Type value into its lower-case media type and
+// parameters. Values mime.ParseMediaType refuses (CouchDB writes inner
+// boundaries unquoted, and they may hold characters outside a token) are
+// split by hand on ";" and "=".
+func mediaType(v string) (string, map[string]string) {
+	if mt, params, err := mime.ParseMediaType(v); err == nil {
+		return mt, params
 	}
-	return `multipart/related; boundary="` + mw.Boundary() + `"`, nil
+	parts := strings.Split(v, ";")
+	mt := strings.ToLower(strings.TrimSpace(parts[0]))
+	params := make(map[string]string, len(parts)-1)
+	for _, p := range parts[1:] {
+		k, val, ok := strings.Cut(p, "=")
+		if !ok {
+			continue
+		}
+		val = strings.TrimSpace(val)
+		if len(val) >= 2 && val[0] == '"' && val[len(val)-1] == '"' {
+			val = val[1 : len(val)-1]
+		}
+		params[strings.ToLower(strings.TrimSpace(k))] = val
+	}
+	return mt, params
 }

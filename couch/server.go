@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Vendor says which server software answered the welcome request.
@@ -88,7 +89,7 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 }
 
 func (s *Server) welcome(ctx context.Context) error {
-	resp, err := s.do(ctx, &request{Method: "GET", Path: "/"})
+	resp, err := s.do(ctx, &request{Method: "GET", Path: "/", RetryTime: 5 * time.Second})
 	if err != nil {
 		return s.describe(err)
 	}

@@ -91,7 +91,7 @@ func (d *DB) bulkDocs(ctx context.Context, docs []*replicate.Doc) ([]replicate.D
 		return nil, d.fail("_bulk_docs", err)
 	}
 	defer resp.Body.Close()
-	f, err := ParseBulkDocs(resp.Body)
+	f, err := ParseBulkDocs(resp.Body, docs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: _bulk_docs: %v", d, err)
 	}

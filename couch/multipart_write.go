@@ -1,0 +1,151 @@
+package couch
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"strconv"
+
+	"github.com/sofadb/sofa/replicate"
+)
+
+// RelatedBody is one revision encoded as a multipart/related body for
+// `PUT /db/{id}?new_edits=false` (CouchDB's replicator write for documents
+// with attachments): part 1 is the JSON from doc.AppendJSON(nil,
+// replicate.Follows), then one part per attachment that has Data and is not
+// a stub, in the order of doc.Atts (the order of the `follows` entries),
+// bytes exactly as stored (Content-Encoding names a gzip encoding). It
+// holds the JSON once and shares the attachment bytes with doc, so it can be
+// sent any number of times (retries) without copying them; doc must not
+// change meanwhile.
+type RelatedBody struct {
+	chunks   [][]byte // the body, in order; attachment chunks alias doc
+	length   int64
+	boundary string
+}
+
+// boundaryLen is the length of every boundary NewRelatedBody chooses.
+const boundaryLen = 32
+
+// NewRelatedBody encodes doc with a fresh random boundary.
+func NewRelatedBody(doc *replicate.Doc) *RelatedBody {
+	var r [boundaryLen / 2]byte
+	rand.Read(r[:]) // never fails (crypto/rand since Go 1.24)
+	return newRelatedBody(doc, hex.EncodeToString(r[:]))
+}
+
+func newRelatedBody(doc *replicate.Doc, boundary string) *RelatedBody {
+	b := &RelatedBody{boundary: boundary}
+	head := make([]byte, 0, 128)
+	head = append(head, "--"...)
+	head = append(head, boundary...)
+	head = append(head, "\r\nContent-Type: application/json\r\n\r\n"...)
+	b.add(head)
+	b.add(doc.AppendJSON(nil, replicate.Follows))
+	for _, a := range doc.Atts {
+		if a.Stub || a.Data == nil {
+			continue
+		}
+		h := make([]byte, 0, 160+len(a.Name)+len(a.ContentType))
+		h = append(h, "\r\n--"...)
+		h = append(h, boundary...)
+		h = append(h, "\r\nContent-Disposition: attachment; filename=\""...)
+		h = appendHeaderText(h, a.Name, true)
+		h = append(h, "\"\r\nContent-Type: "...)
+		if a.ContentType == "" {
+			h = append(h, "application/octet-stream"...)
+		} else {
+			h = appendHeaderText(h, a.ContentType, false)
+		}
+		h = append(h, "\r\nContent-Length: "...)
+		h = strconv.AppendInt(h, int64(len(a.Data)), 10)
+		if a.Encoding != "" {
+			h = append(h, "\r\nContent-Encoding: "...)
+			h = appendHeaderText(h, a.Encoding, false)
+		}
+		h = append(h, "\r\n\r\n"...)
+		b.add(h)
+		b.add(a.Data)
+	}
+	tail := make([]byte, 0, boundaryLen+8)
+	tail = append(tail, "\r\n--"...)
+	tail = append(tail, boundary...)
+	tail = append(tail, "--"...)
+	b.add(tail)
+	return b
+}
+
+func (b *RelatedBody) add(p []byte) {
+	b.chunks = append(b.chunks, p)
+	b.length += int64(len(p))
+}
+
+// appendHeaderText appends s for use inside a part header: control
+// characters (CR, LF, ...) would end the header early and are
+// percent-encoded, as are `"`, `\` and `%` inside a quoted filename.
+// CouchDB matches parts to `follows` entries by order, so the filename is
+// informational.
+func appendHeaderText(dst []byte, s string, quoted bool) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == 0x7f || quoted && (c == '"' || c == '\\' || c == '%') {
+			dst = append(dst, '%', upperHex[c>>4], upperHex[c&15])
+			continue
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// ContentType is the request's Content-Type header value.
+func (b *RelatedBody) ContentType() string {
+	return `multipart/related; boundary="` + b.boundary + `"`
+}
+
+// Len is the exact body length in bytes, for Content-Length.
+func (b *RelatedBody) Len() int64 { return b.length }
+
+// Reader returns a new reader over the whole body (suitable for
+// http.Request.Body and GetBody); readers share, never copy, the bytes.
+func (b *RelatedBody) Reader() io.Reader {
+	rs := make([]io.Reader, len(b.chunks))
+	for i, c := range b.chunks {
+		rs[i] = bytes.NewReader(c)
+	}
+	return io.MultiReader(rs...)
+}
+
+// WriteTo writes the whole body to w.
+func (b *RelatedBody) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for _, c := range b.chunks {
+		m, err := w.Write(c)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// WriteRelated writes doc to w as a multipart/related body (see
+// RelatedBody) and returns the Content-Type to send with it. Its length is
+// RelatedLength(doc).
+func WriteRelated(w io.Writer, doc *replicate.Doc) (contentType string, err error) {
+	b := NewRelatedBody(doc)
+	if _, err := b.WriteTo(w); err != nil {
+		return "", err
+	}
+	return b.ContentType(), nil
+}
+
+// RelatedLength is the exact length in bytes of the body WriteRelated
+// writes for doc (every boundary it picks has the same length).
+func RelatedLength(doc *replicate.Doc) int64 {
+	var zero [boundaryLen]byte
+	for i := range zero {
+		zero[i] = 'x'
+	}
+	return newRelatedBody(doc, string(zero[:])).Len()
+}

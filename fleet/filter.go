@@ -1,0 +1,97 @@
+package fleet
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// ReplicateSkip lists the system databases `sofa replicate` leaves out
+// unless asked: _replicator (replication jobs of the source, which would
+// start running on the target), _global_changes, and _users (accounts and
+// password hashes).
+var ReplicateSkip = []string{"_replicator", "_global_changes", "_users"}
+
+// BackupSkip lists the system databases `sofa backup` leaves out unless
+// asked: only _global_changes. A backup keeps _users and _replicator so a
+// restore can rebuild the server.
+var BackupSkip = []string{"_global_changes"}
+
+// Filter selects databases by name.
+//
+// Patterns use path.Match syntax on the whole name: `*` matches any run of
+// characters except `/`, `?` one character except `/`, `[a-z]` a class,
+// `\` escapes. CouchDB database names may contain `/` (e.g. "org/users"),
+// so `org/*` matches "org/users" but `*` does not; write `*/*` for names
+// with one slash.
+type Filter struct {
+	// Include keeps only names that match at least one pattern. Empty
+	// means every name.
+	Include []string
+	// Exclude drops names that match any pattern; it wins over Include.
+	Exclude []string
+	// Skip lists names left out unless an Include pattern that begins with
+	// "_" matches them: `--include _users` or `--include '_*'` asks for
+	// them, `--include '*'` does not. Use ReplicateSkip or BackupSkip.
+	Skip []string
+}
+
+// Validate reports the first malformed pattern.
+func (f Filter) Validate() error {
+	for _, p := range append(append([]string(nil), f.Include...), f.Exclude...) {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("fleet: bad pattern %q: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// Match reports whether the filter keeps name. Malformed patterns match
+// nothing (call Validate first).
+func (f Filter) Match(name string) bool {
+	for _, p := range f.Exclude {
+		if match(p, name) {
+			return false
+		}
+	}
+	skipped := false
+	for _, s := range f.Skip {
+		if s == name {
+			skipped = true
+			break
+		}
+	}
+	if skipped {
+		for _, p := range f.Include {
+			if strings.HasPrefix(p, "_") && match(p, name) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(f.Include) == 0 {
+		return true
+	}
+	for _, p := range f.Include {
+		if match(p, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Apply returns the names the filter keeps, in their order.
+func (f Filter) Apply(names []string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if f.Match(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func match(pattern, name string) bool {
+	ok, err := path.Match(pattern, name)
+	return err == nil && ok
+}

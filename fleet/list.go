@@ -1,0 +1,89 @@
+// Package fleet copies many databases: it lists a server's databases
+// (ListDBs), selects them (Filter), and runs one replication job per
+// database (Run) with the number of databases in flight sized by the
+// per-host adaptive limiters of package internal/limit, paced over an ideal
+// duration if asked, with failures isolated per database and a
+// JSON-ready Summary at the end.
+//
+// fleet does not know how one database is copied: Run calls a Job, which
+// the caller builds around the replicate engine.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Lister reads one page of a server's database names: the answer of
+// `GET /_all_dbs?startkey=<JSON of startAfter>&limit=<limit>`, as the
+// server gives it.
+//
+// An empty startAfter means from the first name (no startkey); limit <= 0
+// means no limit. Because startkey is inclusive, a page normally begins
+// with startAfter itself; ListDBs drops it. Servers that ignore startkey
+// and limit (PouchDB Server) may return every name at once.
+type Lister interface {
+	AllDBs(ctx context.Context, startAfter string, limit int) ([]string, error)
+}
+
+// ListerFunc adapts a function to Lister.
+type ListerFunc func(ctx context.Context, startAfter string, limit int) ([]string, error)
+
+// AllDBs calls f.
+func (f ListerFunc) AllDBs(ctx context.Context, startAfter string, limit int) ([]string, error) {
+	return f(ctx, startAfter, limit)
+}
+
+// DefaultPageSize is the number of names ListDBs asks for per request.
+const DefaultPageSize = 1000
+
+// ErrPagingIgnored is returned by ListDBs when a server honours limit but
+// ignores startkey: paging could not reach the names after the first page.
+var ErrPagingIgnored = errors.New("fleet: server ignores _all_dbs startkey but honours limit")
+
+// ListDBs returns every database name of a server, in server order,
+// without duplicates. It pages with startkey set to the last name seen, so
+// names created or deleted meanwhile cannot shift a page and hide others
+// (as skip would). pageSize <= 0 means DefaultPageSize.
+//
+// It stops at a short page, or at a page longer than asked (a server that
+// ignores limit returned everything). A full page that brings no new name
+// means the server ignores startkey: ErrPagingIgnored rather than a
+// silently truncated list.
+func ListDBs(ctx context.Context, l Lister, pageSize int) ([]string, error) {
+	if pageSize <= 0 {
+		pageSize = DefaultPageSize
+	}
+	var (
+		names []string
+		seen  = map[string]bool{}
+		last  string
+	)
+	for {
+		ask := pageSize
+		if last != "" {
+			ask++ // the page repeats last
+		}
+		page, err := l.AllDBs(ctx, last, ask)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: list databases after %q: %w", last, err)
+		}
+		fresh := 0
+		for _, n := range page {
+			if n == "" || seen[n] {
+				continue
+			}
+			seen[n] = true
+			names = append(names, n)
+			fresh++
+		}
+		switch {
+		case len(page) < ask || len(page) > ask:
+			return names, nil
+		case fresh == 0:
+			return nil, ErrPagingIgnored
+		}
+		last = page[len(page)-1]
+	}
+}

@@ -1,0 +1,144 @@
+package fleet
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/sofadb/sofa/internal/limit"
+	"github.com/sofadb/sofa/replicate"
+)
+
+// Status is the outcome of one database.
+type Status string
+
+const (
+	// StatusOK: every document copied.
+	StatusOK Status = "ok"
+	// StatusPartial: the job finished but some documents were not copied
+	// (doc_write_failures or Failures).
+	StatusPartial Status = "partial"
+	// StatusFailed: the job returned an error.
+	StatusFailed Status = "failed"
+	// StatusInterrupted: the run was cancelled while the job ran; its last
+	// checkpoint is the job's business.
+	StatusInterrupted Status = "interrupted"
+	// StatusNotStarted: the run was cancelled before the job started.
+	StatusNotStarted Status = "not_started"
+)
+
+// Duration is a time.Duration that marshals to JSON as seconds.
+type Duration time.Duration
+
+// MarshalJSON writes seconds with millisecond precision.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return strconv.AppendFloat(nil, time.Duration(d).Round(time.Millisecond).Seconds(), 'f', -1, 64), nil
+}
+
+// UnmarshalJSON reads seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s float64
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*d = Duration(s * float64(time.Second))
+	return nil
+}
+
+// DBResult is the outcome of one database, as a Job reports it and Run
+// completes it (Name, Duration, Status, Error).
+type DBResult struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	// Counters, named as CouchDB's replication stats.
+	DocsRead         int64 `json:"docs_read"`
+	DocsWritten      int64 `json:"docs_written"`
+	DocWriteFailures int64 `json:"doc_write_failures"`
+	MissingChecked   int64 `json:"missing_checked"`
+	MissingFound     int64 `json:"missing_found"`
+	// Bytes is the payload moved (bodies and attachments).
+	Bytes    int64    `json:"bytes"`
+	Duration Duration `json:"duration_s"`
+	// Error is the job's error, "" when none. Never holds credentials: it
+	// comes from errors that must not carry them.
+	Error string `json:"error,omitempty"`
+	// Failures names each revision not copied, and why.
+	Failures []replicate.DocError `json:"failures,omitempty"`
+}
+
+// Summary is the result of Run, ready for encoding/json.
+type Summary struct {
+	Started  time.Time `json:"started"`
+	Duration Duration  `json:"duration_s"`
+	// Interrupted is true when the run was cancelled before every database
+	// finished.
+	Interrupted bool `json:"interrupted"`
+	// Counts of databases by status, and totals over all of them.
+	DBsTotal         int   `json:"dbs_total"`
+	DBsOK            int   `json:"dbs_ok"`
+	DBsPartial       int   `json:"dbs_partial"`
+	DBsFailed        int   `json:"dbs_failed"`
+	DBsInterrupted   int   `json:"dbs_interrupted"`
+	DBsNotStarted    int   `json:"dbs_not_started"`
+	DocsRead         int64 `json:"docs_read"`
+	DocsWritten      int64 `json:"docs_written"`
+	DocWriteFailures int64 `json:"doc_write_failures"`
+	MissingChecked   int64 `json:"missing_checked"`
+	MissingFound     int64 `json:"missing_found"`
+	Bytes            int64 `json:"bytes"`
+	// DBs holds one result per database, in the order given to Run.
+	DBs []DBResult `json:"dbs"`
+	// Hosts holds each limiter's totals and decisions.
+	Hosts []limit.Stats `json:"hosts,omitempty"`
+	// Concurrency tells how many databases ran at once and why.
+	Concurrency Concurrency `json:"concurrency"`
+}
+
+// Complete reports whether every database finished with status ok.
+func (s *Summary) Complete() bool { return s.DBsOK == s.DBsTotal }
+
+// Concurrency describes the databases-in-flight side of a run.
+type Concurrency struct {
+	// Max is --max-dbs; Peak the most databases that ran at once.
+	Max  int `json:"max"`
+	Peak int `json:"peak"`
+	// Fixed is true when the target was Max throughout (--fixed).
+	Fixed bool `json:"fixed,omitempty"`
+	// Changes lists changes of the target number of databases in flight,
+	// the last 256 kept; ChangesDropped counts older ones.
+	Changes        []TargetChange `json:"changes,omitempty"`
+	ChangesDropped int            `json:"changes_dropped,omitempty"`
+}
+
+// TargetChange is one change of the number of databases allowed in flight.
+type TargetChange struct {
+	Time time.Time `json:"time"`
+	From int       `json:"from"`
+	To   int       `json:"to"`
+	// Detail gives the numbers behind it, e.g.
+	// "host a:5984 limit 24, 3.1 requests per db".
+	Detail string `json:"detail"`
+}
+
+func (s *Summary) add(r DBResult) {
+	s.DBs = append(s.DBs, r)
+	s.DBsTotal++
+	switch r.Status {
+	case StatusOK:
+		s.DBsOK++
+	case StatusPartial:
+		s.DBsPartial++
+	case StatusFailed:
+		s.DBsFailed++
+	case StatusInterrupted:
+		s.DBsInterrupted++
+	case StatusNotStarted:
+		s.DBsNotStarted++
+	}
+	s.DocsRead += r.DocsRead
+	s.DocsWritten += r.DocsWritten
+	s.DocWriteFailures += r.DocWriteFailures
+	s.MissingChecked += r.MissingChecked
+	s.MissingFound += r.MissingFound
+	s.Bytes += r.Bytes
+}

@@ -1,0 +1,143 @@
+package progress
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func TestTracker_TotalsAndFraction(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTracker()
+		tr.SetTotal(4)
+		a, b := tr.Begin("a"), tr.Begin("b")
+		a.SetDocsTotal(100)
+		a.AddDocsRead(60)
+		a.AddDocsWritten(50)
+		a.AddBytes(1000)
+		b.AddDocsWritten(7)
+		b.AddDocWriteFailures(1)
+		time.Sleep(10 * time.Second)
+		tr.End(b, true)
+		tr.End(b, true) // twice: ignored
+		s := tr.Snapshot()
+		if s.DBsDone != 1 || s.DBsFailed != 1 || len(s.Active) != 1 || s.Active[0].Name != "a" {
+			t.Fatalf("snapshot = %+v", s)
+		}
+		want := Counts{DocsRead: 60, DocsWritten: 57, DocWriteFailures: 1, Bytes: 1000, DocsTotal: 100}
+		if s.Totals != want {
+			t.Errorf("Totals = %+v, want %+v", s.Totals, want)
+		}
+		// b done (1) + a half done (0.5) of 4.
+		if f := s.Fraction(); f != 1.5/4 {
+			t.Errorf("Fraction() = %v, want %v", f, 1.5/4)
+		}
+		eta, ok := s.ETA()
+		if want := 10 * time.Second * 25 / 15; !ok || eta < want-time.Millisecond || eta > want+time.Millisecond {
+			t.Errorf("ETA() = %s, %v; want %s, true", eta, ok, want)
+		}
+	})
+}
+
+func TestNilTrackerAndDB(t *testing.T) {
+	var tr *Tracker
+	tr.SetTotal(3)
+	d := tr.Begin("x")
+	d.AddDocsRead(1)
+	d.AddDocsWritten(1)
+	d.AddDocWriteFailures(1)
+	d.AddBytes(1)
+	d.SetDocsTotal(1)
+	tr.End(d, false)
+	if d.Counts() != (Counts{}) || d.Name() != "" {
+		t.Errorf("nil DB counted: %+v", d.Counts())
+	}
+	if s := tr.Snapshot(); s.DBsTotal != 0 || s.Fraction() != 0 {
+		t.Errorf("nil tracker snapshot = %+v", s)
+	}
+	if _, ok := (Snapshot{}).ETA(); ok {
+		t.Error("ETA of an empty snapshot: ok = true")
+	}
+	var disp *Display
+	disp.Stop()
+}
+
+// syncBuffer is a bytes.Buffer safe for the display goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestStartLog_PeriodicLines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		lg := slog.New(slog.NewTextHandler(&buf, nil))
+		tr := NewTracker()
+		tr.SetTotal(2)
+		d := tr.Begin("busy/db")
+		tr.Begin("idle")
+		disp := StartLog(tr, lg, Options{Interval: 10 * time.Second, Busiest: 1,
+			Extra: func() []slog.Attr { return []slog.Attr{slog.Int("limit", 12)} }})
+		for range 3 { // between ticks, never at the same instant
+			time.Sleep(5 * time.Second)
+			d.AddDocsWritten(100)
+			d.AddBytes(5000)
+			time.Sleep(5 * time.Second)
+		}
+		synctest.Wait()
+		disp.Stop()
+		out := buf.String()
+		if n := strings.Count(out, "msg=progress "); n != 3 {
+			t.Errorf("%d periodic total lines, want 3:\n%s", n, out)
+		}
+		if n := strings.Count(out, `msg="progress db" db=busy/db`); n != 3 {
+			t.Errorf("%d lines for the busiest db, want 3:\n%s", n, out)
+		}
+		if strings.Contains(out, "db=idle") {
+			t.Errorf("idle db logged with Busiest=1:\n%s", out)
+		}
+		for _, want := range []string{"docs_per_s=10", "bytes_per_s=500", "limit=12", `msg="progress final"`, "docs_written=300"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("log lacks %q:\n%s", want, out)
+			}
+		}
+	})
+}
+
+func TestStartTerminal_DrawsBars(t *testing.T) {
+	var buf syncBuffer
+	tr := NewTracker()
+	tr.SetTotal(3)
+	a := tr.Begin("alpha")
+	a.SetDocsTotal(200)
+	a.AddDocsWritten(100)
+	b := tr.Begin("beta")
+	b.AddDocsWritten(5)
+	disp := StartTerminal(tr, &buf, Options{Interval: 5 * time.Millisecond})
+	time.Sleep(50 * time.Millisecond)
+	tr.End(b, false)
+	time.Sleep(50 * time.Millisecond)
+	disp.Stop()
+	out := buf.String()
+	for _, want := range []string{"alpha", "beta", "dbs 0/3", "dbs 1/3", "100/200 docs"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("terminal output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,236 @@
+// Package progress is the live progress model of a run and its two
+// displays. The engine and the fleet layer feed a Tracker (databases
+// started and finished) and per-database DB counters (atomic adds, cheap on
+// the hot path); displays read snapshots of it on their own clock: a
+// terminal display with bars (StartTerminal) or periodic log lines
+// (StartLog). Start picks one from whether the output is a terminal.
+//
+// A nil *Tracker and a nil *DB accept every call and do nothing, so code
+// that reports progress never checks whether anyone is watching.
+package progress
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Counts are one database's (or the run's) counters, named as CouchDB's
+// replication stats.
+type Counts struct {
+	DocsRead         int64 `json:"docs_read"`
+	DocsWritten      int64 `json:"docs_written"`
+	DocWriteFailures int64 `json:"doc_write_failures"`
+	// Bytes is the payload moved (bodies and attachments).
+	Bytes int64 `json:"bytes"`
+	// DocsTotal is the number of documents expected (e.g. doc_count +
+	// doc_del_count of the source); 0 means unknown.
+	DocsTotal int64 `json:"docs_total,omitempty"`
+}
+
+func (c *Counts) add(o Counts) {
+	c.DocsRead += o.DocsRead
+	c.DocsWritten += o.DocsWritten
+	c.DocWriteFailures += o.DocWriteFailures
+	c.Bytes += o.Bytes
+	c.DocsTotal += o.DocsTotal
+}
+
+// DB holds one database's live counters. Its methods are safe for
+// concurrent use and do nothing on a nil *DB.
+type DB struct {
+	name  string
+	start time.Time
+
+	docsRead, docsWritten, docFailures, bytes, docsTotal atomic.Int64
+}
+
+// Name returns the database name ("" for nil).
+func (d *DB) Name() string {
+	if d == nil {
+		return ""
+	}
+	return d.name
+}
+
+// AddDocsRead counts documents read from the source.
+func (d *DB) AddDocsRead(n int64) {
+	if d != nil {
+		d.docsRead.Add(n)
+	}
+}
+
+// AddDocsWritten counts documents written to the target.
+func (d *DB) AddDocsWritten(n int64) {
+	if d != nil {
+		d.docsWritten.Add(n)
+	}
+}
+
+// AddDocWriteFailures counts documents the target rejected.
+func (d *DB) AddDocWriteFailures(n int64) {
+	if d != nil {
+		d.docFailures.Add(n)
+	}
+}
+
+// AddBytes counts payload bytes moved.
+func (d *DB) AddBytes(n int64) {
+	if d != nil {
+		d.bytes.Add(n)
+	}
+}
+
+// SetDocsTotal sets the number of documents expected; 0 means unknown.
+func (d *DB) SetDocsTotal(n int64) {
+	if d != nil {
+		d.docsTotal.Store(n)
+	}
+}
+
+// Counts reads the counters. Each is read atomically; together they are a
+// near-consistent view.
+func (d *DB) Counts() Counts {
+	if d == nil {
+		return Counts{}
+	}
+	return Counts{
+		DocsRead: d.docsRead.Load(), DocsWritten: d.docsWritten.Load(),
+		DocWriteFailures: d.docFailures.Load(), Bytes: d.bytes.Load(),
+		DocsTotal: d.docsTotal.Load(),
+	}
+}
+
+// fraction is how far the database is, in [0, 1]; 0 when its total is
+// unknown.
+func (c Counts) fraction() float64 {
+	if c.DocsTotal <= 0 {
+		return 0
+	}
+	return min(1, float64(c.DocsWritten+c.DocWriteFailures)/float64(c.DocsTotal))
+}
+
+// Tracker is the progress model of one run. It is safe for concurrent use;
+// a nil *Tracker ignores every call.
+type Tracker struct {
+	start time.Time
+
+	mu        sync.Mutex
+	dbsTotal  int
+	dbsDone   int // finished, failed ones included
+	dbsFailed int
+	finished  Counts // sums over finished databases
+	active    []*DB
+}
+
+// NewTracker returns a tracker whose clock starts now.
+func NewTracker() *Tracker { return &Tracker{start: time.Now()} }
+
+// SetTotal sets the number of databases the run will process.
+func (t *Tracker) SetTotal(dbs int) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.dbsTotal = dbs
+	t.mu.Unlock()
+}
+
+// Begin starts tracking a database and returns its counters (nil for a nil
+// tracker, which is still safe to use).
+func (t *Tracker) Begin(name string) *DB {
+	if t == nil {
+		return nil
+	}
+	d := &DB{name: name, start: time.Now()}
+	t.mu.Lock()
+	t.active = append(t.active, d)
+	t.mu.Unlock()
+	return d
+}
+
+// End stops tracking d and adds its counters to the totals. Ending a
+// database twice, or one this tracker did not begin, does nothing.
+func (t *Tracker) End(d *DB, failed bool) {
+	if t == nil || d == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := slices.Index(t.active, d)
+	if i < 0 {
+		return
+	}
+	t.active = slices.Delete(t.active, i, i+1)
+	t.dbsDone++
+	if failed {
+		t.dbsFailed++
+	}
+	t.finished.add(d.Counts())
+}
+
+// Active is one database in progress in a Snapshot.
+type Active struct {
+	Name    string
+	Elapsed time.Duration
+	Counts
+}
+
+// Snapshot is a Tracker's state at one moment.
+type Snapshot struct {
+	Elapsed   time.Duration
+	DBsTotal  int
+	DBsDone   int // finished, failed ones included
+	DBsFailed int
+	// Totals sums finished and active databases.
+	Totals Counts
+	// Active lists the databases in progress, in start order.
+	Active []Active
+}
+
+// Snapshot reads the tracker. A nil tracker gives the zero Snapshot.
+func (t *Tracker) Snapshot() Snapshot {
+	if t == nil {
+		return Snapshot{}
+	}
+	now := time.Now()
+	t.mu.Lock()
+	s := Snapshot{
+		Elapsed: now.Sub(t.start), DBsTotal: t.dbsTotal, DBsDone: t.dbsDone,
+		DBsFailed: t.dbsFailed, Totals: t.finished,
+		Active: make([]Active, 0, len(t.active)),
+	}
+	act := slices.Clone(t.active)
+	t.mu.Unlock()
+	for _, d := range act {
+		c := d.Counts()
+		s.Totals.add(c)
+		s.Active = append(s.Active, Active{Name: d.name, Elapsed: now.Sub(d.start), Counts: c})
+	}
+	return s
+}
+
+// Fraction estimates how much of the run is done, in [0, 1]: finished
+// databases count whole, active ones by their documents written against
+// their DocsTotal. 0 when the number of databases is unknown.
+func (s Snapshot) Fraction() float64 {
+	if s.DBsTotal <= 0 {
+		return 0
+	}
+	f := float64(s.DBsDone)
+	for _, a := range s.Active {
+		f += a.fraction()
+	}
+	return min(1, f/float64(s.DBsTotal))
+}
+
+// ETA estimates the time left from the elapsed time and Fraction; ok is
+// false while nothing measurable is done.
+func (s Snapshot) ETA() (time.Duration, bool) {
+	f := s.Fraction()
+	if f <= 0 || s.Elapsed <= 0 {
+		return 0, false
+	}
+	return time.Duration(float64(s.Elapsed) * (1 - f) / f), true
+}
