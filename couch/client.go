@@ -68,6 +68,8 @@ type Outcome struct {
 	Status   int           // HTTP status; 0 for a network error or timeout
 	Overload bool          // 429, 503, timeout or all_dbs_active
 	Err      error         // network error, if any
+	// RetryAfter is the server's Retry-After delay on this answer, if any.
+	RetryAfter time.Duration
 }
 
 // Counters are cumulative request statistics of a Client, safe to read
@@ -329,7 +331,11 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, conte
 		return nil, func() {}, &NetError{Op: r.Method + " " + c.redactedPath(r.Path), Err: stripURLError(err)}
 	}
 	if done != nil {
-		done(Outcome{Latency: lat, Status: resp.StatusCode, Overload: resp.StatusCode == 429 || resp.StatusCode == 503})
+		o := Outcome{Latency: lat, Status: resp.StatusCode, Overload: resp.StatusCode == 429 || resp.StatusCode == 503}
+		if o.Overload {
+			o.RetryAfter, _ = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		}
+		done(o)
 	}
 	stop := func() { timer.Stop(); cancel() }
 	resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.Stats.BytesIn}

@@ -120,11 +120,12 @@ func (p *feedParser) normal() (ChangesEnd, error) {
 			if couchErr == nil {
 				couchErr = &Error{}
 			}
+			isName := kt.String() == "error" // kt is void after the next read
 			s, err := readScalarText(dec)
 			if err != nil {
 				return end, err
 			}
-			if kt.String() == "error" {
+			if isName {
 				couchErr.Name = s
 			} else {
 				couchErr.Reason = s

@@ -23,6 +23,13 @@ type replicateCmd struct {
 	quiet        bool
 	verbose      bool
 	debug        bool
+	// whole-server mode
+	control       controlFlags
+	include       []string
+	exclude       []string
+	withUsers     bool
+	reuseExisting bool
+	q, n          int
 }
 
 func newReplicateCmd() *cobra.Command {
@@ -32,7 +39,13 @@ func newReplicateCmd() *cobra.Command {
 		Short: "Copy a database (or every database of a server) to another",
 		Long: `Copy every leaf revision (conflicts and tombstones included) with its
 history and attachments from SOURCE to TARGET over the CouchDB replication
-protocol. SOURCE and TARGET are database URLs (http://host:5984/db).
+protocol. SOURCE and TARGET are both database URLs (http://host:5984/db), or
+both server URLs (http://host:5984): then every database is copied, many at
+once under an adaptive concurrency controller that grows while the servers
+keep up and backs off on 429, 503, timeouts and rising latency. New target
+databases get the source's properties, _revs_limit (before documents) and
+_security (after them). _replicator and _global_changes are skipped, and
+_users unless --with-users.
 
 Progress is checkpointed in _local/<replication id> on both databases (on the
 target only when the source refuses writes), so an interrupted or killed run
@@ -64,6 +77,13 @@ resumes where it stopped; a second run after a success copies nothing.
 	fs.BoolVarP(&rc.verbose, "verbose", "v", false, "log retries, waits and checkpoints")
 	fs.BoolVar(&rc.debug, "debug", false, "log every batch")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
+	rc.control.register(fs)
+	fs.StringArrayVar(&rc.include, "include", nil, "server mode: copy only databases matching this glob (repeatable; * does not match /)")
+	fs.StringArrayVar(&rc.exclude, "exclude", nil, "server mode: skip databases matching this glob (repeatable; wins over --include)")
+	fs.BoolVar(&rc.withUsers, "with-users", false, "server mode: also copy _users (skipped by default: it holds password hashes and the target may have its own users); _replicator and _global_changes are always skipped unless named by --include")
+	fs.BoolVar(&rc.reuseExisting, "reuse-existing", false, "server mode: write into existing non-empty target databases (without it they are reported and skipped, unless they hold this job's checkpoint)")
+	fs.IntVar(&rc.q, "q", 0, "server mode: shards (q) of created databases (0: the target's default)")
+	fs.IntVar(&rc.n, "n", 0, "server mode: replicas (n) of created databases (0: the target's default)")
 	return cmd
 }
 
@@ -86,7 +106,7 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	}
 	switch {
 	case src.DBName == "" && tgt.DBName == "":
-		return rc.runServers(ctx, src.Server, tgt.Server)
+		return rc.runServers(ctx, srcURL, tgtURL)
 	case src.DBName == "" || tgt.DBName == "":
 		return usageErr("SOURCE and TARGET must both be databases or both be servers")
 	}

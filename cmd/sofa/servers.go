@@ -2,11 +2,230 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
 
 	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/internal/limit"
+	"github.com/sofadb/sofa/internal/progress"
+	"github.com/sofadb/sofa/replicate"
 )
 
-// runServers replicates every database of a server (whole-server mode).
-func (rc *replicateCmd) runServers(ctx context.Context, src, tgt *couch.Server) error {
-	return usageErr("whole-server replication is not available yet: give database URLs")
+// runServers replicates every selected database of a server (whole-server
+// mode) under the adaptive concurrency controller.
+func (rc *replicateCmd) runServers(ctx context.Context, srcURL, tgtURL string) error {
+	filter := fleet.Filter{Include: rc.include, Exclude: rc.exclude, Skip: withoutUsers(fleet.ReplicateSkip, rc.withUsers)}
+	if err := filter.Validate(); err != nil {
+		return usageErr("%v", err)
+	}
+	sl, tl := rc.control.limiters(srcURL, tgtURL)
+	copts := rc.client.options()
+	copts.Log = rc.logf
+	copts.Pacer = pacer{sl}
+	src, err := openEndpoint(ctx, srcURL, "SOURCE", copts)
+	if err != nil {
+		return err
+	}
+	copts.Pacer = pacer{tl}
+	tgt, err := openEndpoint(ctx, tgtURL, "TARGET", copts)
+	if err != nil {
+		return err
+	}
+	names, err := fleet.ListDBs(ctx, src.Server, 1000)
+	if err != nil {
+		return fatal(fmt.Errorf("source: list databases: %v", err))
+	}
+	dbs := filter.Apply(names)
+	if len(dbs) == 0 {
+		return fatal(fmt.Errorf("source: no database matches (of %d listed)", len(names)))
+	}
+	var logger *slog.Logger
+	if rc.verbose || rc.debug {
+		lvl := slog.LevelInfo
+		if rc.debug {
+			lvl = slog.LevelDebug
+		}
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	}
+	tracker := progress.NewTracker()
+	tracker.SetTotal(len(dbs))
+	var display *progress.Display
+	if !rc.quiet && !rc.jsonOut {
+		display = progress.Start(tracker, os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), progress.Options{})
+	}
+	sum, runErr := fleet.Run(ctx, dbs, rc.dbJob(src.Server, tgt.Server), fleet.Options{
+		Limiters: []*limit.Limiter{sl, tl}, MaxDBs: rc.control.maxDBs, Fixed: rc.control.fixed,
+		IdealDuration: rc.control.idealDuration, Progress: tracker, Logger: logger,
+	})
+	if display != nil {
+		display.Stop()
+	}
+	if rc.jsonOut {
+		printJSON(os.Stdout, sum)
+	} else if !rc.quiet {
+		printFleetSummary(os.Stderr, &sum)
+	}
+	switch {
+	case sum.Interrupted || errors.Is(runErr, context.Canceled):
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted: checkpoints written; run the same command again to resume")}
+	case runErr != nil:
+		return fatal(runErr)
+	case !sum.Complete():
+		return &exitError{code: exitPartial, err: fmt.Errorf("%d of %d databases were not copied completely (listed above)", sum.DBsTotal-sum.DBsOK, sum.DBsTotal)}
+	}
+	return nil
+}
+
+func withoutUsers(skip []string, withUsers bool) []string {
+	if !withUsers {
+		return skip
+	}
+	var out []string
+	for _, s := range skip {
+		if s != "_users" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// dbJob copies one database of a whole-server run: create the target with
+// the source's properties (or accept an existing one that is empty, holds
+// this job's checkpoint, or --reuse-existing), copy documents with
+// `_revs_limit` set first and `_security` last, then check doc counts.
+func (rc *replicateCmd) dbJob(src, tgt *couch.Server) fleet.Job {
+	return func(ctx context.Context, name string, p *progress.DB) (fleet.DBResult, error) {
+		r := fleet.DBResult{Name: name}
+		sdb, tdb := src.DB(name), tgt.DB(name)
+		sinfo, err := sdb.Info(ctx)
+		if err != nil {
+			return r, fmt.Errorf("source: %v", err)
+		}
+		p.SetDocsTotal(sinfo.DocCount + sinfo.DelCount)
+		if err := rc.prepareTarget(ctx, sdb, tdb, sinfo); err != nil {
+			return r, err
+		}
+		opts := rc.engine.options()
+		opts.CopyMetadata = true
+		opts.Counters = &replicate.Counters{}
+		opts.Warn = func(s string) { rc.logf("%s: %s", name, s) }
+		stop := feedProgress(opts.Counters, p)
+		res, err := replicate.Run(ctx, sdb, tdb, opts)
+		stop()
+		if res != nil {
+			st := res.Stats
+			r.DocsRead, r.DocsWritten, r.DocWriteFailures = st.DocsRead, st.DocsWritten, st.DocWriteFailures
+			r.MissingChecked, r.MissingFound, r.Bytes = st.MissingChecked, st.MissingFound, st.Bytes
+			r.Failures = res.Failures
+		}
+		if err != nil {
+			return r, err
+		}
+		if len(res.Failures) == 0 {
+			if err := rc.verifyCounts(ctx, sdb, tdb); err != nil {
+				return r, err
+			}
+		}
+		return r, nil
+	}
+}
+
+// errNotEmpty marks a target database that holds other data.
+var errNotEmpty = errors.New("target database exists and is not empty (use --reuse-existing to write into it)")
+
+func (rc *replicateCmd) prepareTarget(ctx context.Context, sdb, tdb *couch.DB, sinfo replicate.DBInfo) error {
+	tinfo, err := tdb.Info(ctx)
+	if errors.Is(err, replicate.ErrNotFound) {
+		meta, err := sdb.Metadata(ctx)
+		if err != nil {
+			return fmt.Errorf("source: %v", err)
+		}
+		if err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned, Q: rc.q, N: rc.n}); err != nil && !errors.Is(err, couch.ErrExists) {
+			return fmt.Errorf("target: %v", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("target: %v", err)
+	}
+	if rc.reuseExisting || tinfo.DocCount+tinfo.DelCount == 0 {
+		return nil
+	}
+	id := replicate.ReplicationID(sinfo.Identity, tinfo.Identity)
+	if _, err := tdb.GetLocal(ctx, "_local/"+id); err == nil {
+		return nil // our own earlier run: resume
+	}
+	return errNotEmpty
+}
+
+// verifyCounts is the cheap check after each database: the target holds
+// at least the source's live and deleted documents (the source may have
+// grown meanwhile, the target may have had more).
+func (rc *replicateCmd) verifyCounts(ctx context.Context, sdb, tdb *couch.DB) error {
+	s, err := sdb.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("verify: source: %v", err)
+	}
+	t, err := tdb.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("verify: target: %v", err)
+	}
+	if t.DocCount+t.DelCount < s.DocCount+s.DelCount {
+		return fmt.Errorf("verify: target holds %d documents (%d deleted), source %d (%d deleted)", t.DocCount, t.DelCount, s.DocCount, s.DelCount)
+	}
+	return nil
+}
+
+// feedProgress copies engine counters into a progress bar every 250 ms.
+func feedProgress(c *replicate.Counters, p *progress.DB) func() {
+	done := make(chan struct{})
+	var last replicate.Stats
+	push := func() {
+		s := c.Snapshot()
+		p.AddDocsRead(s.DocsRead - last.DocsRead)
+		p.AddDocsWritten(s.DocsWritten - last.DocsWritten)
+		p.AddDocWriteFailures(s.DocWriteFailures - last.DocWriteFailures)
+		p.AddBytes(s.Bytes - last.Bytes)
+		last = s
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				push()
+				return
+			case <-t.C:
+				push()
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+func printFleetSummary(w *os.File, s *fleet.Summary) {
+	fmt.Fprintf(w, "sofa: %d databases in %.1fs: %d ok, %d partial, %d failed, %d interrupted, %d not started; docs_read=%d docs_written=%d doc_write_failures=%d bytes=%d (%s)\n",
+		s.DBsTotal, time.Duration(s.Duration).Seconds(), s.DBsOK, s.DBsPartial, s.DBsFailed, s.DBsInterrupted, s.DBsNotStarted,
+		s.DocsRead, s.DocsWritten, s.DocWriteFailures, s.Bytes, humanBytes(s.Bytes))
+	for _, d := range s.DBs {
+		switch d.Status {
+		case fleet.StatusOK:
+			continue
+		}
+		fmt.Fprintf(w, "sofa: database %q: %s", d.Name, d.Status)
+		if d.Error != "" {
+			fmt.Fprintf(w, ": %s", d.Error)
+		}
+		fmt.Fprintln(w)
+		for _, f := range d.Failures {
+			fmt.Fprintf(w, "sofa:   not copied: id=%q rev=%s: %s: %s\n", shorten(f.ID), f.Rev, f.Error, f.Reason)
+		}
+	}
 }
