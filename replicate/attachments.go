@@ -160,7 +160,7 @@ func (r *run) fetchChunk() int {
 	avg := r.size.avg
 	r.size.mu.Unlock()
 	if avg <= 0 {
-		return min(r.opts.FetchBatch, 25)
+		return min(r.opts.FetchBatch, 100)
 	}
 	n := int(float64(r.opts.WriteBatchBytes) / avg)
 	return max(1, min(n, r.opts.FetchBatch))

@@ -6,7 +6,7 @@ import "time"
 const (
 	DefaultBatchSize          = 500              // changes rows per batch
 	DefaultWorkers            = 4                // batches in flight
-	DefaultFetchBatch         = 100              // revisions per _bulk_get request
+	DefaultFetchBatch         = 500              // most revisions per _bulk_get request
 	DefaultWriteBatchDocs     = 500              // revisions per _bulk_docs request
 	DefaultWriteBatchBytes    = 4 << 20          // bytes per _bulk_docs request (4 MiB)
 	DefaultMaxInflightBytes   = 256 << 20        // document and attachment bytes held at once (256 MiB)
@@ -20,7 +20,7 @@ type Options struct {
 	BatchSize int
 	// Workers is the number of batches in flight at once. Zero: 4.
 	Workers int
-	// FetchBatch is the number of revisions per _bulk_get request. Zero: 100.
+	// FetchBatch is the number of revisions per _bulk_get request (fewer when documents are large: a request aims at WriteBatchBytes). Zero: 500.
 	FetchBatch int
 	// WriteBatchDocs flushes the write buffer at this many revisions.
 	// Zero: 500.

@@ -1,5 +1,41 @@
 #!/usr/bin/env bash
-# Placeholder: the demo is not written yet.
+# The main job end to end on real data: start two in-memory PouchDB Servers,
+# load public data into the first (one database per country with its flag
+# and cities, all cities, emoji with sprite sheets), replicate the whole
+# server to the second with sofa, replicate again (nothing to do), verify
+# that every database is equal, then back the server up into one archive,
+# restore it into a third server and verify that too.
+#   SCALE=0.1 make demo     # a smaller data set
 set -euo pipefail
-echo "demo: not implemented yet" >&2
-exit 1
+source "$(dirname "$0")/lib.sh"
+SCALE=${SCALE:-1}
+SOFA="$ROOT/bin/sofa"
+[ -x "$SOFA" ] || (cd "$ROOT" && go build -o bin/sofa ./cmd/sofa)
+(cd "$ROOT" && go build -o bin/sofa-load ./cmd/sofa-load)
+
+start_server SRC
+start_server DST
+echo "== source $SRC, target $DST"
+echo "== loading real data (scale $SCALE) into the source"
+"$ROOT/bin/sofa-load" --target "$SRC" --set real --scale "$SCALE"
+
+echo "== sofa replicate $SRC $DST"
+"$SOFA" replicate "$SRC" "$DST"
+echo "== second run: nothing left to copy"
+"$SOFA" replicate "$SRC" "$DST" --quiet
+echo "== sofa verify --full $SRC $DST"
+"$SOFA" verify --full "$SRC" "$DST"
+
+if "$SOFA" help backup >/dev/null 2>&1; then
+	start_server RESTORED
+	ARCHIVE=$(mktemp -d)/demo.sofa
+	DIRS+=("$(dirname "$ARCHIVE")")
+	echo "== sofa backup $SRC $ARCHIVE"
+	"$SOFA" backup "$SRC" "$ARCHIVE"
+	ls -l "$ARCHIVE"
+	"$SOFA" verify "$ARCHIVE"
+	echo "== sofa restore $ARCHIVE $RESTORED"
+	"$SOFA" restore "$ARCHIVE" "$RESTORED"
+	"$SOFA" verify --full "$SRC" "$RESTORED"
+fi
+echo "== demo finished: every copy is equal"
