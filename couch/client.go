@@ -145,6 +145,9 @@ func NewClient(rawURL string, opts Options) (*Client, error) {
 			ReadBufferSize:        64 << 10,
 			WriteBufferSize:       64 << 10,
 			TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+			// Gzip answers save bandwidth across a network but cost the
+			// server CPU for nothing on loopback.
+			DisableCompression: isLoopback(u.Hostname()),
 		}
 	}
 	c.hc = &http.Client{Transport: rt, CheckRedirect: func(req *http.Request, via []*http.Request) error {
@@ -227,7 +230,17 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 		attempt++
 		resp, cancel, err := c.attempt(ctx, r)
 		if err == nil && resp.StatusCode < 300 {
-			return wrapCancel(resp, cancel), nil
+			if r.Stream {
+				return wrapCancel(resp, cancel), nil
+			}
+			// Read the whole answer inside the attempt, so that a
+			// connection reset or timeout in the middle of the body is
+			// retried like one before the headers.
+			if err = bufferBody(resp); err == nil {
+				cancel()
+				return resp, nil
+			}
+			err = &NetError{Op: r.Method + " " + c.redactedPath(r.Path), Err: err}
 		}
 		var herr *Error
 		if err == nil {
@@ -294,13 +307,9 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, conte
 		done = d
 	}
 	actx, cancel := context.WithCancel(ctx)
-	var timer *time.Timer
-	if !r.Stream {
-		timer = time.AfterFunc(c.opts.AttemptTimeout, cancel)
-	} else {
-		// a stream must produce headers within the attempt timeout
-		timer = time.AfterFunc(c.opts.AttemptTimeout, cancel)
-	}
+	// The timer bounds the attempt up to the end of its body; a stream
+	// must produce headers within it, then each read re-arms it.
+	timer := time.AfterFunc(c.opts.AttemptTimeout, cancel)
 	req, err := c.newHTTPRequest(actx, r)
 	if err != nil {
 		timer.Stop()
@@ -315,9 +324,6 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, conte
 	t0 := time.Now()
 	resp, err := c.hc.Do(req)
 	lat := time.Since(t0)
-	if r.Stream {
-		timer.Stop()
-	}
 	if err != nil {
 		timedOut := actx.Err() != nil && ctx.Err() == nil
 		timer.Stop()
@@ -339,7 +345,40 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, conte
 	}
 	stop := func() { timer.Stop(); cancel() }
 	resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.Stats.BytesIn}
+	if r.Stream {
+		// A stream is bounded per read: the attempt is cancelled when no
+		// byte arrives for AttemptTimeout.
+		timer.Reset(c.opts.AttemptTimeout)
+		resp.Body = &idleBody{ReadCloser: resp.Body, t: timer, d: c.opts.AttemptTimeout}
+	}
 	return resp, stop, nil
+}
+
+// idleBody re-arms the attempt timer after every read of a streamed body.
+type idleBody struct {
+	io.ReadCloser
+	t *time.Timer
+	d time.Duration
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == nil {
+		b.t.Reset(b.d)
+	}
+	return n, err
+}
+
+// bufferBody replaces resp.Body by an in-memory copy of it; the error is
+// the read error, if any (the original body is closed either way).
+func bufferBody(resp *http.Response) error {
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	return nil
 }
 
 var errAttemptTimeout = errors.New("request timed out")
@@ -423,6 +462,14 @@ func retryable(err error) bool {
 	}
 	var nerr *NetError
 	return errors.As(err, &nerr)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func isTimeout(err error) bool {

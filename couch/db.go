@@ -141,6 +141,7 @@ func (d *DB) PutLocal(ctx context.Context, id string, body []byte) error {
 func (d *DB) Changes(ctx context.Context, since replicate.Seq, fn func(replicate.Change) error) error {
 	last := since
 	failures := 0
+	progress := time.Now()
 	for {
 		q := "style=all_docs&feed=normal&since=" + url.QueryEscape(last.String())
 		resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_changes", Query: q, Stream: true})
@@ -172,17 +173,22 @@ func (d *DB) Changes(ctx context.Context, since replicate.Seq, fn func(replicate
 		}
 		if delivered > 0 {
 			failures = 0
+			progress = time.Now()
 		} else {
 			failures++
 		}
-		if failures > 8 {
-			return d.fail("read changes", perr)
+		// Give up after 8 broken reads in a row without a row, or when
+		// no row arrived within the retry budget.
+		wait := backoff(failures+1, 250e6, 10e9)
+		if failures > 8 || d.srv.opts.RetryTime < 0 || time.Since(progress)+wait > d.srv.opts.RetryTime {
+			return d.fail("read changes", fmt.Errorf("the feed broke %d times without progress, last: %v", failures, perr))
 		}
 		d.srv.Stats.Retries.Add(1)
+		d.srv.Stats.WaitNanos.Add(int64(wait))
 		if d.srv.opts.Log != nil {
 			d.srv.opts.Log("changes feed of %s broke after %d rows (%v); resuming from seq %s", d.name, delivered, perr, last.String())
 		}
-		if err := sleepCtx(ctx, backoff(failures+1, 250e6, 10e9)); err != nil {
+		if err := sleepCtx(ctx, wait); err != nil {
 			return err
 		}
 	}
@@ -270,8 +276,9 @@ func (d *DB) openRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*repl
 	var errs []replicate.DocError
 	for _, id := range order {
 		revs := byID[id]
+		maxN := len(revs) // lowered when the server answers 414
 		for len(revs) > 0 {
-			n := len(revs)
+			n := min(len(revs), maxN)
 			for n > 1 && openRevsLen(revs[:n]) > 6000 {
 				n /= 2
 			}
@@ -282,6 +289,13 @@ func (d *DB) openRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*repl
 			resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/" + EscapeDocID(id), Query: q, Accept: "multipart/mixed, application/json"})
 			if err != nil {
 				st := StatusOf(err)
+				if st == 414 && len(chunk) > 1 {
+					// URL too long for this server: ask for fewer
+					// revisions at a time.
+					maxN = len(chunk) / 2
+					revs = chunk[:len(chunk)+len(revs)] // chunk and revs are adjacent
+					continue
+				}
 				if st == 404 || st == 414 || st == 400 {
 					for _, rev := range chunk {
 						errs = append(errs, replicate.DocError{ID: id, Rev: rev, Error: "read_failed", Reason: err.Error()})
@@ -327,7 +341,13 @@ func shortID(id string) string {
 // attachment arrives as stored. The bytes are checked against att.Digest
 // when it is an md5 digest.
 func (d *DB) Attachment(ctx context.Context, docID, rev string, att *replicate.Attachment) error {
+	// CouchDB sends a gzip-stored attachment as stored when the client
+	// accepts gzip; PouchDB Server stores identity bytes and would only
+	// compress on the wire, so it is asked for identity.
 	h := map[string][]string{"Accept-Encoding": {"gzip"}}
+	if d.srv.Vendor == VendorPouchDB {
+		h["Accept-Encoding"] = []string{"identity"}
+	}
 	p := d.path + "/" + EscapeDocID(docID) + "/" + EscapeAttName(att.Name)
 	if len(p) > 15000 {
 		return fmt.Errorf("attachment %q of %q: URL too long for the source", att.Name, shortID(docID))
@@ -338,7 +358,9 @@ func (d *DB) Attachment(ctx context.Context, docID, rev string, att *replicate.A
 	}
 	defer resp.Body.Close()
 	limit := att.StoredLength() + 1<<20
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	buf := bytes.NewBuffer(make([]byte, 0, att.StoredLength()+512))
+	_, err = buf.ReadFrom(io.LimitReader(resp.Body, limit+1))
+	data := buf.Bytes()
 	if err != nil {
 		return d.fail("read attachment "+att.Name+" of "+shortID(docID), &NetError{Op: "GET attachment", Err: err})
 	}

@@ -119,9 +119,13 @@ func (m *mixedReader) read(r io.Reader, boundary, what string) error {
 	if boundary == "" {
 		return fmt.Errorf("parse %s: multipart content type without boundary", what)
 	}
-	mr := multipart.NewReader(r, boundary)
+	src := &eofTracker{r: r}
+	mr := multipart.NewReader(src, boundary)
 	for {
 		part, err := mr.NextRawPart()
+		if err == io.EOF && !src.endedAt(boundary) {
+			err = io.ErrUnexpectedEOF
+		}
 		if err == io.EOF {
 			return nil
 		}
@@ -271,8 +275,12 @@ func readRelated(r io.Reader, boundary string) (*replicate.Doc, error) {
 	if boundary == "" {
 		return nil, errors.New("multipart/related part without boundary")
 	}
-	mr := multipart.NewReader(r, boundary)
+	src := &eofTracker{r: r}
+	mr := multipart.NewReader(src, boundary)
 	first, err := mr.NextRawPart()
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF // not even the JSON part
+	}
 	if err != nil {
 		return nil, fmt.Errorf("multipart/related: %w", err)
 	}
@@ -299,6 +307,9 @@ func readRelated(r io.Reader, boundary string) (*replicate.Doc, error) {
 	}
 	for {
 		p, err := mr.NextRawPart()
+		if err == io.EOF && !src.endedAt(boundary) {
+			err = io.ErrUnexpectedEOF
+		}
 		if err == io.EOF {
 			break
 		}
@@ -474,4 +485,47 @@ func mediaType(v string) (string, map[string]string) {
 		params[strings.ToLower(strings.TrimSpace(k))] = val
 	}
 	return mt, params
+}
+
+// eofTracker passes reads through and remembers whether its source ended
+// and the last bytes read. mime/multipart's NextRawPart answers io.EOF both
+// after the final boundary and when the stream ends inside a part's
+// headers; endedAt tells the two apart.
+type eofTracker struct {
+	r    io.Reader
+	eof  bool
+	tail []byte // last bytes read, at most tailMax
+}
+
+const tailMax = 256
+
+func (t *eofTracker) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		if n >= tailMax {
+			t.tail = append(t.tail[:0], p[n-tailMax:n]...)
+		} else {
+			t.tail = append(t.tail, p[:n]...)
+			if len(t.tail) > tailMax {
+				t.tail = append(t.tail[:0], t.tail[len(t.tail)-tailMax:]...)
+			}
+		}
+	}
+	if err == io.EOF {
+		t.eof = true
+	}
+	return n, err
+}
+
+// endedAt reports whether an io.EOF from a multipart reader over t is the
+// real end: either the reader stopped before the source ended (it met the
+// final boundary), or the source's last bytes, but for trailing
+// whitespace, are the final boundary "--B--".
+func (t *eofTracker) endedAt(boundary string) bool {
+	if !t.eof {
+		return true
+	}
+	tail := bytes.TrimRight(t.tail, " \t\r\n")
+	return len(tail) >= len(boundary)+4 &&
+		string(tail[len(tail)-len(boundary)-4:]) == "--"+boundary+"--"
 }

@@ -115,7 +115,7 @@ func Redacted(u *url.URL) string {
 // userinfo to its last "@" is cut, so an error that echoes the input never
 // leaks a password.
 func RedactURL(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
+	if u, err := url.Parse(raw); err == nil && !strings.Contains(u.Opaque, "@") {
 		return Redacted(u)
 	}
 	i := strings.Index(raw, "://")

@@ -25,7 +25,11 @@ type checkpointDoc struct {
 	Replicator     string          `json:"replicator"`
 	SourceInstance string          `json:"sofa_source_instance,omitempty"`
 	TargetInstance string          `json:"sofa_target_instance,omitempty"`
-	History        []historyEntry  `json:"history"`
+	// TargetOnly marks a checkpoint written while the source refused
+	// `_local` writes; only such a checkpoint is trusted without a
+	// matching one on the source.
+	TargetOnly bool           `json:"sofa_target_only,omitempty"`
+	History    []historyEntry `json:"history"`
 }
 
 type historyEntry struct {
@@ -149,7 +153,7 @@ func (c *checkpointer) write(ctx context.Context, seq Seq, st Stats) error {
 
 func (c *checkpointer) put(ctx context.Context, e Endpoint, prev *checkpointDoc, seq Seq, entry historyEntry) (*checkpointDoc, error) {
 	doc := &checkpointDoc{ID: "_local/" + c.id, SessionID: c.session, SourceLastSeq: rawSeq(seq),
-		Version: 1, Replicator: "sofa", SourceInstance: c.srcInst, TargetInstance: c.tgtInst}
+		Version: 1, Replicator: "sofa", SourceInstance: c.srcInst, TargetInstance: c.tgtInst, TargetOnly: c.srcOff}
 	var hist []historyEntry
 	if prev != nil {
 		doc.Rev = prev.Rev

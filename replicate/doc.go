@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -132,11 +133,11 @@ func ParseDoc(raw []byte) (*Doc, error) {
 				d.Rev = vt.String()
 			}
 		case "_deleted":
-			vt, err := dec.ReadToken()
+			v, err := dec.ReadValue()
 			if err != nil {
 				return nil, fmt.Errorf("parse doc: _deleted: %w", err)
 			}
-			d.Deleted = vt.Kind() == 't'
+			d.Deleted = string(v) == "true"
 		case "_revisions":
 			v, err := dec.ReadValue()
 			if err != nil {
@@ -164,6 +165,9 @@ func ParseDoc(raw []byte) (*Doc, error) {
 	}
 	if _, err := dec.ReadToken(); err != nil {
 		return nil, fmt.Errorf("parse doc: %w", err)
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, fmt.Errorf("parse doc: data after the object")
 	}
 	if d.ID == "" {
 		return nil, fmt.Errorf("parse doc: no _id")
@@ -196,13 +200,17 @@ func spliceOut(raw []byte, start, end int) []byte {
 		}
 		s++
 	}
-	// first member: cut the trailing comma instead.
+	// first member: cut the trailing comma (and the space before it)
+	// instead; with no comma it is the only member and the space before
+	// the closing brace stays.
 	e := end
 	for e < len(raw) && (raw[e] == ' ' || raw[e] == '\t' || raw[e] == '\n' || raw[e] == '\r') {
 		e++
 	}
 	if e < len(raw) && raw[e] == ',' {
 		e++
+	} else {
+		e = end
 	}
 	out := make([]byte, 0, len(raw)-(e-start))
 	out = append(out, raw[:start]...)
@@ -273,32 +281,36 @@ func parseAttachments(v []byte) ([]*Attachment, error) {
 				return nil, fmt.Errorf("parse doc: attachment %q: %w", a.Name, err)
 			}
 			field := ft.String()
-			vt, err := dec.ReadToken()
+			v, err := dec.ReadValue()
 			if err != nil {
 				return nil, fmt.Errorf("parse doc: attachment %q: %s: %w", a.Name, field, err)
 			}
+			var ok bool
 			switch field {
 			case "content_type":
-				a.ContentType = vt.String()
+				a.ContentType, ok = valueString(v)
 			case "digest":
-				a.Digest = vt.String()
+				a.Digest, ok = valueString(v)
 			case "length":
-				a.Length, _ = jsonx.Int(vt)
+				a.Length, ok = valueInt(v)
 			case "encoded_length":
-				a.EncodedLength, _ = jsonx.Int(vt)
+				a.EncodedLength, ok = valueInt(v)
 			case "encoding":
-				a.Encoding = vt.String()
+				a.Encoding, ok = valueString(v)
 			case "revpos":
-				n, _ := jsonx.Int(vt)
+				var n int64
+				n, ok = valueInt(v)
 				a.RevPos = int(n)
-			case "stub":
-				// a stub in a source answer only means "bytes not sent here"
 			case "data":
-				data, hasData = vt.String(), true
+				data, ok = valueString(v)
+				hasData = ok
 			default:
-				if k := vt.Kind(); k == '{' || k == '[' {
-					return nil, fmt.Errorf("parse doc: attachment %q: unexpected %s", a.Name, field)
-				}
+				// "stub" and "follows" only say whether the bytes came
+				// with this answer; other members are ignored.
+				ok = true
+			}
+			if !ok && v.Kind() != 'n' {
+				return nil, fmt.Errorf("parse doc: attachment %q: bad %s", a.Name, field)
 			}
 		}
 		if _, err := dec.ReadToken(); err != nil {
@@ -338,11 +350,14 @@ func (d *Doc) AppendJSON(dst []byte, mode AttachmentMode) []byte {
 		return append(dst, d.Body...)
 	}
 	body := bytes.TrimRight(d.Body, " \t\r\n")
-	end := len(body) - 1 // the closing brace
+	if len(body) < 2 || body[0] != '{' || body[len(body)-1] != '}' {
+		body = []byte("{}") // no body (a Doc built by hand)
+	}
+	// Insert after the last member, before the space that precedes the
+	// closing brace, so that ParseDoc of the result gives Body back.
+	end := len(bytes.TrimRight(body[:len(body)-1], " \t\r\n"))
 	dst = append(dst, body[:end]...)
-	// empty object? then no comma
-	inner := bytes.TrimSpace(body[1:end])
-	if len(inner) > 0 {
+	if end > 1 { // not an empty object: a member precedes
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"_attachments":{`...)
@@ -383,8 +398,29 @@ func (d *Doc) AppendJSON(dst []byte, mode AttachmentMode) []byte {
 		}
 		dst = append(dst, '}')
 	}
-	dst = append(dst, '}', '}')
-	return dst
+	dst = append(dst, '}')
+	return append(dst, body[end:]...)
 }
 
 func unquote(s []byte) string { return jsonx.Unquote(s) }
+
+// valueString returns the content of a JSON string value.
+func valueString(v jsontext.Value) (string, bool) {
+	if v.Kind() != '"' {
+		return "", false
+	}
+	return jsonx.Unquote(v), true
+}
+
+// valueInt returns the value of a JSON integer; a number that is not an
+// int64 (1.5, 1e30) gives 0 and ok, anything else not ok.
+func valueInt(v jsontext.Value) (int64, bool) {
+	if v.Kind() != '0' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return 0, true
+	}
+	return n, true
+}

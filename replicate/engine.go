@@ -3,7 +3,9 @@ package replicate
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -82,7 +84,7 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 	opts.defaults()
 	t0 := time.Now()
 	r := &run{src: src, tgt: tgt, opts: opts, c: opts.Counters,
-		mem: semaphore.NewWeighted(opts.MaxInflightBytes)}
+		mem: opts.Budget.sem}
 	res := &Result{}
 	defer func() {
 		res.Stats = r.c.Snapshot()
@@ -151,9 +153,11 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 // recreated since the checkpoint (instance_start_time changed).
 func (r *run) trustedSince(cp *checkpointer, sinfo, tinfo DBInfo) Seq {
 	since := compareCheckpoints(cp.srcLog, cp.tgtLog)
-	if since == nil && cp.srcLog == nil && cp.tgtLog != nil && cp.tgtLog.SessionID != "" {
+	if since == nil && cp.srcLog == nil && cp.tgtLog != nil && cp.tgtLog.SessionID != "" && cp.tgtLog.TargetOnly {
 		// Target-only checkpoints (read-only source): trust the target's
-		// log when its instance fields match.
+		// log when its instance fields match. A log written while the
+		// source took checkpoints is not trusted alone: the source's copy
+		// is gone, so the source database may be a new one.
 		since = Seq(cp.tgtLog.SourceLastSeq)
 	}
 	if since == nil {
@@ -167,7 +171,20 @@ func (r *run) trustedSince(cp *checkpointer, sinfo, tinfo DBInfo) Seq {
 		r.warn("a database was recreated since the last checkpoint: starting over from the beginning")
 		return nil
 	}
+	if seqAhead(since, sinfo.UpdateSeq) {
+		r.warn("the checkpoint is ahead of the source's update_seq (database recreated?): starting over from the beginning")
+		return nil
+	}
 	return since
+}
+
+// seqAhead reports whether checkpoint seq cp is beyond the source's
+// current update_seq. Only integer seqs (PouchDB Server, CouchDB 1.x)
+// are compared; clustered seqs are opaque and never judged ahead.
+func seqAhead(cp, cur Seq) bool {
+	a, err1 := strconv.ParseInt(string(cp), 10, 64)
+	b, err2 := strconv.ParseInt(string(cur), 10, 64)
+	return err1 == nil && err2 == nil && a > b
 }
 
 // pipeline runs the changes reader, the workers and the checkpointer. It
@@ -185,10 +202,11 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer) (Seq, e
 	for i := 0; i < r.opts.Workers; i++ {
 		g.Go(func() error {
 			for b := range batches {
-				if err := r.process(gctx, b); err != nil {
+				failed := new(atomic.Bool)
+				if err := r.process(context.WithValue(gctx, batchFailedKey{}, failed), b); err != nil {
 					return err
 				}
-				tr.done(b.n)
+				tr.done(b.n, failed.Load())
 				r.c.batches.Add(1)
 			}
 			return nil
@@ -233,6 +251,9 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer) (Seq, e
 	if !r.opts.NoCheckpoints {
 		if cerr := r.checkpoint(fctx, cp, tr); cerr != nil && err == nil {
 			err = cerr
+		}
+		if tr.held() {
+			r.warn("the checkpoint stays before the first revision not copied, so the next run tries those revisions again")
 		}
 	}
 	if ctx.Err() != nil {
@@ -307,16 +328,22 @@ func batchDocBytes(b *batch) int64 {
 }
 
 // tracker keeps the seq up to which every batch is acknowledged: the
-// longest finished prefix of batch numbers.
+// longest finished prefix of batch numbers. A batch in which some
+// revision was not copied stops the prefix for the rest of the run, so
+// that a later run reads those changes again and retries them.
 type tracker struct {
-	mu   sync.Mutex
-	seqs map[int64]Seq
-	fin  map[int64]bool
-	next int64
-	thru Seq
+	mu     sync.Mutex
+	seqs   map[int64]Seq
+	fin    map[int64]bool
+	failed map[int64]bool
+	next   int64
+	thru   Seq
+	stuck  bool
 }
 
-func newTracker() *tracker { return &tracker{seqs: map[int64]Seq{}, fin: map[int64]bool{}} }
+func newTracker() *tracker {
+	return &tracker{seqs: map[int64]Seq{}, fin: map[int64]bool{}, failed: map[int64]bool{}}
+}
 
 func (t *tracker) started(n int64, seq Seq) {
 	t.mu.Lock()
@@ -324,11 +351,18 @@ func (t *tracker) started(n int64, seq Seq) {
 	t.mu.Unlock()
 }
 
-func (t *tracker) done(n int64) {
+func (t *tracker) done(n int64, failed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.fin[n] = true
-	for t.fin[t.next] {
+	if failed {
+		t.failed[n] = true
+	}
+	for !t.stuck && t.fin[t.next] {
+		if t.failed[t.next] {
+			t.stuck = true
+			break
+		}
 		if s := t.seqs[t.next]; len(s) > 0 {
 			t.thru = s
 		}
@@ -336,6 +370,13 @@ func (t *tracker) done(n int64) {
 		delete(t.seqs, t.next)
 		t.next++
 	}
+}
+
+// held reports whether a batch with failures stopped the prefix.
+func (t *tracker) held() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stuck
 }
 
 func (t *tracker) through() Seq {

@@ -1,6 +1,26 @@
 package replicate
 
-import "time"
+import (
+	"time"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// Budget bounds the bytes of documents and attachments held in memory by
+// one or several replications.
+type Budget struct {
+	sem  *semaphore.Weighted
+	size int64
+}
+
+// NewBudget returns a budget of size bytes (DefaultMaxInflightBytes if
+// size <= 0).
+func NewBudget(size int64) *Budget {
+	if size <= 0 {
+		size = DefaultMaxInflightBytes
+	}
+	return &Budget{sem: semaphore.NewWeighted(size), size: size}
+}
 
 // Defaults for Options; each option's zero value selects these.
 const (
@@ -44,6 +64,10 @@ type Options struct {
 	// ContentOptions are strings naming options that change what is
 	// copied; they enter the replication id.
 	ContentOptions []string
+	// Budget, if set, is the in-flight byte budget shared with other
+	// replications (whole-server runs); MaxInflightBytes is then its size.
+	// Nil: a budget of MaxInflightBytes for this replication alone.
+	Budget *Budget
 	// Counters, if set, receive live statistics (progress display).
 	Counters *Counters
 	// Warn receives one-line warnings (each said once).
@@ -74,6 +98,10 @@ func (o *Options) defaults() {
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = DefaultCheckpointInterval
 	}
+	if o.Budget == nil {
+		o.Budget = NewBudget(o.MaxInflightBytes)
+	}
+	o.MaxInflightBytes = o.Budget.size
 	if o.Counters == nil {
 		o.Counters = &Counters{}
 	}

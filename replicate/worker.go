@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // diffSkipper decides when _revs_diff can be skipped: while nearly every
@@ -114,7 +115,7 @@ func (r *run) process(ctx context.Context, b *batch) error {
 		if err != nil {
 			return fmt.Errorf("source: %w", err)
 		}
-		r.fail(errs...)
+		r.fail(ctx, errs...)
 		r.c.docsRead.Add(int64(len(docs)))
 		var bodies int64
 		for _, d := range docs {
@@ -211,6 +212,14 @@ func (w *writeBuf) flush(ctx context.Context) error {
 		docs := w.docs
 		w.docs, w.bytes = nil, 0
 		err = w.r.write(ctx, docs)
+		// The batch's slices still point at these revisions: drop their
+		// bytes so memory follows the budget, not the batch.
+		for _, d := range docs {
+			d.Body = nil
+			for _, a := range d.Atts {
+				a.Data = nil
+			}
+		}
 	}
 	// Release what is not reserved for documents still being prepared.
 	keep := min(w.pending, w.acq)
@@ -227,7 +236,7 @@ func (r *run) write(ctx context.Context, docs []*Doc) error {
 	fails, err := r.tgt.WriteDocs(ctx, docs)
 	if errors.Is(err, ErrBatchRejected) {
 		if len(docs) == 1 {
-			r.fail(DocError{ID: docs[0].ID, Rev: docs[0].Rev, Error: "rejected", Reason: reasonOf(err)})
+			r.fail(ctx, DocError{ID: docs[0].ID, Rev: docs[0].Rev, Error: "rejected", Reason: reasonOf(err)})
 			return nil
 		}
 		h := len(docs) / 2
@@ -250,7 +259,7 @@ func (r *run) write(ctx context.Context, docs []*Doc) error {
 			}
 		}
 		failed[f.ID+"\x00"+f.Rev] = true
-		r.fail(f)
+		r.fail(ctx, f)
 	}
 	for _, d := range docs {
 		if !failed[d.ID+"\x00"+d.Rev] {
@@ -268,7 +277,7 @@ func (r *run) rewriteWithData(ctx context.Context, d *Doc) error {
 		if a.Data == nil {
 			a.Stub = false
 			if err := r.src.Attachment(ctx, d.ID, d.Rev, a); err != nil {
-				r.fail(DocError{ID: d.ID, Rev: d.Rev, Error: "read_failed", Reason: err.Error()})
+				r.fail(ctx, DocError{ID: d.ID, Rev: d.Rev, Error: "read_failed", Reason: err.Error()})
 				return nil
 			}
 		}
@@ -276,14 +285,14 @@ func (r *run) rewriteWithData(ctx context.Context, d *Doc) error {
 	fails, err := r.tgt.WriteDocs(ctx, []*Doc{d})
 	if err != nil {
 		if errors.Is(err, ErrBatchRejected) {
-			r.fail(DocError{ID: d.ID, Rev: d.Rev, Error: "rejected", Reason: reasonOf(err)})
+			r.fail(ctx, DocError{ID: d.ID, Rev: d.Rev, Error: "rejected", Reason: reasonOf(err)})
 			return nil
 		}
 		return fmt.Errorf("target: %w", err)
 	}
 	if len(fails) > 0 {
 		// counted by the caller's loop as written; undo
-		r.fail(fails...)
+		r.fail(ctx, fails...)
 		r.c.docsWritten.Add(-1)
 		r.c.bytes.Add(-d.Size())
 	}
@@ -291,9 +300,19 @@ func (r *run) rewriteWithData(ctx context.Context, d *Doc) error {
 	return nil
 }
 
-func (r *run) fail(errs ...DocError) {
+// batchFailedKey keys the *atomic.Bool in a batch's context that fail
+// sets, so that the checkpoint never passes a batch with failures.
+type batchFailedKey struct{}
+
+func (r *run) fail(ctx context.Context, errs ...DocError) {
+	if len(errs) == 0 {
+		return
+	}
 	r.fails.add(errs...)
 	r.c.docWriteFailures.Add(int64(len(errs)))
+	if f, ok := ctx.Value(batchFailedKey{}).(*atomic.Bool); ok {
+		f.Store(true)
+	}
 }
 
 func findDoc(docs []*Doc, id, rev string) *Doc {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -27,7 +29,7 @@ func (f *engineFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.fetchBatch, "fetch-batch", replicate.DefaultFetchBatch, "most revisions per _bulk_get request")
 	fs.IntVar(&f.writeDocs, "write-batch-docs", replicate.DefaultWriteBatchDocs, "flush the write buffer at this many revisions")
 	fs.Int64Var(&f.writeBytes, "write-batch-bytes", replicate.DefaultWriteBatchBytes, "flush the write buffer at this many bytes")
-	fs.Int64Var(&f.maxInflight, "max-inflight-bytes", replicate.DefaultMaxInflightBytes, "bytes of documents and attachments held in memory at once, per database (default 256 MiB)")
+	fs.Int64Var(&f.maxInflight, "max-inflight-bytes", replicate.DefaultMaxInflightBytes, "bytes of documents and attachments held in memory at once, shared by all databases in flight (default 256 MiB)")
 	fs.DurationVar(&f.checkpointEvery, "checkpoint-interval", replicate.DefaultCheckpointInterval, "time between checkpoints while running")
 	fs.BoolVar(&f.noCheckpoints, "no-checkpoints", false, "neither read nor write _local checkpoints (always start from the beginning)")
 }
@@ -39,6 +41,20 @@ func (f *engineFlags) options() replicate.Options {
 		MaxInflightBytes: f.maxInflight, CheckpointInterval: f.checkpointEvery,
 		NoCheckpoints: f.noCheckpoints,
 	}
+}
+
+// setMemoryLimit sets the Go runtime's soft memory limit from the
+// in-flight budget (budget + overhead), unless GOMEMLIMIT is set, so the
+// garbage collector works harder before the process grows past it.
+func (f *engineFlags) setMemoryLimit(extra int64) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	budget := f.maxInflight
+	if budget <= 0 {
+		budget = replicate.DefaultMaxInflightBytes
+	}
+	debug.SetMemoryLimit(budget + int64(max(f.workers, 1))*3*max(f.writeBytes, replicate.DefaultWriteBatchBytes) + extra + 32<<20)
 }
 
 // clientFlags are the HTTP client's options.

@@ -64,6 +64,7 @@ they never appear in output, logs or errors.
 		return usageErr("%v (see %s --help)", err, c.CommandPath())
 	})
 	root.AddCommand(newReplicateCmd())
+	root.AddCommand(newVerifyCmd())
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(root.FlagErrorFunc())
 	}

@@ -30,6 +30,8 @@ type replicateCmd struct {
 	withUsers     bool
 	reuseExisting bool
 	q, n          int
+	verifyMode    string
+	budget        *replicate.Budget
 }
 
 func newReplicateCmd() *cobra.Command {
@@ -84,6 +86,7 @@ resumes where it stopped; a second run after a success copies nothing.
 	fs.BoolVar(&rc.reuseExisting, "reuse-existing", false, "server mode: write into existing non-empty target databases (without it they are reported and skipped, unless they hold this job's checkpoint)")
 	fs.IntVar(&rc.q, "q", 0, "server mode: shards (q) of created databases (0: the target's default)")
 	fs.IntVar(&rc.n, "n", 0, "server mode: replicas (n) of created databases (0: the target's default)")
+	fs.StringVar(&rc.verifyMode, "verify", "cheap", "server mode: check each database after copying it: cheap (doc counts; on a mismatch every document is compared, the database copied once more, and each remaining difference reported), full (compare every document and leaf revision, same retry), none")
 	return cmd
 }
 
@@ -110,6 +113,7 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	case src.DBName == "" || tgt.DBName == "":
 		return usageErr("SOURCE and TARGET must both be databases or both be servers")
 	}
+	rc.engine.setMemoryLimit(0)
 	sdb, tdb := src.Server.DB(src.DBName), tgt.Server.DB(tgt.DBName)
 	res, err := rc.replicateDB(ctx, sdb, tdb, nil)
 	return rc.finish(res, err, os.Stdout)

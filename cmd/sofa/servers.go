@@ -18,6 +18,9 @@ import (
 // runServers replicates every selected database of a server (whole-server
 // mode) under the adaptive concurrency controller.
 func (rc *replicateCmd) runServers(ctx context.Context, srcURL, tgtURL string) error {
+	if err := validVerifyMode(rc.verifyMode); err != nil {
+		return err
+	}
 	filter := fleet.Filter{Include: rc.include, Exclude: rc.exclude, Skip: withoutUsers(fleet.ReplicateSkip, rc.withUsers)}
 	if err := filter.Validate(); err != nil {
 		return usageErr("%v", err)
@@ -51,6 +54,9 @@ func (rc *replicateCmd) runServers(ctx context.Context, srcURL, tgtURL string) e
 		}
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	}
+	// One memory budget for all databases in flight.
+	rc.budget = replicate.NewBudget(rc.engine.maxInflight)
+	rc.engine.setMemoryLimit(int64(rc.control.maxDBs) << 20)
 	tracker := progress.NewTracker()
 	tracker.SetTotal(len(dbs))
 	var display *progress.Display
@@ -111,6 +117,7 @@ func (rc *replicateCmd) dbJob(src, tgt *couch.Server) fleet.Job {
 		}
 		opts := rc.engine.options()
 		opts.CopyMetadata = true
+		opts.Budget = rc.budget
 		opts.Counters = &replicate.Counters{}
 		opts.Warn = func(s string) { rc.logf("%s: %s", name, s) }
 		stop := feedProgress(opts.Counters, p)
@@ -126,7 +133,7 @@ func (rc *replicateCmd) dbJob(src, tgt *couch.Server) fleet.Job {
 			return r, err
 		}
 		if len(res.Failures) == 0 {
-			if err := rc.verifyCounts(ctx, sdb, tdb); err != nil {
+			if err := rc.verifyCopy(ctx, sdb, tdb, opts, &r); err != nil {
 				return r, err
 			}
 		}

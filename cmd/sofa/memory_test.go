@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/sofadb/sofa/internal/couchtest"
+)
+
+// buildSofa compiles the CLI once per test binary.
+func buildSofa(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sofa")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestPeakRSSBoundedByBudget copies documents with large attachments under
+// a small --max-inflight-bytes and checks the peak RSS of the sofa process
+// stays under the budget plus the documented overhead: workers × 3 ×
+// --write-batch-bytes (a buffered batch, its base64 request body and the
+// answer) plus a fixed 48 MiB for the runtime and HTTP buffers.
+func TestPeakRSSBoundedByBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads 64 MB")
+	}
+	srv := couchtest.Start(t)
+	c := srv.Client()
+	src, tgt := "mem-src", "mem-tgt"
+	if err := c.CreateDB(t.Context(), src); err != nil {
+		t.Fatal(err)
+	}
+	const docs, attSize = 16, 4 << 20
+	for i := 0; i < docs; i++ {
+		id := fmt.Sprintf("big-%02d", i)
+		rev, err := c.PutDoc(t.Context(), src, id, map[string]any{"i": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, attSize)
+		rand.Read(data)
+		if _, err := c.PutAttachment(t.Context(), src, id, rev, "blob.bin", "application/octet-stream", data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := buildSofa(t)
+	const budget, writeBatch, workers = 16 << 20, 2 << 20, 2
+	cmd := exec.Command(bin, "replicate", srv.DBURL(src), srv.DBURL(tgt), "--create-target", "-q",
+		fmt.Sprint("--max-inflight-bytes=", budget), fmt.Sprint("--write-batch-bytes=", writeBatch), fmt.Sprint("--workers=", workers))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sofa: %v\n%s", err, stderr.String())
+	}
+	peak := int64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) << 10
+	bound := int64(budget + workers*3*writeBatch + 48<<20)
+	t.Logf("peak RSS %.1f MiB for %d MiB of attachments; bound %.1f MiB", float64(peak)/(1<<20), docs*attSize>>20, float64(bound)/(1<<20))
+	if peak > bound {
+		t.Errorf("peak RSS %d bytes exceeds budget+overhead %d", peak, bound)
+	}
+	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt), couchtest.CompareOptions{PouchDBRevpos: true})
+}

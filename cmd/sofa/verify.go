@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/internal/limit"
+	"github.com/sofadb/sofa/internal/progress"
+	"github.com/sofadb/sofa/verify"
+)
+
+type verifyCmd struct {
+	client    clientFlags
+	control   controlFlags
+	full      bool
+	metadata  bool
+	maxDiffs  int
+	jsonOut   bool
+	quiet     bool
+	include   []string
+	exclude   []string
+	withUsers bool
+}
+
+func newVerifyCmd() *cobra.Command {
+	vc := &verifyCmd{}
+	cmd := &cobra.Command{
+		Use:   "verify A B",
+		Short: "Compare two databases (or every database of two servers)",
+		Long: `Compare A with B as docs/conformance.md defines "equal". A and B are both
+database URLs, or both server URLs: then every database of A (selected by
+--include and --exclude as for replicate) is compared with the database of
+the same name on B, many at once under the adaptive concurrency controller.
+
+The default comparison is cheap: doc_count and doc_del_count, and from
+_changes?style=all_docs the same document ids, per id the same leaf
+revisions and the same deleted state. --full also reads every leaf revision
+from both sides and compares its body as canonical JSON, its history, and
+its attachments' digest, content_type, length and revpos (never the
+attachment bytes: the digest is their md5). --metadata also compares
+_security and _revs_limit; it is on for server URLs.
+
+Every difference is listed by database, document id and revision (the
+first --max-differences per database; the count covers all).
+
+` + exitCodesHelp,
+		Example: `  sofa verify http://admin:pw@old:5984/orders http://admin:pw@new:5984/orders --full
+  sofa verify http://admin:pw@old:5984 http://admin:pw@new:5984 --exclude 'tmp-*' --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return usageErr("verify needs two URLs, A and B (got %d arguments)", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyEnvAndConfig(cmd); err != nil {
+				return err
+			}
+			return vc.run(cmd.Context(), cmd, args[0], args[1])
+		},
+	}
+	fs := cmd.Flags()
+	vc.client.register(fs)
+	vc.control.register(fs)
+	fs.BoolVar(&vc.full, "full", false, "also compare every leaf revision's body, history and attachment metadata")
+	fs.BoolVar(&vc.metadata, "metadata", false, "also compare _security and _revs_limit (default: on for server URLs)")
+	fs.IntVar(&vc.maxDiffs, "max-differences", verify.DefaultMaxDifferences, "differences listed per database (all are counted)")
+	fs.BoolVar(&vc.jsonOut, "json", false, "print the result as JSON on stdout")
+	fs.BoolVarP(&vc.quiet, "quiet", "q", false, "print nothing but errors and differences")
+	fs.String("config", "", "TOML file of flag values (keys are flag names)")
+	fs.StringArrayVar(&vc.include, "include", nil, "server mode: compare only databases matching this glob (repeatable; * does not match /)")
+	fs.StringArrayVar(&vc.exclude, "exclude", nil, "server mode: skip databases matching this glob (repeatable; wins over --include)")
+	fs.BoolVar(&vc.withUsers, "with-users", false, "server mode: also compare _users; _replicator and _global_changes are skipped unless named by --include")
+	return cmd
+}
+
+// verifyDB is the outcome of one database, as printed with --json.
+type verifyDB struct {
+	Name   string         `json:"name"`
+	Status string         `json:"status"` // equal, different, failed, interrupted, not_started
+	Error  string         `json:"error,omitempty"`
+	Report *verify.Report `json:"report,omitempty"`
+}
+
+type verifyResult struct {
+	Equal       bool          `json:"equal"`
+	DBsTotal    int           `json:"dbs_total"`
+	DBsEqual    int           `json:"dbs_equal"`
+	DBsDiffer   int           `json:"dbs_different"`
+	DBsFailed   int           `json:"dbs_failed"`
+	Interrupted bool          `json:"interrupted,omitempty"`
+	DBs         []verifyDB    `json:"dbs"`
+	Hosts       []limit.Stats `json:"hosts,omitempty"`
+}
+
+func (vc *verifyCmd) options(b *couch.Server, metadataDefault bool, cmd *cobra.Command) verify.Options {
+	o := verify.Options{Mode: verify.Cheap, Metadata: vc.metadata, MaxDifferences: vc.maxDiffs,
+		LenientRevpos: b.Vendor == couch.VendorPouchDB}
+	if vc.full {
+		o.Mode = verify.Full
+	}
+	if !cmd.Flags().Changed("metadata") && metadataDefault {
+		o.Metadata = true
+	}
+	return o
+}
+
+func (vc *verifyCmd) run(ctx context.Context, cmd *cobra.Command, aURL, bURL string) error {
+	sl, tl := vc.control.limiters(aURL, bURL)
+	copts := vc.client.options()
+	copts.Pacer = pacer{sl}
+	a, err := openEndpoint(ctx, aURL, "SOURCE", copts)
+	if err != nil {
+		return err
+	}
+	copts.Pacer = pacer{tl}
+	b, err := openEndpoint(ctx, bURL, "TARGET", copts)
+	if err != nil {
+		return err
+	}
+	var res verifyResult
+	switch {
+	case a.DBName == "" && b.DBName == "":
+		res, err = vc.servers(ctx, a.Server, b.Server, vc.options(b.Server, true, cmd), []*limit.Limiter{sl, tl})
+		if err != nil {
+			return err
+		}
+	case a.DBName != "" && b.DBName != "":
+		res = vc.one(ctx, a.Server, b.Server, a.DBName, b.DBName, vc.options(b.Server, false, cmd))
+	default:
+		return usageErr("A and B must both be databases or both be servers")
+	}
+	vc.print(os.Stdout, os.Stderr, &res)
+	switch {
+	case res.Interrupted || ctx.Err() != nil:
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted")}
+	case res.DBsFailed > 0:
+		return fatal(fmt.Errorf("%d of %d databases could not be compared (listed above)", res.DBsFailed, res.DBsTotal))
+	case res.DBsDiffer > 0:
+		return &exitError{code: exitDifferent, err: fmt.Errorf("%d of %d databases differ (listed above)", res.DBsDiffer, res.DBsTotal)}
+	}
+	return nil
+}
+
+// one compares one pair of databases.
+func (vc *verifyCmd) one(ctx context.Context, as, bs *couch.Server, an, bn string, o verify.Options) verifyResult {
+	var res verifyResult
+	res.add(dbOutcome(ctx, an, as.DB(an), bs.DB(bn), o))
+	return res
+}
+
+func dbOutcome(ctx context.Context, name string, a, b *couch.DB, o verify.Options) verifyDB {
+	rep, err := verify.Compare(ctx, a, b, o)
+	d := verifyDB{Name: name, Report: rep}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		d.Status, d.Error = "interrupted", err.Error()
+	case err != nil:
+		d.Status, d.Error = "failed", err.Error()
+	case rep.Equal():
+		d.Status = "equal"
+	default:
+		d.Status = "different"
+	}
+	return d
+}
+
+func (r *verifyResult) add(d verifyDB) {
+	r.DBs = append(r.DBs, d)
+	r.DBsTotal++
+	switch d.Status {
+	case "equal":
+		r.DBsEqual++
+	case "different":
+		r.DBsDiffer++
+	case "failed":
+		r.DBsFailed++
+	default:
+		r.Interrupted = true
+	}
+	r.Equal = r.DBsEqual == r.DBsTotal
+}
+
+// servers compares every selected database of a with its namesake on b;
+// selected databases only b holds are differences too.
+func (vc *verifyCmd) servers(ctx context.Context, as, bs *couch.Server, o verify.Options, lims []*limit.Limiter) (verifyResult, error) {
+	var res verifyResult
+	filter := fleet.Filter{Include: vc.include, Exclude: vc.exclude, Skip: withoutUsers(fleet.ReplicateSkip, vc.withUsers)}
+	if err := filter.Validate(); err != nil {
+		return res, usageErr("%v", err)
+	}
+	an, err := fleet.ListDBs(ctx, as, 0)
+	if err != nil {
+		return res, fatal(fmt.Errorf("a: list databases: %v", err))
+	}
+	bn, err := fleet.ListDBs(ctx, bs, 0)
+	if err != nil {
+		return res, fatal(fmt.Errorf("b: list databases: %v", err))
+	}
+	dbs := filter.Apply(an)
+	var mu sync.Mutex
+	out := map[string]verifyDB{}
+	job := func(ctx context.Context, name string, p *progress.DB) (fleet.DBResult, error) {
+		d := dbOutcome(ctx, name, as.DB(name), bs.DB(name), o)
+		mu.Lock()
+		out[name] = d
+		mu.Unlock()
+		r := fleet.DBResult{}
+		if d.Report != nil {
+			r.DocsRead = d.Report.Docs
+		}
+		if d.Error != "" {
+			return r, errors.New(d.Error)
+		}
+		return r, nil
+	}
+	sum, runErr := fleet.Run(ctx, dbs, job, fleet.Options{Limiters: lims, MaxDBs: vc.control.maxDBs, Fixed: vc.control.fixed, IdealDuration: vc.control.idealDuration})
+	for _, r := range sum.DBs {
+		d, ok := out[r.Name]
+		if !ok {
+			d = verifyDB{Name: r.Name, Status: string(r.Status)}
+		}
+		res.add(d)
+	}
+	inA := map[string]bool{}
+	for _, n := range an {
+		inA[n] = true
+	}
+	for _, n := range filter.Apply(bn) {
+		if !inA[n] {
+			rep := &verify.Report{Mode: o.Mode.String(), Total: 1, ByKind: map[verify.Kind]int{"only_in_b": 1},
+				Differences: []verify.Difference{{Kind: "only_in_b", Detail: fmt.Sprintf("database %q exists only in b", n)}}}
+			res.add(verifyDB{Name: n, Status: "different", Report: rep})
+		}
+	}
+	res.Hosts = sum.Hosts
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return res, fatal(runErr)
+	}
+	return res, nil
+}
+
+func (vc *verifyCmd) print(stdout, stderr io.Writer, res *verifyResult) {
+	if vc.jsonOut {
+		printJSON(stdout, res)
+		return
+	}
+	for _, d := range res.DBs {
+		switch d.Status {
+		case "equal":
+			if !vc.quiet && res.DBsTotal == 1 {
+				fmt.Fprintf(stderr, "sofa: database %q: %s\n", d.Name, d.Report)
+			}
+			continue
+		case "different":
+			fmt.Fprintf(stderr, "sofa: database %q: %s\n", d.Name, d.Report)
+			for _, x := range d.Report.Differences {
+				fmt.Fprintf(stderr, "sofa:   %s\n", x)
+			}
+			if n := d.Report.Truncated(); n > 0 {
+				fmt.Fprintf(stderr, "sofa:   ... and %d more (raise --max-differences to list them)\n", n)
+			}
+		default:
+			fmt.Fprintf(stderr, "sofa: database %q: %s", d.Name, d.Status)
+			if d.Error != "" {
+				fmt.Fprintf(stderr, ": %s", d.Error)
+			}
+			fmt.Fprintln(stderr)
+		}
+	}
+	if !vc.quiet && res.DBsTotal > 1 {
+		fmt.Fprintf(stderr, "sofa: %d databases compared: %d equal, %d different, %d failed\n", res.DBsTotal, res.DBsEqual, res.DBsDiffer, res.DBsFailed)
+	}
+}
