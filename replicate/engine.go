@@ -103,7 +103,8 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 	}
 	res.ReplicationID = ReplicationID(sinfo.Identity, tinfo.Identity, opts.ContentOptions...)
 	cp := &checkpointer{id: res.ReplicationID, session: newSessionID(), startTime: t0,
-		source: src, target: tgt, srcInst: sinfo.InstanceStart, tgtInst: tinfo.InstanceStart, warn: r.warn}
+		source: src, target: tgt, srcInst: sinfo.InstanceStart, tgtInst: tinfo.InstanceStart, warn: r.warn,
+		srcOff: opts.SourceReadOnly}
 	var since Seq
 	if !opts.NoCheckpoints {
 		if cp.srcLog, err = readCheckpoint(ctx, src, cp.id); err != nil {
@@ -212,7 +213,9 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer) (Seq, e
 			return nil
 		})
 	}
-	// Periodic checkpoints while the workers run.
+	// Periodic checkpoints while the workers run. They use wctx, not
+	// gctx: errgroup cancels gctx as soon as Wait returns, which would
+	// break a checkpoint write in progress at the end of a good run.
 	stop := make(chan struct{})
 	var cpErr error
 	var cpWG sync.WaitGroup
@@ -226,7 +229,7 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer) (Seq, e
 			case <-stop:
 				return
 			case <-t.C:
-				if err := r.checkpoint(gctx, cp, tr); err != nil {
+				if err := r.checkpoint(wctx, cp, tr); err != nil {
 					cpErr = err
 					cancel()
 					return

@@ -58,6 +58,9 @@ type Options struct {
 	// NoCheckpoints disables reading and writing `_local` checkpoints:
 	// every run starts from the beginning.
 	NoCheckpoints bool
+	// SourceReadOnly never writes checkpoints to the source (backups);
+	// they go to the target only, and nothing is said about it.
+	SourceReadOnly bool
 	// CopyMetadata copies `_revs_limit` before the documents and
 	// `_security` after them (new targets, --copy-security, restore).
 	CopyMetadata bool

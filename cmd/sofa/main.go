@@ -64,6 +64,9 @@ they never appear in output, logs or errors.
 		return usageErr("%v (see %s --help)", err, c.CommandPath())
 	})
 	root.AddCommand(newReplicateCmd())
+	root.AddCommand(newBackupCmd())
+	root.AddCommand(newRestoreCmd())
+	root.AddCommand(newLsCmd())
 	root.AddCommand(newVerifyCmd())
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(root.FlagErrorFunc())

@@ -141,7 +141,9 @@ func (rc *replicateCmd) dbJob(src, tgt *couch.Server) fleet.Job {
 	}
 }
 
-// errNotEmpty marks a target database that holds other data.
+// errNotEmpty marks a target database that holds other data. _users is
+// exempt: every server has one (with its _design/_auth), and its documents
+// merge by revision like any replication.
 var errNotEmpty = errors.New("target database exists and is not empty (use --reuse-existing to write into it)")
 
 func (rc *replicateCmd) prepareTarget(ctx context.Context, sdb, tdb *couch.DB, sinfo replicate.DBInfo) error {
@@ -159,7 +161,7 @@ func (rc *replicateCmd) prepareTarget(ctx context.Context, sdb, tdb *couch.DB, s
 	if err != nil {
 		return fmt.Errorf("target: %v", err)
 	}
-	if rc.reuseExisting || tinfo.DocCount+tinfo.DelCount == 0 {
+	if rc.reuseExisting || tinfo.DocCount+tinfo.DelCount == 0 || tdb.Name() == "_users" {
 		return nil
 	}
 	id := replicate.ReplicationID(sinfo.Identity, tinfo.Identity)

@@ -1,0 +1,168 @@
+package archive
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Compression names how members are compressed. Each member is compressed
+// on its own (one zstd frame or one gzip stream), so members can be
+// checked, extracted and decompressed one by one with standard tools.
+type Compression string
+
+const (
+	// Zstd is the default: zstd frames with content checksums, 4 MiB
+	// window (`zstd -d` reads them).
+	Zstd Compression = "zstd"
+	// Gzip is RFC 1952 gzip (`gunzip` reads it).
+	Gzip Compression = "gzip"
+	// None stores members as they are.
+	None Compression = "none"
+)
+
+// ParseCompression maps "zstd", "gzip" (or "gz") and "none" to a
+// Compression; "" means Zstd.
+func ParseCompression(s string) (Compression, error) {
+	switch s {
+	case "", "zstd", "zst":
+		return Zstd, nil
+	case "gzip", "gz":
+		return Gzip, nil
+	case "none":
+		return None, nil
+	}
+	return "", fmt.Errorf("archive: unknown compression %q (want zstd, gzip or none)", s)
+}
+
+func (c Compression) ext() string {
+	switch c {
+	case Zstd:
+		return ".zst"
+	case Gzip:
+		return ".gz"
+	}
+	return ""
+}
+
+// zstdWindow is the encoder window. Doc chunks are about this size, so a
+// chunk is compressed against itself in full.
+const zstdWindow = 4 << 20
+
+// maxZstdWindow is the largest window a reader accepts: it bounds decoder
+// memory whatever a crafted frame header asks for.
+const maxZstdWindow = 16 << 20
+
+var zstdEncoders = sync.Pool{New: func() any {
+	e, err := zstd.NewWriter(nil,
+		zstd.WithEncoderConcurrency(1),
+		zstd.WithLowerEncoderMem(true),
+		zstd.WithWindowSize(zstdWindow),
+		zstd.WithEncoderCRC(true))
+	if err != nil {
+		panic(err) // options are constant and valid
+	}
+	return e
+}}
+
+var gzipWriters = sync.Pool{New: func() any {
+	w, _ := gzip.NewWriterLevel(io.Discard, gzip.DefaultCompression)
+	return w
+}}
+
+// compress appends raw, compressed with c, to dst. Safe for concurrent use:
+// every call takes its own encoder from a pool.
+func compress(c Compression, dst, raw []byte) []byte {
+	switch c {
+	case Zstd:
+		e := zstdEncoders.Get().(*zstd.Encoder)
+		dst = e.EncodeAll(raw, dst)
+		zstdEncoders.Put(e)
+		return dst
+	case Gzip:
+		buf := bytes.NewBuffer(dst)
+		w := gzipWriters.Get().(*gzip.Writer)
+		w.Reset(buf)
+		_, _ = w.Write(raw) // writes to a bytes.Buffer do not fail
+		_ = w.Close()
+		gzipWriters.Put(w)
+		return buf.Bytes()
+	}
+	return append(dst, raw...)
+}
+
+// decoders holds one decoder per codec for a sequential reader.
+type decoders struct {
+	zstd *zstd.Decoder
+	gzip *gzip.Reader
+}
+
+func (d *decoders) close() {
+	if d.zstd != nil {
+		d.zstd.Close()
+	}
+}
+
+// decompress returns stored decompressed with c. The result must be exactly
+// rawSize bytes: decoding stops as soon as it would exceed rawSize (a bomb
+// is cut off after rawSize+1 bytes), and memory used is rawSize plus the
+// decoder's bounded window.
+func (d *decoders) decompress(member string, c Compression, stored []byte, rawSize int64) ([]byte, error) {
+	if c == None {
+		if int64(len(stored)) != rawSize {
+			return nil, memberErr(member, ErrFormat, fmt.Sprintf("size %d, declared %d", len(stored), rawSize))
+		}
+		return stored, nil
+	}
+	var r io.Reader
+	switch c {
+	case Zstd:
+		if d.zstd == nil {
+			z, err := zstd.NewReader(nil,
+				zstd.WithDecoderConcurrency(1),
+				zstd.WithDecoderLowmem(true),
+				zstd.WithDecoderMaxWindow(maxZstdWindow))
+			if err != nil {
+				return nil, err
+			}
+			d.zstd = z
+		}
+		if err := d.zstd.Reset(bytes.NewReader(stored)); err != nil {
+			return nil, memberErr(member, ErrFormat, "zstd: "+err.Error())
+		}
+		r = d.zstd
+	case Gzip:
+		if d.gzip == nil {
+			d.gzip = new(gzip.Reader)
+		}
+		if err := d.gzip.Reset(bytes.NewReader(stored)); err != nil {
+			return nil, memberErr(member, ErrFormat, "gzip: "+err.Error())
+		}
+		d.gzip.Multistream(false)
+		r = d.gzip
+	default:
+		return nil, memberErr(member, ErrFormat, "unknown compression "+string(c))
+	}
+	out := make([]byte, rawSize)
+	n, err := io.ReadFull(r, out)
+	if err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, memberErr(member, ErrFormat, fmt.Sprintf("decompresses to %d bytes, declared %d", n, rawSize))
+		}
+		return nil, memberErr(member, ErrFormat, string(c)+": "+err.Error())
+	}
+	var one [1]byte
+	m, err := io.ReadFull(r, one[:])
+	if m > 0 {
+		return nil, memberErr(member, ErrTooLarge, fmt.Sprintf("decompresses to more than the declared %d bytes", rawSize))
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, memberErr(member, ErrFormat, string(c)+": "+err.Error())
+	}
+	return out, nil
+}

@@ -1,0 +1,280 @@
+package archive
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/sofadb/sofa/replicate"
+)
+
+// DBReader is one database of an archive being read. It implements
+// replicate.Source: Changes streams the database's revisions in archive
+// order, one Change per run of revisions of the same document, with Docs
+// filled and every attachment's Data set. Seqs are record ordinals within
+// the database (1, 2, ...), so a restore can resume with since. FetchRevs
+// and Attachment return ErrNoFeed; PutLocal returns ErrReadOnly.
+//
+// A DBReader is valid until the next call of Reader.Next and is not safe
+// for concurrent use.
+type DBReader struct {
+	r      *Reader
+	dir    string
+	meta   dbMeta
+	used   bool
+	done   bool
+	end    *DBSummary
+	ord    int64 // records read so far
+	chunks int
+}
+
+var _ replicate.Source = (*DBReader)(nil)
+
+func (r *Reader) startDB(m *member) (*DBReader, error) {
+	var meta dbMeta
+	if err := json.Unmarshal(m.raw, &meta); err != nil {
+		return nil, memberErr(m.name, ErrFormat, err.Error())
+	}
+	if dbDir(meta.Name) != m.p.dir {
+		return nil, memberErr(m.name, ErrFormat, fmt.Sprintf("database name %q does not belong in directory %q", meta.Name, m.p.dir))
+	}
+	if r.dirs[m.p.dir] {
+		return nil, memberErr(m.name, ErrFormat, "database appears twice")
+	}
+	r.dirs[m.p.dir] = true
+	return &DBReader{r: r, dir: m.p.dir, meta: meta}, nil
+}
+
+// Name returns the database name.
+func (d *DBReader) Name() string { return d.meta.Name }
+
+// Since returns the seq this database's incremental backup started from;
+// nil when the archive holds a full backup of it.
+func (d *DBReader) Since() replicate.Seq { return seqOf(d.meta.Since) }
+
+// Summary returns the database's end-member summary (counts, seq reached,
+// Error for an aborted backup); ok is false until the changes feed (or
+// Reader.Next) has read the whole group.
+func (d *DBReader) Summary() (s DBSummary, ok bool) {
+	if d.end == nil {
+		return DBSummary{}, false
+	}
+	return *d.end, true
+}
+
+// Info returns the source database's state recorded at backup time.
+// Identity is "sofa-archive:<archive id>/<name>".
+func (d *DBReader) Info(ctx context.Context) (replicate.DBInfo, error) {
+	return replicate.DBInfo{
+		Name: d.meta.Name, DocCount: d.meta.DocCount, DelCount: d.meta.DelCount,
+		UpdateSeq: seqOf(d.meta.UpdateSeq), InstanceStart: d.meta.InstanceStart,
+		Identity: "sofa-archive:" + d.r.hdr.ID + "/" + d.meta.Name,
+	}, nil
+}
+
+// GetLocal always returns replicate.ErrNotFound: an archive keeps no
+// `_local` documents of its own.
+func (d *DBReader) GetLocal(ctx context.Context, id string) ([]byte, error) {
+	return nil, replicate.ErrNotFound
+}
+
+// PutLocal returns replicate.ErrReadOnly.
+func (d *DBReader) PutLocal(ctx context.Context, id string, body []byte) error {
+	return replicate.ErrReadOnly
+}
+
+// FetchRevs returns ErrNoFeed: revisions arrive in Change.Docs.
+func (d *DBReader) FetchRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*replicate.Doc, []replicate.DocError, error) {
+	return nil, nil, &Error{Err: ErrNoFeed}
+}
+
+// Attachment returns ErrNoFeed: attachment bytes arrive in Change.Docs.
+func (d *DBReader) Attachment(ctx context.Context, docID, rev string, att *replicate.Attachment) error {
+	return &Error{Err: ErrNoFeed}
+}
+
+// Metadata returns the metadata recorded at backup time: from the end
+// member once the group has been read (it carries what the engine set
+// after the documents), else from the meta member.
+func (d *DBReader) Metadata(ctx context.Context) (replicate.Metadata, error) {
+	if d.end != nil {
+		m := d.end.Metadata
+		if m.Security != nil || m.RevsLimit != 0 || m.Partitioned {
+			return m, nil
+		}
+	}
+	return metaFromJSON(d.meta.Metadata), nil
+}
+
+// Changes streams the database's revisions after since (an ordinal seq
+// from an earlier run over the same archive, or empty), calling fn for
+// every Change in order. It returns nil at the database's end member, an
+// error from fn as is, and an *Error naming the member on damage. It can
+// be called once per database: the archive is read as a stream.
+func (d *DBReader) Changes(ctx context.Context, since replicate.Seq, fn func(replicate.Change) error) error {
+	if d.used {
+		return fmt.Errorf("archive: changes of %q already read (an archive is read once, in order)", d.meta.Name)
+	}
+	d.used = true
+	var after int64
+	if s := since.String(); s != "" && s != "0" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("archive: since %q is not a seq of this archive", s)
+		}
+		after = n
+	}
+	return d.run(ctx, after, fn)
+}
+
+// drain reads the rest of the group without delivering anything.
+func (d *DBReader) drain() error {
+	d.used = true
+	return d.run(context.Background(), 0, nil)
+}
+
+// run reads members up to the group's end member; fn nil checks only.
+func (d *DBReader) run(ctx context.Context, after int64, fn func(replicate.Change) error) error {
+	r := d.r
+	for !d.done {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		m, err := r.readMember()
+		if err == io.EOF {
+			return r.fail(&Error{Err: &detailErr{ErrTruncated, fmt.Sprintf("archive ends after member %q inside database %q", r.last, d.meta.Name)}})
+		}
+		if err != nil {
+			return err
+		}
+		if (m.p.kind == kindChunk || m.p.kind == kindEnd) && m.p.dir != d.dir {
+			return r.fail(memberErr(m.name, ErrFormat, fmt.Sprintf("member of another database inside the group of %q", d.meta.Name)))
+		}
+		switch m.p.kind {
+		case kindBlob:
+			if err := r.blobs.put(m.p.sum, m.raw); err != nil {
+				return r.fail(err)
+			}
+		case kindChunk:
+			d.chunks++
+			if err := d.chunk(m, after, fn); err != nil {
+				return err
+			}
+		case kindEnd:
+			if err := d.finish(m); err != nil {
+				return r.fail(err)
+			}
+		default:
+			return r.fail(memberErr(m.name, ErrFormat, fmt.Sprintf("database %q has no end member", d.meta.Name)))
+		}
+	}
+	return nil
+}
+
+// chunk decodes one doc chunk and delivers its Changes.
+func (d *DBReader) chunk(m *member, after int64, fn func(replicate.Change) error) error {
+	var pending *replicate.Change
+	flush := func() error {
+		if pending == nil {
+			return nil
+		}
+		c := *pending
+		pending = nil
+		if fn == nil || d.ord <= after {
+			return nil
+		}
+		c.Seq = replicate.Seq(strconv.AppendInt(nil, d.ord, 10))
+		return fn(c)
+	}
+	var derr error  // a damage error found by the callback
+	var cberr error // any error the callback returned
+	err := decodeRecords(m.raw, func(doc *replicate.Doc, refs []attRef) error {
+		cberr = d.record(m.name, doc, refs, after, fn, &pending, flush, &derr)
+		return cberr
+	})
+	switch {
+	case err == nil:
+		return flush()
+	case derr != nil:
+		return d.r.fail(derr)
+	case cberr != nil:
+		return err // from fn, passed through unchanged
+	default:
+		return d.r.fail(memberErr(m.name, ErrFormat, err.Error()))
+	}
+}
+
+// record adds one decoded revision to the pending Change, resolving its
+// attachments' blobs, and flushes the pending Change first when the
+// document changes.
+func (d *DBReader) record(member string, doc *replicate.Doc, refs []attRef, after int64,
+	fn func(replicate.Change) error, pending **replicate.Change, flush func() error, derr *error) error {
+	if *pending != nil && (*pending).ID != doc.ID {
+		if err := flush(); err != nil {
+			return err
+		}
+	}
+	d.ord++
+	deliver := fn != nil && d.ord > after
+	for _, ref := range refs {
+		if !deliver {
+			if !d.r.blobs.has(ref.sum) {
+				*derr = missingBlob(member, doc, ref)
+				return *derr
+			}
+			continue
+		}
+		data, ok, err := d.r.blobs.get(ref.sum)
+		if err == nil && !ok {
+			err = missingBlob(member, doc, ref)
+		}
+		if err != nil {
+			*derr = err
+			return err
+		}
+		ref.att.Data = data
+	}
+	if *pending == nil {
+		*pending = &replicate.Change{ID: doc.ID, Deleted: true}
+	}
+	p := *pending
+	p.Revs = append(p.Revs, doc.Rev)
+	p.Docs = append(p.Docs, doc)
+	p.Deleted = p.Deleted && doc.Deleted
+	return nil
+}
+
+func missingBlob(member string, doc *replicate.Doc, ref attRef) error {
+	return memberErr(member, ErrMissingBlob, fmt.Sprintf("doc %q rev %s attachment %q needs blob %s, which no earlier member holds",
+		shorten(doc.ID), doc.Rev, ref.att.Name, hex.EncodeToString(ref.sum[:])))
+}
+
+// shorten keeps error messages readable for 20,000-character ids.
+func shorten(s string) string {
+	if len(s) <= 120 {
+		return s
+	}
+	return s[:100] + "..." + strconv.Itoa(len(s)) + " bytes"
+}
+
+// finish checks the end member against what the group held.
+func (d *DBReader) finish(m *member) error {
+	var s DBSummary
+	if err := json.Unmarshal(m.raw, &s); err != nil {
+		return memberErr(m.name, ErrFormat, err.Error())
+	}
+	if s.Name != d.meta.Name || s.Dir != d.dir {
+		return memberErr(m.name, ErrFormat, fmt.Sprintf("end member names database %q, group is %q", s.Name, d.meta.Name))
+	}
+	if s.Revisions != d.ord || s.Chunks != d.chunks {
+		return memberErr(m.name, ErrManifest, fmt.Sprintf("says %d revisions in %d chunks, group holds %d in %d", s.Revisions, s.Chunks, d.ord, d.chunks))
+	}
+	d.end = &s
+	d.done = true
+	d.r.summaries[d.dir] = s
+	d.r.revisions += s.Revisions
+	return nil
+}

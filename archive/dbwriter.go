@@ -1,0 +1,478 @@
+package archive
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sofadb/sofa/replicate"
+)
+
+// DBWriter writes one database's group of members. It implements
+// replicate.Target for the replication engine: RevsDiff reports every
+// revision missing, WriteDocs stores revisions with their attachment
+// bytes, PutLocal records the checkpoint (its source_last_seq becomes the
+// seq reached). Safe for concurrent use, except that Close and Abort must
+// not overlap other calls.
+type DBWriter struct {
+	w      *Writer
+	name   string
+	dir    string
+	direct bool // writes straight into the archive's tar stream
+
+	spoolMu sync.Mutex
+	spool   *os.File
+	stw     *tar.Writer
+
+	mu          sync.Mutex
+	err         error
+	started     bool
+	closed      bool
+	info        replicate.DBInfo
+	meta        replicate.Metadata
+	buf         []byte
+	nchunk      int
+	blobs       map[[32]byte]*blobWait
+	prev        *DBState // this database in the archive Since names
+	locals      map[string][]byte
+	checkpoints map[string]json.RawMessage
+	seq         replicate.Seq
+	summary     DBSummary
+
+	// counted outside mu, by emitters
+	storedBytes, nblobs, blobBytes, chunks, docBytes atomic.Int64
+}
+
+// blobWait lets writers referencing a blob another goroutine is still
+// writing wait for it, so a blob always precedes its first reference.
+type blobWait struct {
+	done chan struct{}
+	err  error
+}
+
+var doneBlob = func() *blobWait { b := &blobWait{done: make(chan struct{})}; close(b.done); return b }()
+
+var _ replicate.Target = (*DBWriter)(nil)
+
+func newDBWriter(w *Writer, name, dir string) *DBWriter {
+	d := &DBWriter{
+		w: w, name: name, dir: dir,
+		blobs:       map[[32]byte]*blobWait{},
+		locals:      map[string][]byte{},
+		checkpoints: map[string]json.RawMessage{},
+	}
+	d.summary = DBSummary{Name: name, Dir: dir}
+	if s := w.opts.Since; s != nil {
+		if st, ok := s.Databases[name]; ok {
+			d.prev = &st
+			d.seq = st.Seq
+			for id, body := range st.Checkpoints {
+				d.locals[id] = bytes.Clone(body)
+			}
+		}
+	}
+	return d
+}
+
+// Name returns the database name.
+func (d *DBWriter) Name() string { return d.name }
+
+// SetSourceInfo records the source database's state (doc counts,
+// update_seq, instance_start_time) in the group's meta member. Call it
+// before the first WriteDocs or SetMetadata; later calls are ignored.
+func (d *DBWriter) SetSourceInfo(info replicate.DBInfo) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.started {
+		d.info = info
+	}
+}
+
+// Since returns the seq an incremental backup of this database starts
+// from: the seq recorded for it in the previous archive. It is nil (back
+// up from scratch) for a full archive, a database the previous archive
+// lacks, or one whose instance_start_time differs from the one recorded
+// there (the database was recreated). Call after SetSourceInfo.
+func (d *DBWriter) Since() replicate.Seq {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sinceLocked()
+}
+
+func (d *DBWriter) sinceLocked() replicate.Seq {
+	if d.prev == nil {
+		return nil
+	}
+	a, b := d.prev.InstanceStart, d.info.InstanceStart
+	if a != "" && a != "0" && b != "" && b != "0" && a != b {
+		return nil
+	}
+	return d.prev.Seq
+}
+
+// Info describes the archive side: Name is the database name and Identity
+// "sofa-archive/<name>", stable across archives so checkpoints carry over
+// between incremental backups. Counts are zero.
+func (d *DBWriter) Info(ctx context.Context) (replicate.DBInfo, error) {
+	return replicate.DBInfo{Name: d.name, Identity: "sofa-archive/" + d.name, InstanceStart: "0"}, nil
+}
+
+// GetLocal returns a checkpoint written with PutLocal in this archive, or
+// the one the previous archive of the chain recorded; ErrNotFound else.
+// A "_local/" prefix on id is ignored.
+func (d *DBWriter) GetLocal(ctx context.Context, id string) ([]byte, error) {
+	id = strings.TrimPrefix(id, "_local/")
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if b, ok := d.locals[id]; ok {
+		return bytes.Clone(b), nil
+	}
+	return nil, replicate.ErrNotFound
+}
+
+// PutLocal records a checkpoint document. Its source_last_seq (CouchDB) or
+// last_seq (PouchDB) becomes the seq reached, stored in the group's end
+// member. The body must be a JSON object.
+func (d *DBWriter) PutLocal(ctx context.Context, id string, body []byte) error {
+	id = strings.TrimPrefix(id, "_local/")
+	var cp struct {
+		SourceLastSeq json.RawMessage `json:"source_last_seq"`
+		LastSeq       json.RawMessage `json:"last_seq"`
+	}
+	if err := json.Unmarshal(body, &cp); err != nil {
+		return fmt.Errorf("archive: checkpoint %q: %w", id, err)
+	}
+	seq := cp.SourceLastSeq
+	if len(seq) == 0 || string(seq) == "null" {
+		seq = cp.LastSeq
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return &Error{Err: ErrClosed}
+	}
+	compact := new(bytes.Buffer)
+	if err := json.Compact(compact, body); err != nil {
+		return fmt.Errorf("archive: checkpoint %q: %w", id, err)
+	}
+	d.locals[id] = compact.Bytes()
+	d.checkpoints[id] = json.RawMessage(compact.Bytes())
+	if s := seqOf(seq); s != nil {
+		d.seq = s
+	}
+	return nil
+}
+
+// RevsDiff reports every requested revision as missing: an archive holds
+// nothing yet.
+func (d *DBWriter) RevsDiff(ctx context.Context, revs map[string][]string) (map[string]replicate.Missing, error) {
+	out := make(map[string]replicate.Missing, len(revs))
+	for id, rs := range revs {
+		if len(rs) > 0 {
+			out[id] = replicate.Missing{Missing: append([]string(nil), rs...)}
+		}
+	}
+	return out, nil
+}
+
+// SetMetadata records `_security`, `_revs_limit` and properties. The
+// BeforeDocs call goes into the meta member; the AfterDocs one into the
+// end member.
+func (d *DBWriter) SetMetadata(ctx context.Context, m replicate.Metadata, phase replicate.MetadataPhase) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return &Error{Err: ErrClosed}
+	}
+	d.meta = m
+	if phase == replicate.BeforeDocs {
+		return d.startLocked()
+	}
+	return nil
+}
+
+// WriteDocs appends revisions to the database's pending chunk, writing
+// each attachment's bytes first as a blob member unless the archive holds
+// them already. Revisions that cannot be stored as they are come back as
+// DocErrors: an attachment without bytes (a stub), a digest that does not
+// match the bytes, a body that is not one JSON object. An error means the
+// archive stream failed; it is sticky.
+func (d *DBWriter) WriteDocs(ctx context.Context, docs []*replicate.Doc) ([]replicate.DocError, error) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, &Error{Err: ErrClosed}
+	}
+	err := d.startLocked()
+	d.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	var rejected []replicate.DocError
+	for _, doc := range docs {
+		body, sums, derr := d.prepare(doc)
+		if derr != nil {
+			rejected = append(rejected, *derr)
+			continue
+		}
+		for i, a := range doc.Atts {
+			if err := d.ensureBlob(sums[i], a); err != nil {
+				return rejected, err
+			}
+		}
+		d.mu.Lock()
+		d.buf = appendRecord(d.buf, doc, body, sums)
+		d.summary.Revisions++
+		d.summary.Attachments += int64(len(doc.Atts))
+		if doc.Deleted {
+			d.summary.Tombstones++
+		}
+		var full []byte
+		var n int
+		if len(d.buf) >= d.w.chunk {
+			full, d.buf = d.buf, make([]byte, 0, d.w.chunk+d.w.chunk/4)
+			d.nchunk++
+			n = d.nchunk
+		}
+		d.mu.Unlock()
+		if full != nil {
+			if err := d.writeChunk(n, full); err != nil {
+				return rejected, err
+			}
+		}
+	}
+	return rejected, nil
+}
+
+// prepare checks one revision and returns its body (trimmed of outer
+// whitespace) and the SHA-256 of each attachment's stored bytes.
+func (d *DBWriter) prepare(doc *replicate.Doc) ([]byte, [][32]byte, *replicate.DocError) {
+	reject := func(e, reason string) ([]byte, [][32]byte, *replicate.DocError) {
+		return nil, nil, &replicate.DocError{ID: doc.ID, Rev: doc.Rev, Error: e, Reason: reason}
+	}
+	body := bytes.TrimSpace(doc.Body)
+	if doc.ID == "" || doc.Rev == "" {
+		return reject("bad_request", "revision without _id or _rev")
+	}
+	if len(body) < 2 || body[0] != '{' || !jsontext.Value(body).IsValid(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)) {
+		return reject("bad_request", "body is not one JSON object")
+	}
+	sums := make([][32]byte, len(doc.Atts))
+	for i, a := range doc.Atts {
+		if a.Stub || a.Data == nil {
+			return reject("attachment_missing", fmt.Sprintf("attachment %q has no bytes (stub)", a.Name))
+		}
+		if b64, ok := strings.CutPrefix(a.Digest, "md5-"); ok {
+			m := md5.Sum(a.Data)
+			if base64.StdEncoding.EncodeToString(m[:]) != b64 {
+				return reject("digest_mismatch", fmt.Sprintf("attachment %q: bytes do not match %s", a.Name, a.Digest))
+			}
+		}
+		sums[i] = sha256.Sum256(a.Data)
+	}
+	return body, sums, nil
+}
+
+// ensureBlob writes a's bytes as blob member sum unless this group or the
+// archive already holds them; it returns once the blob is in the stream
+// (or spool), so a record referencing it may follow.
+func (d *DBWriter) ensureBlob(sum [32]byte, a *replicate.Attachment) error {
+	d.mu.Lock()
+	if b, ok := d.blobs[sum]; ok {
+		d.mu.Unlock()
+		<-b.done
+		return b.err
+	}
+	b := &blobWait{done: make(chan struct{})}
+	d.blobs[sum] = b
+	d.mu.Unlock()
+
+	if d.w.isCommitted(sum) {
+		b.err = nil
+	} else {
+		codec := d.w.opts.Compression
+		var stored []byte
+		if codec != None && a.Encoding == "" {
+			stored = compress(codec, nil, a.Data)
+		}
+		if codec == None || a.Encoding != "" || len(stored) >= len(a.Data) {
+			codec, stored = None, a.Data // already compressed, or incompressible
+		}
+		b.err = d.emit(blobName(sum, codec), stored, int64(len(a.Data)), sum, codec == None)
+		if b.err == nil {
+			d.nblobs.Add(1)
+			d.blobBytes.Add(int64(len(a.Data)))
+		}
+	}
+	close(b.done)
+	d.mu.Lock()
+	if b.err == nil {
+		d.blobs[sum] = doneBlob // drop the channel, keep the key
+	}
+	d.mu.Unlock()
+	return b.err
+}
+
+// writeChunk compresses and writes doc chunk number n.
+func (d *DBWriter) writeChunk(n int, raw []byte) error {
+	codec := d.w.opts.Compression
+	stored := compress(codec, nil, raw)
+	if err := d.emit(chunkName(d.dir, n, codec), stored, int64(len(raw)), sha256.Sum256(raw), codec == None); err != nil {
+		return err
+	}
+	d.chunks.Add(1)
+	d.docBytes.Add(int64(len(raw)))
+	return nil
+}
+
+// startLocked writes the meta member once (d.mu held).
+func (d *DBWriter) startLocked() error {
+	if d.err != nil {
+		return d.err
+	}
+	if d.started {
+		return nil
+	}
+	d.started = true
+	d.summary.DocCount, d.summary.DelCount = d.info.DocCount, d.info.DelCount
+	d.summary.InstanceStart = d.info.InstanceStart
+	d.summary.Since = d.sinceLocked()
+	m := dbMeta{
+		Name: d.name, DocCount: d.info.DocCount, DelCount: d.info.DelCount,
+		UpdateSeq: rawSeq(d.info.UpdateSeq), InstanceStart: d.info.InstanceStart,
+		Since: rawSeq(d.summary.Since), Metadata: metaToJSON(d.meta),
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		d.err = err
+		return err
+	}
+	raw = append(raw, '\n')
+	if !d.direct {
+		f, err := os.CreateTemp(d.w.opts.TempDir, "sofa-spool-*.tar")
+		if err != nil {
+			d.err = fmt.Errorf("archive: spool for %q: %w", d.name, err)
+			return d.err
+		}
+		_ = os.Remove(f.Name()) // unlinked at once where the OS allows: no leftovers
+		d.spool, d.stw = f, tar.NewWriter(f)
+	}
+	if err := d.emit(metaName(d.dir), raw, int64(len(raw)), sha256.Sum256(raw), true); err != nil {
+		d.err = err
+		return err
+	}
+	return nil
+}
+
+// emit writes one member of this group, to the archive or to the spool.
+// plain says stored is the uncompressed content itself.
+func (d *DBWriter) emit(name string, stored []byte, rawSize int64, rawSum [32]byte, plain bool) error {
+	sum := rawSum // stored bytes are the raw bytes: hash once
+	if !plain {
+		sum = sha256.Sum256(stored)
+	}
+	if d.direct {
+		d.w.mu.Lock()
+		err := d.w.writeMemberLocked(name, stored, rawSize, rawSum, sum)
+		d.w.mu.Unlock()
+		if err == nil {
+			d.storedBytes.Add(int64(len(stored)))
+		}
+		return err
+	}
+	d.spoolMu.Lock()
+	defer d.spoolMu.Unlock()
+	if err := d.stw.WriteHeader(d.w.tarHeader(name, int64(len(stored)), rawSize, sum, rawSum)); err != nil {
+		return fmt.Errorf("archive: spool for %q: %w", d.name, err)
+	}
+	if _, err := d.stw.Write(stored); err != nil {
+		return fmt.Errorf("archive: spool for %q: %w", d.name, err)
+	}
+	d.storedBytes.Add(int64(len(stored)))
+	return nil
+}
+
+// Close flushes the pending chunk, writes the end member (seq reached,
+// counts, final metadata) and hands the group to the archive. Every
+// WriteDocs call must have returned. Calling Close again is a no-op.
+func (d *DBWriter) Close() error { return d.finish("") }
+
+// Abort ends the group like Close but marks the database's backup as
+// failed with reason; a restore reports it. Revisions already written stay
+// in the archive.
+func (d *DBWriter) Abort(reason string) error { return d.finish(reason) }
+
+func (d *DBWriter) finish(reason string) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return d.err
+	}
+	d.closed = true
+	err := d.startLocked()
+	rest := d.buf
+	d.buf = nil
+	if len(rest) > 0 {
+		d.nchunk++
+	}
+	n := d.nchunk
+	d.mu.Unlock()
+	if err == nil && len(rest) > 0 {
+		err = d.writeChunk(n, rest)
+	}
+	d.mu.Lock()
+	d.summary.Seq = d.seq
+	d.summary.Checkpoints = d.checkpoints
+	d.summary.Metadata = d.meta
+	d.summary.Error = reason
+	d.summary.Blobs, d.summary.BlobBytes = d.nblobs.Load(), d.blobBytes.Load()
+	d.summary.Chunks, d.summary.DocBytes = int(d.chunks.Load()), d.docBytes.Load()
+	d.summary.StoredBytes = d.storedBytes.Load()
+	sum := d.summary
+	d.mu.Unlock()
+	if err == nil {
+		raw, jerr := json.Marshal(sum)
+		if jerr != nil {
+			err = jerr
+		} else {
+			raw = append(raw, '\n')
+			err = d.emit(endName(d.dir), raw, int64(len(raw)), sha256.Sum256(raw), true)
+		}
+	}
+	if err == nil && !d.direct {
+		d.spoolMu.Lock()
+		err = d.stw.Flush()
+		d.spoolMu.Unlock()
+	}
+	if err != nil {
+		d.mu.Lock()
+		d.err = err
+		d.mu.Unlock()
+		d.w.mu.Lock()
+		d.w.fail(err)
+		d.w.mu.Unlock()
+	}
+	if ferr := d.w.finishDB(d, sum); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+func (d *DBWriter) removeSpool() {
+	if d.spool != nil {
+		_ = d.spool.Close()
+		_ = os.Remove(d.spool.Name())
+		d.spool = nil
+	}
+}

@@ -1,0 +1,176 @@
+package archive
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Report is what Verify found in a sound archive.
+type Report struct {
+	Header    Header
+	Databases []DBSummary // in archive order, from their end members
+	Members   int64       // members before the manifest
+	Revisions int64
+}
+
+// Verify reads a whole archive and checks everything a restore relies on:
+// the tar structure, member names, each member's SHA-256 as stored and
+// uncompressed, declared sizes (a member may not decompress beyond them or
+// opts.MaxMemberSize), every record's syntax, every attachment reference
+// against the blobs before it, each database's end member, and the
+// manifest against the members read. The first problem is returned as an
+// *Error naming the member. A nil opts means zero options.
+func Verify(r io.Reader, opts *ReaderOptions) (Report, error) {
+	rd, err := NewReader(r, opts)
+	if err != nil {
+		return Report{}, err
+	}
+	defer rd.Close()
+	rep := Report{Header: rd.Header()}
+	for {
+		db, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return rep, err
+		}
+		if err := db.drain(); err != nil {
+			return rep, err
+		}
+		s, _ := db.Summary()
+		rep.Databases = append(rep.Databases, s)
+	}
+	rep.Members, rep.Revisions = rd.members, rd.revisions
+	return rep, nil
+}
+
+// List reads the archive's header and manifest and returns the databases
+// it holds, sorted by name, with counts, sizes and seqs. Members between
+// them are skipped unread (with a seek when r is an io.Seeker, such as an
+// *os.File), so List is fast but checks only the header, the member names
+// and the manifest's own checksum; Verify checks the rest.
+func List(r io.Reader) (Header, []DBSummary, error) {
+	rd, err := NewReader(r, nil)
+	if err != nil {
+		return Header{}, nil, err
+	}
+	defer rd.Close()
+	for {
+		h, err := rd.tr.Next()
+		if errors.Is(err, io.EOF) {
+			return rd.hdr, nil, &Error{Err: &detailErr{ErrTruncated, fmt.Sprintf("archive ends after member %q without a manifest", rd.last)}}
+		}
+		if err != nil {
+			return rd.hdr, nil, rd.tarErr(err)
+		}
+		p, err := parseName(h.Name)
+		if err != nil {
+			return rd.hdr, nil, err
+		}
+		rd.last = h.Name
+		if p.kind != kindManifest {
+			continue
+		}
+		if h.Size > rd.opts.MaxMemberSize {
+			return rd.hdr, nil, memberErr(h.Name, ErrTooLarge, "")
+		}
+		sh := sha256.New()
+		body := io.TeeReader(rd.tr, sh)
+		man, _, perr := parseManifest(body)
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			return rd.hdr, nil, rd.dataErr(h.Name, err)
+		}
+		if err := checkStoredSum(h.Name, sh, h.PAXRecords[paxSHA256]); err != nil {
+			return rd.hdr, nil, err
+		}
+		if perr != nil {
+			return rd.hdr, nil, memberErr(h.Name, ErrFormat, perr.Error())
+		}
+		if man.ID != rd.hdr.ID {
+			return rd.hdr, nil, memberErr(h.Name, ErrManifest, "archive id differs from the header's")
+		}
+		return rd.hdr, man.Databases, nil
+	}
+}
+
+// ReadSince reads an archive's header and manifest (as List does) and
+// returns what an incremental backup continuing it needs: its id and, per
+// database, the seq reached, instance_start_time and checkpoints. Databases
+// the archive itself does not hold keep the state its own Since recorded,
+// so a chain carries every database forward.
+func ReadSince(r io.Reader) (*Since, error) {
+	hdr, dbs, err := List(r)
+	if err != nil {
+		return nil, err
+	}
+	s := &Since{ArchiveID: hdr.ID, Databases: map[string]DBState{}}
+	if hdr.Since != nil {
+		for name, st := range hdr.Since.Databases {
+			s.Databases[name] = st
+		}
+	}
+	for _, db := range dbs {
+		st := DBState{Seq: db.Seq, InstanceStart: db.InstanceStart, Checkpoints: db.Checkpoints}
+		if st.Seq == nil {
+			if prev, ok := s.Databases[db.Name]; ok && db.Since != nil {
+				st.Seq = prev.Seq // nothing checkpointed: keep the base
+			}
+		}
+		s.Databases[db.Name] = st
+	}
+	return s, nil
+}
+
+// ReadSeqs is ReadSince on the archive file at path.
+func ReadSeqs(path string) (*Since, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	defer f.Close()
+	return ReadSince(f)
+}
+
+// CheckChain checks that archives, given by their headers in the order
+// they are to be applied, form one chain: the first is a full backup and
+// each next one is an incremental whose Since names the one before it.
+// The error (ErrChain) says which link is broken.
+func CheckChain(headers ...Header) error {
+	if len(headers) == 0 {
+		return &Error{Err: &detailErr{ErrChain, "no archives"}}
+	}
+	if headers[0].Since != nil {
+		return &Error{Err: &detailErr{ErrChain, fmt.Sprintf("archive 1 (%s) is incremental (continues %s); a chain starts with a full backup", headers[0].ID, headers[0].Since.ArchiveID)}}
+	}
+	seen := map[string]int{}
+	for i, h := range headers {
+		if j, dup := seen[h.ID]; dup {
+			return &Error{Err: &detailErr{ErrChain, fmt.Sprintf("archive %d is archive %d again (%s)", i+1, j+1, h.ID)}}
+		}
+		seen[h.ID] = i
+		if i == 0 {
+			continue
+		}
+		if h.Since == nil {
+			return &Error{Err: &detailErr{ErrChain, fmt.Sprintf("archive %d (%s) is a full backup, not an incremental of archive %d", i+1, h.ID, i)}}
+		}
+		if h.Since.ArchiveID != headers[i-1].ID {
+			return &Error{Err: &detailErr{ErrChain, fmt.Sprintf("archive %d (%s) continues %s, not archive %d (%s)", i+1, h.ID, h.Since.ArchiveID, i, headers[i-1].ID)}}
+		}
+	}
+	return nil
+}
+
+// ReadHeader reads only an archive's header member.
+func ReadHeader(r io.Reader) (Header, error) {
+	rd, err := NewReader(r, nil)
+	if err != nil {
+		return Header{}, err
+	}
+	defer rd.Close()
+	return rd.hdr, nil
+}

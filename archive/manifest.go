@@ -1,0 +1,141 @@
+package archive
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// finish reads the manifest member (streamed, never held whole), checks
+// its checksum, compares it with every member and database read, and
+// checks that nothing follows it.
+func (r *Reader) finish(m *member) error {
+	sh := sha256.New()
+	body := io.TeeReader(io.LimitReader(r.tr, r.opts.MaxMemberSize), sh)
+	man, listed, lerr := parseManifest(body)
+	// read what the parser left, so the checksum covers the whole member
+	if _, err := io.Copy(io.Discard, body); err != nil {
+		return r.dataErr(m.name, err)
+	}
+	if err := checkStoredSum(m.name, sh, m.sum); err != nil {
+		return err
+	}
+	if lerr != nil {
+		return memberErr(m.name, ErrFormat, lerr.Error())
+	}
+	if man.Format != FormatName || man.Version != FormatVersion {
+		return memberErr(m.name, ErrVersion, fmt.Sprintf("format %q version %d", man.Format, man.Version))
+	}
+	if man.ID != r.hdr.ID {
+		return memberErr(m.name, ErrManifest, "archive id differs from the header's")
+	}
+	if listed.count != r.members || !bytes.Equal(listed.sum.Sum(nil), r.seen.Sum(nil)) {
+		return memberErr(m.name, ErrManifest, fmt.Sprintf("lists %d members that differ from the %d members read", listed.count, r.members))
+	}
+	if man.Totals.Members != r.members || man.Totals.Databases != len(r.summaries) || man.Totals.Revisions != r.revisions {
+		return memberErr(m.name, ErrManifest, "totals differ from the members read")
+	}
+	if len(man.Databases) != len(r.summaries) {
+		return memberErr(m.name, ErrManifest, fmt.Sprintf("lists %d databases, archive holds %d", len(man.Databases), len(r.summaries)))
+	}
+	for _, s := range man.Databases {
+		got, ok := r.summaries[s.Dir]
+		if !ok || got.Name != s.Name || got.Revisions != s.Revisions || got.Chunks != s.Chunks || got.Blobs != s.Blobs ||
+			!bytes.Equal(got.Seq, s.Seq) {
+			return memberErr(m.name, ErrManifest, fmt.Sprintf("database %q differs from its end member", s.Name))
+		}
+	}
+	if _, err := r.tr.Next(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return r.tarErr(err)
+		}
+		return &Error{Err: &detailErr{ErrFormat, "member after " + manifestName}}
+	}
+	return nil
+}
+
+// memberList is the manifest's member list folded as it streams: a count
+// and the same rolling hash the reader keeps of members read.
+type memberList struct {
+	count int64
+	sum   hash.Hash
+}
+
+// parseManifest decodes a manifest, folding its member list instead of
+// keeping it.
+func parseManifest(rd io.Reader) (Manifest, memberList, error) {
+	var man Manifest
+	list := memberList{sum: sha256.New()}
+	dec := jsontext.NewDecoder(rd)
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return man, list, errors.New("manifest is not a JSON object")
+	}
+	for dec.PeekKind() != '}' {
+		kt, err := dec.ReadToken()
+		if err != nil {
+			return man, list, err
+		}
+		key := kt.String()
+		if key != "members" {
+			v, err := dec.ReadValue()
+			if err != nil {
+				return man, list, err
+			}
+			var dst any
+			switch key {
+			case "format":
+				dst = &man.Format
+			case "version":
+				dst = &man.Version
+			case "id":
+				dst = &man.ID
+			case "databases":
+				dst = &man.Databases
+			case "totals":
+				dst = &man.Totals
+			default:
+				continue
+			}
+			if err := json.Unmarshal(v, dst); err != nil {
+				return man, list, fmt.Errorf("%s: %w", key, err)
+			}
+			continue
+		}
+		if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
+			return man, list, errors.New("members is not an array")
+		}
+		for dec.PeekKind() != ']' {
+			v, err := dec.ReadValue()
+			if err != nil {
+				return man, list, err
+			}
+			var e MemberInfo
+			if err := json.Unmarshal(v, &e); err != nil {
+				return man, list, fmt.Errorf("members: %w", err)
+			}
+			fmt.Fprintf(list.sum, "%s\x00%d\x00%s\x00%d\x00%s\n", e.Name, e.Size, e.SHA256, e.RawSize, e.RawSHA256)
+			list.count++
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return man, list, err
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return man, list, err
+	}
+	return man, list, nil
+}
+
+func checkStoredSum(name string, h hash.Hash, want string) error {
+	if hex.EncodeToString(h.Sum(nil)) != want {
+		return memberErr(name, ErrChecksum, "bytes do not match the SHA-256 in its tar header")
+	}
+	return nil
+}

@@ -1,0 +1,296 @@
+package archive
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"strconv"
+)
+
+// DefaultMaxMemberSize caps any member, as stored and decompressed, when
+// ReaderOptions.MaxMemberSize is 0. A member declaring or reaching more is
+// refused with ErrTooLarge (decompression bomb defence).
+const DefaultMaxMemberSize = 1 << 30
+
+// DefaultBlobMemory is how many attachment bytes a reader keeps in memory
+// before spilling blobs to a temporary file, when ReaderOptions.BlobMemory
+// is 0.
+const DefaultBlobMemory = 64 << 20
+
+// ReaderOptions configure a Reader. The zero value is usable.
+type ReaderOptions struct {
+	// TempDir receives the blob spill file; "" means os.TempDir().
+	TempDir string
+	// MaxMemberSize caps each member's stored and uncompressed size in
+	// bytes; 0 means DefaultMaxMemberSize. It bounds memory: one member is
+	// held at a time, compressed and uncompressed.
+	MaxMemberSize int64
+	// BlobMemory is the attachment bytes kept in memory before spilling;
+	// 0 means DefaultBlobMemory, negative means always spill.
+	BlobMemory int64
+}
+
+// Reader reads an archive sequentially from an io.Reader (a file, a pipe,
+// stdin). It yields the databases in archive order with Next; each is a
+// replicate.Source whose changes feed delivers the revisions with their
+// attachment bytes. Every member is checked against its SHA-256 before any
+// of its content is used, so nothing from a damaged member is ever
+// delivered. Close releases temporary files.
+type Reader struct {
+	tr    *tar.Reader
+	opts  ReaderOptions
+	hdr   Header
+	dec   decoders
+	blobs *blobStore
+	cur   *DBReader
+	err   error // sticky
+	eof   bool
+
+	last      string    // name of the last member read, for errors
+	members   int64     // members read before the manifest
+	seen      hash.Hash // rolling hash of the member entries read
+	dirs      map[string]bool
+	summaries map[string]DBSummary // by dir, from end members
+	revisions int64
+}
+
+// member is one member read and verified.
+type member struct {
+	name string
+	p    parsedName
+	raw  []byte // uncompressed content
+	sum  string // hex SHA-256 of the stored bytes, from the tar header
+}
+
+// NewReader reads and checks the header member. A nil opts means zero
+// options. Errors: ErrVersion for another format or version, ErrFormat or
+// ErrUnsafeName when the first member is not a valid header.
+func NewReader(r io.Reader, opts *ReaderOptions) (*Reader, error) {
+	rd := &Reader{tr: tar.NewReader(r), seen: sha256.New(), dirs: map[string]bool{}, summaries: map[string]DBSummary{}}
+	if opts != nil {
+		rd.opts = *opts
+	}
+	if rd.opts.MaxMemberSize <= 0 {
+		rd.opts.MaxMemberSize = DefaultMaxMemberSize
+	}
+	switch {
+	case rd.opts.BlobMemory == 0:
+		rd.opts.BlobMemory = DefaultBlobMemory
+	case rd.opts.BlobMemory < 0:
+		rd.opts.BlobMemory = 0
+	}
+	rd.blobs = newBlobStore(rd.opts.TempDir, rd.opts.BlobMemory)
+	m, err := rd.readMember()
+	if err != nil {
+		rd.Close()
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{Err: &detailErr{ErrTruncated, "empty archive"}}
+		}
+		return nil, err
+	}
+	if m.p.kind != kindHeader {
+		rd.Close()
+		return nil, memberErr(m.name, ErrFormat, "first member is not "+headerName)
+	}
+	if err := parseHeader(m.name, m.raw, &rd.hdr); err != nil {
+		rd.Close()
+		return nil, err
+	}
+	return rd, nil
+}
+
+func parseHeader(name string, raw []byte, h *Header) error {
+	var probe struct {
+		Format  string `json:"format"`
+		Version int    `json:"version"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return memberErr(name, ErrFormat, err.Error())
+	}
+	if probe.Format != FormatName || probe.Version != FormatVersion {
+		return memberErr(name, ErrVersion, fmt.Sprintf("format %q version %d (this reader reads %q version %d)",
+			probe.Format, probe.Version, FormatName, FormatVersion))
+	}
+	if err := json.Unmarshal(raw, h); err != nil {
+		return memberErr(name, ErrFormat, err.Error())
+	}
+	if h.ID == "" {
+		return memberErr(name, ErrFormat, "no archive id")
+	}
+	return nil
+}
+
+// Header returns the archive's header.
+func (r *Reader) Header() Header { return r.hdr }
+
+// Close releases the blob spill file and decoders. It does not close the
+// underlying reader.
+func (r *Reader) Close() error {
+	r.blobs.close()
+	r.dec.close()
+	if r.err == nil {
+		r.err = &Error{Err: ErrClosed}
+	}
+	return nil
+}
+
+// Next returns the next database. Any part of the previous database that
+// was not read is read (and checked) first. At the end of the archive it
+// checks the manifest and returns io.EOF; any other error is an *Error
+// naming the member, and is sticky.
+func (r *Reader) Next() (*DBReader, error) {
+	if r.eof {
+		return nil, io.EOF
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.cur != nil && !r.cur.done {
+		if err := r.cur.drain(); err != nil {
+			return nil, err
+		}
+	}
+	r.cur = nil
+	for {
+		m, err := r.readMember()
+		if errors.Is(err, io.EOF) {
+			return nil, r.fail(&Error{Err: &detailErr{ErrTruncated, fmt.Sprintf("archive ends after member %q without a manifest", r.last)}})
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch m.p.kind {
+		case kindMeta:
+			db, err := r.startDB(m)
+			if err != nil {
+				return nil, r.fail(err)
+			}
+			r.cur = db
+			return db, nil
+		case kindBlob:
+			if err := r.blobs.put(m.p.sum, m.raw); err != nil {
+				return nil, r.fail(err)
+			}
+		case kindManifest:
+			if err := r.finish(m); err != nil {
+				return nil, r.fail(err)
+			}
+			r.eof = true
+			return nil, io.EOF
+		default:
+			return nil, r.fail(memberErr(m.name, ErrFormat, "member outside its database group"))
+		}
+	}
+}
+
+func (r *Reader) fail(err error) error {
+	if r.err == nil {
+		r.err = err
+	}
+	return err
+}
+
+// readMember reads the next tar member, checks its name, type, sizes and
+// both checksums, and decompresses it. The manifest is returned with raw
+// nil: finish streams it. io.EOF means the tar stream ended.
+func (r *Reader) readMember() (*member, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	h, err := r.tr.Next()
+	if errors.Is(err, io.EOF) {
+		return nil, io.EOF
+	}
+	if err != nil {
+		return nil, r.fail(r.tarErr(err))
+	}
+	p, err := parseName(h.Name)
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	name := h.Name
+	r.last = name
+	if h.Typeflag != tar.TypeReg {
+		return nil, r.fail(memberErr(name, ErrFormat, fmt.Sprintf("tar entry type %q is not a regular file", h.Typeflag)))
+	}
+	sumHex := h.PAXRecords[paxSHA256]
+	rawSumHex := h.PAXRecords[paxRawSHA256]
+	rawSize, err := strconv.ParseInt(h.PAXRecords[paxRawSize], 10, 64)
+	if len(sumHex) != 64 || len(rawSumHex) != 64 || err != nil || rawSize < 0 {
+		return nil, r.fail(memberErr(name, ErrFormat, "tar header lacks the SOFA checksum records"))
+	}
+	if h.Size > r.opts.MaxMemberSize || rawSize > r.opts.MaxMemberSize {
+		return nil, r.fail(memberErr(name, ErrTooLarge, fmt.Sprintf("declares %d bytes stored, %d uncompressed; limit %d", h.Size, rawSize, r.opts.MaxMemberSize)))
+	}
+	m := &member{name: name, p: p, sum: sumHex}
+	if p.kind == kindManifest {
+		return m, nil
+	}
+	stored, err := readAllLimited(r.tr, h.Size)
+	if err != nil {
+		return nil, r.fail(r.dataErr(name, err))
+	}
+	storedSum := sha256.Sum256(stored)
+	if hex.EncodeToString(storedSum[:]) != sumHex {
+		return nil, r.fail(memberErr(name, ErrChecksum, "stored bytes do not match the SHA-256 in its tar header"))
+	}
+	raw, err := r.dec.decompress(name, p.codec, stored, rawSize)
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	rawSum := storedSum // uncompressed members: the same bytes
+	if p.codec != None {
+		rawSum = sha256.Sum256(raw)
+	}
+	if hex.EncodeToString(rawSum[:]) != rawSumHex {
+		return nil, r.fail(memberErr(name, ErrChecksum, "uncompressed bytes do not match the SHA-256 in its tar header"))
+	}
+	if p.kind == kindBlob && rawSum != p.sum {
+		return nil, r.fail(memberErr(name, ErrChecksum, "blob bytes do not match the SHA-256 in its name"))
+	}
+	fmt.Fprintf(r.seen, "%s\x00%d\x00%s\x00%d\x00%s\n", name, len(stored), sumHex, rawSize, rawSumHex)
+	r.members++
+	m.raw = raw
+	return m, nil
+}
+
+// readAllLimited reads exactly n bytes, growing the buffer as data
+// arrives rather than trusting n up front.
+func readAllLimited(r io.Reader, n int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if n < 1<<20 {
+		buf.Grow(int(n))
+	}
+	got, err := io.Copy(&buf, io.LimitReader(r, n))
+	if err != nil {
+		return nil, err
+	}
+	if got != n {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return buf.Bytes(), nil
+}
+
+func (r *Reader) tarErr(err error) error {
+	where := fmt.Sprintf("after member %q", r.last)
+	if r.last == "" {
+		where = "at the start"
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return &Error{Err: &detailErr{ErrTruncated, "archive ends " + where}}
+	}
+	return &Error{Err: &detailErr{ErrFormat, "bad tar header " + where + ": " + err.Error()}}
+}
+
+func (r *Reader) dataErr(name string, err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return memberErr(name, ErrTruncated, "archive ends inside this member")
+	}
+	return memberErr(name, ErrFormat, err.Error())
+}

@@ -1,0 +1,287 @@
+package archive
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sofadb/sofa/internal/jsonx"
+	"github.com/sofadb/sofa/replicate"
+)
+
+// A doc chunk is a sequence of records, one per leaf revision, each a JSON
+// object followed by "\n":
+//
+//	{"id":"a","rev":"2-x","deleted":true,"revisions":{"start":2,"ids":["x","y"]},
+//	 "atts":[{"name":"f","content_type":"text/plain","digest":"md5-...","length":5,
+//	          "encoded_length":7,"encoding":"gzip","revpos":1,"sha256":"<hex>"}],
+//	 "body":{...the revision's JSON exactly as the source sent it...}}
+//
+// "body" is last and embedded raw, so it is stored byte for byte. A body
+// may hold newlines as whitespace: read records with a JSON stream decoder
+// (jq does), not line by line.
+
+// appendRecord appends one record for d; sums are the SHA-256s of its
+// attachments' stored bytes, in d.Atts order.
+func appendRecord(dst []byte, d *replicate.Doc, body []byte, sums [][32]byte) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = jsonx.Quote(dst, d.ID)
+	dst = append(dst, `,"rev":`...)
+	dst = jsonx.Quote(dst, d.Rev)
+	if d.Deleted {
+		dst = append(dst, `,"deleted":true`...)
+	}
+	if len(d.Revisions.IDs) > 0 {
+		dst = append(dst, `,"revisions":{"start":`...)
+		dst = strconv.AppendInt(dst, int64(d.Revisions.Start), 10)
+		dst = append(dst, `,"ids":[`...)
+		for i, id := range d.Revisions.IDs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = jsonx.Quote(dst, id)
+		}
+		dst = append(dst, "]}"...)
+	}
+	if len(d.Atts) > 0 {
+		dst = append(dst, `,"atts":[`...)
+		for i, a := range d.Atts {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"name":`...)
+			dst = jsonx.Quote(dst, a.Name)
+			dst = append(dst, `,"content_type":`...)
+			dst = jsonx.Quote(dst, a.ContentType)
+			if a.Digest != "" {
+				dst = append(dst, `,"digest":`...)
+				dst = jsonx.Quote(dst, a.Digest)
+			}
+			dst = append(dst, `,"length":`...)
+			dst = strconv.AppendInt(dst, a.Length, 10)
+			if a.Encoding != "" {
+				dst = append(dst, `,"encoding":`...)
+				dst = jsonx.Quote(dst, a.Encoding)
+				dst = append(dst, `,"encoded_length":`...)
+				dst = strconv.AppendInt(dst, int64(len(a.Data)), 10)
+			}
+			dst = append(dst, `,"revpos":`...)
+			dst = strconv.AppendInt(dst, int64(a.RevPos), 10)
+			dst = append(dst, `,"sha256":"`...)
+			dst = hex.AppendEncode(dst, sums[i][:])
+			dst = append(dst, `"}`...)
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `,"body":`...)
+	dst = append(dst, body...)
+	return append(dst, "}\n"...)
+}
+
+// attRef is an attachment as a record names it: metadata plus the SHA-256
+// of the blob holding its stored bytes.
+type attRef struct {
+	att *replicate.Attachment
+	sum [32]byte
+}
+
+// decodeRecords calls fn for every record of a decompressed doc chunk, in
+// order. The Doc and refs passed to fn do not alias chunk.
+func decodeRecords(chunk []byte, fn func(d *replicate.Doc, refs []attRef) error) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(chunk),
+		jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	for n := 1; ; n++ {
+		if dec.PeekKind() == 0 {
+			if _, err := dec.ReadToken(); errors.Is(err, io.EOF) {
+				return nil
+			}
+		}
+		d, refs, err := decodeRecord(dec)
+		if err != nil {
+			return fmt.Errorf("record %d: %w", n, err)
+		}
+		if err := fn(d, refs); err != nil {
+			return err
+		}
+	}
+}
+
+func decodeRecord(dec *jsontext.Decoder) (*replicate.Doc, []attRef, error) {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, nil, err
+	}
+	if tok.Kind() != '{' {
+		return nil, nil, errors.New("not a JSON object")
+	}
+	d := &replicate.Doc{}
+	var refs []attRef
+	var haveID, haveRev, haveBody bool
+	for dec.PeekKind() != '}' {
+		kt, err := dec.ReadToken()
+		if err != nil {
+			return nil, nil, err
+		}
+		switch key := kt.String(); key {
+		case "id", "rev":
+			vt, err := dec.ReadToken()
+			if err != nil || vt.Kind() != '"' {
+				return nil, nil, fmt.Errorf("%s is not a string", key)
+			}
+			if key == "id" {
+				d.ID, haveID = vt.String(), true
+			} else {
+				d.Rev, haveRev = vt.String(), true
+			}
+		case "deleted":
+			vt, err := dec.ReadToken()
+			if err != nil {
+				return nil, nil, err
+			}
+			d.Deleted = vt.Kind() == 't'
+		case "revisions":
+			if err := decodeRevisions(dec, &d.Revisions); err != nil {
+				return nil, nil, err
+			}
+		case "atts":
+			if refs, err = decodeAtts(dec); err != nil {
+				return nil, nil, err
+			}
+		case "body":
+			v, err := dec.ReadValue()
+			if err != nil {
+				return nil, nil, fmt.Errorf("body: %w", err)
+			}
+			if v.Kind() != '{' {
+				return nil, nil, errors.New("body is not a JSON object")
+			}
+			d.Body, haveBody = bytes.Clone(v), true
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, nil, err
+	}
+	if !haveID || !haveRev || !haveBody || d.ID == "" || d.Rev == "" {
+		return nil, nil, errors.New("record lacks id, rev or body")
+	}
+	for _, r := range refs {
+		d.Atts = append(d.Atts, r.att)
+	}
+	return d, refs, nil
+}
+
+func decodeRevisions(dec *jsontext.Decoder, r *replicate.Revisions) error {
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return errors.New("revisions is not an object")
+	}
+	for dec.PeekKind() != '}' {
+		kt, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		switch kt.String() {
+		case "start":
+			vt, err := dec.ReadToken()
+			n, ok := jsonx.Int(vt)
+			if err != nil || !ok {
+				return errors.New("revisions.start is not an integer")
+			}
+			r.Start = int(n)
+		case "ids":
+			if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
+				return errors.New("revisions.ids is not an array")
+			}
+			for dec.PeekKind() != ']' {
+				vt, err := dec.ReadToken()
+				if err != nil || vt.Kind() != '"' {
+					return errors.New("revisions.ids holds a non-string")
+				}
+				r.IDs = append(r.IDs, vt.String())
+			}
+			if _, err := dec.ReadToken(); err != nil {
+				return err
+			}
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
+func decodeAtts(dec *jsontext.Decoder) ([]attRef, error) {
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
+		return nil, errors.New("atts is not an array")
+	}
+	var refs []attRef
+	for dec.PeekKind() != ']' {
+		if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+			return nil, errors.New("attachment is not an object")
+		}
+		a := &replicate.Attachment{}
+		var sum [32]byte
+		haveSum := false
+		for dec.PeekKind() != '}' {
+			kt, err := dec.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			field := kt.String()
+			vt, err := dec.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			if k := vt.Kind(); k == '{' || k == '[' {
+				return nil, fmt.Errorf("attachment field %s is not a scalar", field)
+			}
+			switch field {
+			case "name":
+				a.Name = vt.String()
+			case "content_type":
+				a.ContentType = vt.String()
+			case "digest":
+				a.Digest = vt.String()
+			case "length":
+				a.Length, _ = jsonx.Int(vt)
+			case "encoded_length":
+				a.EncodedLength, _ = jsonx.Int(vt)
+			case "encoding":
+				a.Encoding = vt.String()
+			case "revpos":
+				n, _ := jsonx.Int(vt)
+				a.RevPos = int(n)
+			case "sha256":
+				s := vt.String()
+				if len(s) != 64 {
+					return nil, fmt.Errorf("attachment %q: bad sha256", a.Name)
+				}
+				if _, err := hex.Decode(sum[:], []byte(s)); err != nil {
+					return nil, fmt.Errorf("attachment %q: bad sha256", a.Name)
+				}
+				haveSum = true
+			}
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		if !haveSum {
+			return nil, fmt.Errorf("attachment %q has no sha256", a.Name)
+		}
+		refs = append(refs, attRef{att: a, sum: sum})
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	return refs, nil
+}

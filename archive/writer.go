@@ -1,0 +1,409 @@
+package archive
+
+import (
+	"archive/tar"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// DefaultChunkSize is the uncompressed size at which a database's pending
+// records are cut into a doc chunk member. A revision larger than this
+// makes one chunk of its own.
+const DefaultChunkSize = 4 << 20
+
+// Options configure a Writer. The zero value writes a full backup with
+// zstd, 4 MiB chunks and temporary files in os.TempDir().
+type Options struct {
+	// Compression of doc chunks and blobs; "" means Zstd.
+	Compression Compression
+	// ChunkSize is the uncompressed bytes per doc chunk; 0 means
+	// DefaultChunkSize.
+	ChunkSize int
+	// TempDir holds spool files of databases written while another one
+	// owns the stream, and a spilled manifest; "" means os.TempDir().
+	TempDir string
+	// Tool is recorded in the header ("sofa v1.2.3").
+	Tool string
+	// Since makes the archive an incremental one continuing the archive
+	// it describes (see ReadSeqs); nil means a full backup.
+	Since *Since
+	// Now returns the creation time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Writer writes one archive as a tar stream to an io.Writer, sequentially
+// and without seeking, so the sink may be a pipe or stdout.
+//
+// Databases are written through per-database handles (Database), which
+// implement replicate.Target and may be used from many goroutines at once.
+// Every database's members are contiguous in the stream: the first handle
+// opened while no other one owns the stream writes straight through; the
+// others spool their members to a temporary file that is appended when the
+// database is closed and the stream is free. Close writes the manifest and
+// the tar trailer; it does not close the underlying io.Writer.
+//
+// Errors are sticky: once a write to the underlying writer fails, every
+// later call returns that error.
+type Writer struct {
+	opts  Options
+	hdr   Header
+	chunk int
+
+	mu        sync.Mutex
+	tw        *tar.Writer
+	err       error
+	closed    bool
+	owner     *DBWriter   // database writing straight into tw
+	queue     []*DBWriter // closed spooled databases waiting for the stream
+	names     map[string]bool
+	dirs      map[string]string
+	open      map[*DBWriter]bool
+	committed map[[32]byte]struct{} // blobs already in tw
+	members   spillBuffer           // manifest member entries, comma-separated JSON
+	summaries []DBSummary
+	totals    Totals
+}
+
+// NewWriter starts an archive on w and writes its header member. It fails
+// only if the options are invalid or the header cannot be written.
+func NewWriter(w io.Writer, opts Options) (*Writer, error) {
+	c, err := ParseCompression(string(opts.Compression))
+	if err != nil {
+		return nil, err
+	}
+	opts.Compression = c
+	if opts.ChunkSize <= 0 {
+		opts.ChunkSize = DefaultChunkSize
+	}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("archive: archive id: %w", err)
+	}
+	aw := &Writer{
+		opts:  opts,
+		chunk: opts.ChunkSize,
+		hdr: Header{
+			Format: FormatName, Version: FormatVersion, Tool: opts.Tool,
+			Created: now().UTC().Truncate(time.Second), Compression: c,
+			ID: hex.EncodeToString(id[:]), Since: opts.Since,
+		},
+		tw:        tar.NewWriter(w),
+		names:     map[string]bool{},
+		dirs:      map[string]string{},
+		open:      map[*DBWriter]bool{},
+		committed: map[[32]byte]struct{}{},
+		members:   spillBuffer{dir: opts.TempDir, limit: 1 << 20},
+	}
+	raw, err := json.MarshalIndent(aw.hdr, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("archive: header: %w", err)
+	}
+	raw = append(raw, '\n')
+	sum := sha256.Sum256(raw)
+	aw.mu.Lock()
+	defer aw.mu.Unlock()
+	if err := aw.writeMemberLocked(headerName, raw, int64(len(raw)), sum, sum); err != nil {
+		return nil, err
+	}
+	return aw, nil
+}
+
+// Header returns the archive's header (its ID names it in a chain).
+func (w *Writer) Header() Header { return w.hdr }
+
+// Database starts the group of one database and returns its handle. Each
+// name may be opened once per archive. The handle must be closed (Close or
+// Abort) before the Writer is.
+func (w *Writer) Database(name string) (*DBWriter, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return nil, w.err
+	}
+	if w.closed {
+		return nil, &Error{Err: ErrClosed}
+	}
+	if w.names[name] {
+		return nil, fmt.Errorf("archive: database %q already in this archive", name)
+	}
+	dir := dbDir(name)
+	if other, ok := w.dirs[dir]; ok {
+		return nil, fmt.Errorf("archive: databases %q and %q map to the same member directory", other, name)
+	}
+	d := newDBWriter(w, name, dir)
+	if w.owner == nil {
+		w.owner = d
+		d.direct = true
+	}
+	w.names[name] = true
+	w.dirs[dir] = name
+	w.open[d] = true
+	return d, nil
+}
+
+// Close finishes the archive: it writes the manifest member and the tar
+// trailer. It fails if a database handle is still open. It does not close
+// the underlying writer. Calling Close again returns the first result.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return w.err
+	}
+	w.closed = true
+	defer w.members.close()
+	if w.err != nil {
+		return w.err
+	}
+	if len(w.open) > 0 {
+		var names []string
+		for d := range w.open {
+			names = append(names, strconv.Quote(d.name))
+		}
+		sort.Strings(names)
+		w.err = fmt.Errorf("archive: close: databases still open: %v", names)
+		return w.err
+	}
+	if err := w.writeManifestLocked(); err != nil {
+		return w.fail(err)
+	}
+	if err := w.tw.Close(); err != nil {
+		return w.fail(fmt.Errorf("archive: close: %w", err))
+	}
+	return nil
+}
+
+// fail records err as the sticky error (w.mu held) and returns it.
+func (w *Writer) fail(err error) error {
+	if w.err == nil {
+		w.err = err
+	}
+	return w.err
+}
+
+// tarHeader builds the header of a regular-file member with our PAX
+// records.
+func (w *Writer) tarHeader(name string, size, rawSize int64, sum, rawSum [32]byte) *tar.Header {
+	return &tar.Header{
+		Typeflag: tar.TypeReg,
+		Name:     name,
+		Mode:     0o644,
+		Size:     size,
+		ModTime:  w.hdr.Created,
+		Format:   tar.FormatPAX,
+		PAXRecords: map[string]string{
+			paxSHA256:    hex.EncodeToString(sum[:]),
+			paxRawSHA256: hex.EncodeToString(rawSum[:]),
+			paxRawSize:   strconv.FormatInt(rawSize, 10),
+		},
+	}
+}
+
+// writeMemberLocked appends one member to the tar stream and to the
+// manifest's member list. w.mu must be held.
+func (w *Writer) writeMemberLocked(name string, stored []byte, rawSize int64, rawSum, sum [32]byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.tw.WriteHeader(w.tarHeader(name, int64(len(stored)), rawSize, sum, rawSum)); err != nil {
+		return w.fail(fmt.Errorf("archive: write %q: %w", name, err))
+	}
+	if _, err := w.tw.Write(stored); err != nil {
+		return w.fail(fmt.Errorf("archive: write %q: %w", name, err))
+	}
+	return w.noteMemberLocked(name, int64(len(stored)), rawSize, sum, rawSum)
+}
+
+// noteMemberLocked records a member written to tw in the manifest list.
+func (w *Writer) noteMemberLocked(name string, size, rawSize int64, sum, rawSum [32]byte) error {
+	if p, err := parseName(name); err == nil && p.kind == kindBlob {
+		w.committed[p.sum] = struct{}{}
+		w.totals.Blobs++
+	}
+	e, _ := json.Marshal(MemberInfo{
+		Name: name, Size: size, SHA256: hex.EncodeToString(sum[:]),
+		RawSize: rawSize, RawSHA256: hex.EncodeToString(rawSum[:]),
+	})
+	if w.totals.Members > 0 {
+		e = append([]byte(",\n"), e...)
+	}
+	if _, err := w.members.Write(e); err != nil {
+		return w.fail(fmt.Errorf("archive: manifest: %w", err))
+	}
+	w.totals.Members++
+	w.totals.StoredBytes += size
+	w.totals.RawBytes += rawSize
+	return nil
+}
+
+// isCommitted reports whether a blob is already in the tar stream.
+func (w *Writer) isCommitted(sum [32]byte) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.committed[sum]
+	return ok
+}
+
+// writeManifestLocked writes manifest.json: a prefix with databases and
+// totals, then the member list streamed from the spill buffer.
+func (w *Writer) writeManifestLocked() error {
+	sort.Slice(w.summaries, func(i, j int) bool { return w.summaries[i].Name < w.summaries[j].Name })
+	w.totals.Databases = len(w.summaries)
+	for _, s := range w.summaries {
+		w.totals.Revisions += s.Revisions
+	}
+	dbs := w.summaries
+	if dbs == nil {
+		dbs = []DBSummary{}
+	}
+	head, err := json.Marshal(struct {
+		Format    string      `json:"format"`
+		Version   int         `json:"version"`
+		ID        string      `json:"id"`
+		Databases []DBSummary `json:"databases"`
+		Totals    Totals      `json:"totals"`
+	}{FormatName, FormatVersion, w.hdr.ID, dbs, w.totals})
+	if err != nil {
+		return fmt.Errorf("archive: manifest: %w", err)
+	}
+	head = append(head[:len(head)-1], `,"members":[`...)
+	tail := []byte("]}\n")
+	h := sha256.New()
+	h.Write(head)
+	r, err := w.members.reader()
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(h, r); err != nil {
+		return fmt.Errorf("archive: manifest: %w", err)
+	}
+	h.Write(tail)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	size := int64(len(head)) + w.members.size + int64(len(tail))
+	if err := w.tw.WriteHeader(w.tarHeader(manifestName, size, size, sum, sum)); err != nil {
+		return fmt.Errorf("archive: write manifest: %w", err)
+	}
+	if r, err = w.members.reader(); err != nil {
+		return err
+	}
+	if _, err := w.tw.Write(head); err != nil {
+		return fmt.Errorf("archive: write manifest: %w", err)
+	}
+	if _, err := io.Copy(w.tw, r); err != nil {
+		return fmt.Errorf("archive: write manifest: %w", err)
+	}
+	if _, err := w.tw.Write(tail); err != nil {
+		return fmt.Errorf("archive: write manifest: %w", err)
+	}
+	return nil
+}
+
+// finishDB is called by a closed DBWriter: its group is complete (direct)
+// or spooled and ready to be appended.
+func (w *Writer) finishDB(d *DBWriter, sum DBSummary) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.open, d)
+	d.summary = sum
+	if d.direct {
+		w.summaries = append(w.summaries, sum)
+		w.owner = nil
+		for len(w.queue) > 0 {
+			q := w.queue[0]
+			w.queue = w.queue[1:]
+			_ = w.appendSpoolLocked(q)
+		}
+		return w.err
+	}
+	if w.owner != nil {
+		w.queue = append(w.queue, d)
+		return w.err
+	}
+	return w.appendSpoolLocked(d)
+}
+
+// appendSpoolLocked copies a spooled database group into tw, dropping
+// blobs that another group committed meanwhile. It re-checks every
+// member's checksum on the way (the spool is on local disk).
+func (w *Writer) appendSpoolLocked(d *DBWriter) error {
+	defer d.removeSpool()
+	if w.err != nil {
+		return w.err
+	}
+	if _, err := d.spool.Seek(0, io.SeekStart); err != nil {
+		return w.fail(fmt.Errorf("archive: spool of %q: %w", d.name, err))
+	}
+	sum := d.summary
+	tr := tar.NewReader(d.spool)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return w.fail(fmt.Errorf("archive: spool of %q: %w", d.name, err))
+		}
+		p, perr := parseName(h.Name)
+		if perr != nil {
+			return w.fail(perr)
+		}
+		if p.kind == kindBlob {
+			if _, dup := w.committed[p.sum]; dup {
+				rawSize, _ := strconv.ParseInt(h.PAXRecords[paxRawSize], 10, 64)
+				sum.Blobs--
+				sum.BlobBytes -= rawSize
+				sum.StoredBytes -= h.Size
+				continue
+			}
+		}
+		if p.kind == kindEnd {
+			// the end member carries the final summary, blobs dropped above
+			// included: rewrite it.
+			raw, err := json.Marshal(sum)
+			if err != nil {
+				return w.fail(err)
+			}
+			raw = append(raw, '\n')
+			s := sha256.Sum256(raw)
+			if err := w.writeMemberLocked(h.Name, raw, int64(len(raw)), s, s); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := w.tw.WriteHeader(h); err != nil {
+			return w.fail(fmt.Errorf("archive: write %q: %w", h.Name, err))
+		}
+		hs := sha256.New()
+		n, err := io.Copy(io.MultiWriter(w.tw, hs), tr)
+		if err != nil {
+			return w.fail(fmt.Errorf("archive: write %q: %w", h.Name, err))
+		}
+		var got [32]byte
+		hs.Sum(got[:0])
+		if hex.EncodeToString(got[:]) != h.PAXRecords[paxSHA256] {
+			return w.fail(memberErr(h.Name, ErrChecksum, "spool file changed on disk"))
+		}
+		var rawSum [32]byte
+		_, _ = hex.Decode(rawSum[:], []byte(h.PAXRecords[paxRawSHA256]))
+		rawSize, _ := strconv.ParseInt(h.PAXRecords[paxRawSize], 10, 64)
+		if err := w.noteMemberLocked(h.Name, n, rawSize, got, rawSum); err != nil {
+			return err
+		}
+	}
+	w.summaries = append(w.summaries, sum)
+	return nil
+}

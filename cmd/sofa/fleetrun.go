@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/internal/limit"
+	"github.com/sofadb/sofa/internal/progress"
+)
+
+// outputFlags are the flags every copying verb shares for what it prints.
+type outputFlags struct {
+	jsonOut bool
+	quiet   bool
+	verbose bool
+	debug   bool
+}
+
+func (o *outputFlags) logf(format string, args ...any) {
+	if o.verbose || o.debug {
+		fmt.Fprintf(os.Stderr, "sofa: "+format+"\n", args...)
+	}
+}
+
+func (o *outputFlags) logger() *slog.Logger {
+	if !o.verbose && !o.debug {
+		return nil
+	}
+	lvl := slog.LevelInfo
+	if o.debug {
+		lvl = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+// runDBs runs job over dbs with the fleet scheduler and a progress display,
+// prints the summary and maps it to an exit code (verb names the work:
+// "copied", "backed up", "restored").
+func runDBs(ctx context.Context, dbs []string, job fleet.Job, limiters []*limit.Limiter, c controlFlags, out outputFlags, verb string) (fleet.Summary, error) {
+	tracker := progress.NewTracker()
+	tracker.SetTotal(len(dbs))
+	var display *progress.Display
+	if !out.quiet && !out.jsonOut {
+		display = progress.Start(tracker, os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), progress.Options{})
+	}
+	sum, runErr := fleet.Run(ctx, dbs, job, fleet.Options{
+		Limiters: limiters, MaxDBs: c.maxDBs, Fixed: c.fixed,
+		IdealDuration: c.idealDuration, Progress: tracker, Logger: out.logger(),
+	})
+	if display != nil {
+		display.Stop()
+	}
+	if out.jsonOut {
+		printJSON(os.Stdout, sum)
+	} else if !out.quiet {
+		printFleetSummary(os.Stderr, &sum)
+	}
+	switch {
+	case sum.Interrupted || errors.Is(runErr, context.Canceled):
+		return sum, &exitError{code: exitInterrupted, err: errors.New("interrupted: checkpoints written; run the same command again to resume")}
+	case runErr != nil:
+		return sum, fatal(runErr)
+	case !sum.Complete():
+		return sum, &exitError{code: exitPartial, err: fmt.Errorf("%d of %d databases were not %s completely (listed above)", sum.DBsTotal-sum.DBsOK, sum.DBsTotal, verb)}
+	}
+	return sum, nil
+}
+
+func registerOutput(fs *pflag.FlagSet, o *outputFlags) {
+	fs.BoolVar(&o.jsonOut, "json", false, "print the result as JSON on stdout")
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but errors")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log retries, waits, checkpoints and controller decisions")
+	fs.BoolVar(&o.debug, "debug", false, "log every batch")
+}

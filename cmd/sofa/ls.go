@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sofadb/sofa/archive"
+	"github.com/sofadb/sofa/fleet"
+)
+
+func newLsCmd() *cobra.Command {
+	var jsonOut bool
+	var client clientFlags
+	cmd := &cobra.Command{
+		Use:   "ls ENDPOINT",
+		Short: "List the databases of an archive or a server, with counts and sizes",
+		Long: `List the databases of an archive (from its manifest: documents, leaf
+revisions, tombstones, attachments, sizes, seq reached) or of a server or
+database URL (doc_count, doc_del_count, update_seq).
+
+` + exitCodesHelp,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErr("ls needs one ENDPOINT (got %d arguments)", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.HasPrefix(args[0], "http://") || strings.HasPrefix(args[0], "https://") {
+				return lsServer(cmd.Context(), args[0], client, jsonOut)
+			}
+			return lsArchive(args[0], jsonOut)
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	client.register(cmd.Flags())
+	return cmd
+}
+
+func lsArchive(path string, jsonOut bool) error {
+	f, err := openArchive(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	hdr, dbs, err := archive.List(f)
+	if err != nil {
+		return fatal(fmt.Errorf("%s: %v", path, err))
+	}
+	if jsonOut {
+		printJSON(os.Stdout, map[string]any{"header": hdr, "databases": dbs})
+		return nil
+	}
+	kind := "full"
+	if hdr.Since != nil {
+		kind = "incremental after " + hdr.Since.ArchiveID
+	}
+	fmt.Printf("archive %s: %s, %s, created %s by %s, compression %s\n", path, hdr.ID, kind, hdr.Created.Format("2006-01-02 15:04:05Z"), hdr.Tool, hdr.Compression)
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "database\tdocs\tdeleted\trevisions\ttombstones\tattachments\tstored\tseq\t")
+	for _, d := range dbs {
+		name := d.Name
+		if d.Error != "" {
+			name += " (INCOMPLETE: " + d.Error + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", name, d.DocCount, d.DelCount, d.Revisions, d.Tombstones, d.Attachments, humanBytes(d.StoredBytes), d.Seq.String())
+	}
+	return tw.Flush()
+}
+
+func lsServer(ctx context.Context, raw string, client clientFlags, jsonOut bool) error {
+	ep, err := openEndpoint(ctx, raw, "SOURCE", client.options())
+	if err != nil {
+		return err
+	}
+	names := []string{ep.DBName}
+	if ep.DBName == "" {
+		if names, err = fleet.ListDBs(ctx, ep.Server, 1000); err != nil {
+			return fatal(fmt.Errorf("list databases: %v", err))
+		}
+	}
+	type row struct {
+		Name      string `json:"name"`
+		DocCount  int64  `json:"doc_count"`
+		DelCount  int64  `json:"doc_del_count"`
+		UpdateSeq string `json:"update_seq"`
+	}
+	var rows []row
+	for _, n := range names {
+		info, err := ep.Server.DB(n).Info(ctx)
+		if err != nil {
+			return fatal(err)
+		}
+		rows = append(rows, row{n, info.DocCount, info.DelCount, info.UpdateSeq.String()})
+	}
+	if jsonOut {
+		printJSON(os.Stdout, rows)
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "database\tdocs\tdeleted\tupdate_seq\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t\n", r.Name, r.DocCount, r.DelCount, r.UpdateSeq)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,136 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+)
+
+// DesignLast wraps a Target so that design documents are written after
+// every other document: a validate_doc_update function restored early
+// would judge the documents restored after it. It holds back `_design/`
+// revisions (copied, since the engine drops bytes once written) and, while
+// any is held, the checkpoints too, so a checkpoint never covers a design
+// document not yet written. Finish writes them and the last checkpoint.
+type DesignLast struct {
+	Target
+	mu       sync.Mutex
+	held     []*Doc
+	cpID     string
+	cpBody   []byte
+	finished bool
+}
+
+// NewDesignLast wraps t.
+func NewDesignLast(t Target) *DesignLast { return &DesignLast{Target: t} }
+
+// WriteDocs writes the non-design revisions and holds the design ones.
+func (d *DesignLast) WriteDocs(ctx context.Context, docs []*Doc) ([]DocError, error) {
+	var now []*Doc
+	d.mu.Lock()
+	for _, doc := range docs {
+		if strings.HasPrefix(doc.ID, "_design/") && !d.finished {
+			d.held = append(d.held, cloneDoc(doc))
+		} else {
+			now = append(now, doc)
+		}
+	}
+	d.mu.Unlock()
+	if len(now) == 0 {
+		return nil, nil
+	}
+	return d.Target.WriteDocs(ctx, now)
+}
+
+// PutLocal defers checkpoints while design documents are held.
+func (d *DesignLast) PutLocal(ctx context.Context, id string, body []byte) error {
+	d.mu.Lock()
+	if len(d.held) > 0 && !d.finished {
+		d.cpID, d.cpBody = id, bytes.Clone(body)
+		d.mu.Unlock()
+		return nil
+	}
+	d.mu.Unlock()
+	return d.Target.PutLocal(ctx, id, body)
+}
+
+// GetLocal answers a deferred checkpoint as written (the engine re-reads
+// what it wrote), else asks the target.
+func (d *DesignLast) GetLocal(ctx context.Context, id string) ([]byte, error) {
+	d.mu.Lock()
+	if d.cpID == id && d.cpBody != nil {
+		b := bytes.Clone(d.cpBody)
+		d.mu.Unlock()
+		return b, nil
+	}
+	d.mu.Unlock()
+	return d.Target.GetLocal(ctx, id)
+}
+
+// Finish writes the held design documents, then the deferred checkpoint.
+// The returned DocErrors name design revisions the target refused.
+func (d *DesignLast) Finish(ctx context.Context) ([]DocError, error) {
+	d.mu.Lock()
+	held, id, body := d.held, d.cpID, d.cpBody
+	d.held, d.finished = nil, true
+	d.mu.Unlock()
+	var fails []DocError
+	for _, doc := range held {
+		f, err := d.Target.WriteDocs(ctx, []*Doc{doc})
+		if err != nil {
+			return fails, err
+		}
+		fails = append(fails, f...)
+	}
+	if body != nil {
+		if err := d.putCheckpoint(ctx, id, body); err != nil {
+			return fails, err
+		}
+	}
+	return fails, nil
+}
+
+// putCheckpoint writes the deferred checkpoint over whatever revision of
+// it the target holds.
+func (d *DesignLast) putCheckpoint(ctx context.Context, id string, body []byte) error {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return err
+	}
+	delete(doc, "_rev")
+	if cur, err := d.Target.GetLocal(ctx, id); err == nil {
+		var old struct {
+			Rev string `json:"_rev"`
+		}
+		if json.Unmarshal(cur, &old) == nil && old.Rev != "" {
+			doc["_rev"], _ = json.Marshal(old.Rev)
+		}
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	return d.Target.PutLocal(ctx, id, b)
+}
+
+// Held is the number of design revisions waiting for Finish.
+func (d *DesignLast) Held() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.held)
+}
+
+func cloneDoc(doc *Doc) *Doc {
+	c := *doc
+	c.Body = bytes.Clone(doc.Body)
+	c.Revisions.IDs = append([]string(nil), doc.Revisions.IDs...)
+	c.Atts = make([]*Attachment, len(doc.Atts))
+	for i, a := range doc.Atts {
+		ac := *a
+		ac.Data = bytes.Clone(a.Data)
+		c.Atts[i] = &ac
+	}
+	return &c
+}
