@@ -248,7 +248,7 @@ func (d *DB) bulkGet(ctx context.Context, reqs []replicate.RevRequest) ([]*repli
 	}
 	body = append(body, `]}`...)
 	resp, err := d.srv.do(ctx, &request{Method: "POST", Path: d.path + "/_bulk_get",
-		Query: "revs=true&latest=true&attachments=false&att_encoding_info=true", Body: body, ContentType: "application/json"})
+		Query: d.bulkGetQuery(), Body: body, ContentType: "application/json"})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -258,6 +258,17 @@ func (d *DB) bulkGet(ctx context.Context, reqs []replicate.RevRequest) ([]*repli
 		return nil, nil, fmt.Errorf("%s: _bulk_get: %v", d, err)
 	}
 	return docs, errs, nil
+}
+
+// bulkGetQuery asks for `_revisions`, stubs with encoding info and, on
+// CouchDB, the latest leaf of a revision updated meanwhile. PouchDB Server
+// is never sent latest=true: asking it for a revision that no longer
+// exists with latest=true crashes the server process.
+func (d *DB) bulkGetQuery() string {
+	if d.srv.Vendor == VendorPouchDB {
+		return "revs=true&attachments=false"
+	}
+	return "revs=true&latest=true&attachments=false&att_encoding_info=true"
 }
 
 // openRevs fetches revisions one document at a time with open_revs,

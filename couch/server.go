@@ -89,7 +89,11 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 }
 
 func (s *Server) welcome(ctx context.Context) error {
-	resp, err := s.do(ctx, &request{Method: "GET", Path: "/", RetryTime: 5 * time.Second})
+	// A probe fails faster than other requests: at most 5 s of retries,
+	// or Options.RetryTime when shorter (a negative one, no retries, is
+	// no override and applies as is).
+	rt := min(5*time.Second, s.opts.RetryTime)
+	resp, err := s.do(ctx, &request{Method: "GET", Path: "/", RetryTime: rt})
 	if err != nil {
 		return s.describe(err)
 	}

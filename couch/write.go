@@ -2,6 +2,8 @@ package couch
 
 import (
 	"bytes"
+	"compress/gzip"
+	"io"
 	"context"
 	"fmt"
 
@@ -15,6 +17,15 @@ import (
 // refusal (413, 400) wraps replicate.ErrBatchRejected.
 func (d *DB) WriteDocs(ctx context.Context, docs []*replicate.Doc) ([]replicate.DocError, error) {
 	var bulk, single []*replicate.Doc
+	if d.srv.Vendor == VendorPouchDB {
+		// PouchDB Server ignores "encoding" and would store gzip bytes as
+		// the content: send it identity bytes (it computes the digest).
+		for _, doc := range docs {
+			if err := decodeGzipAtts(doc); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for _, doc := range docs {
 		if d.inlineable(doc) {
 			bulk = append(bulk, doc)
@@ -125,4 +136,24 @@ func (d *DB) putMultipart(ctx context.Context, doc *replicate.Doc) (*replicate.D
 	}
 	resp.Body.Close()
 	return nil, nil
+}
+
+// decodeGzipAtts turns gzip-stored attachment bytes into identity bytes,
+// dropping encoding and digest (which describe the stored bytes).
+func decodeGzipAtts(doc *replicate.Doc) error {
+	for _, a := range doc.Atts {
+		if a.Encoding != "gzip" || a.Data == nil {
+			continue
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(a.Data))
+		if err != nil {
+			return fmt.Errorf("attachment %q of %q: stored gzip bytes do not decode: %v", a.Name, shortID(doc.ID), err)
+		}
+		plain, err := io.ReadAll(zr)
+		if err != nil {
+			return fmt.Errorf("attachment %q of %q: stored gzip bytes do not decode: %v", a.Name, shortID(doc.ID), err)
+		}
+		a.Data, a.Encoding, a.EncodedLength, a.Digest, a.Length = plain, "", 0, "", int64(len(plain))
+	}
+	return nil
 }

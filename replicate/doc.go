@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -101,7 +102,9 @@ func Generation(rev string) int {
 // returned Doc does not alias raw.
 func ParseDoc(raw []byte) (*Doc, error) {
 	raw = bytes.TrimSpace(raw)
-	dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	pd := getDecoder(raw)
+	defer putDecoder(pd)
+	dec := &pd.dec
 	tok, err := dec.ReadToken()
 	if err != nil {
 		return nil, fmt.Errorf("parse doc: %w", err)
@@ -218,7 +221,9 @@ func spliceOut(raw []byte, start, end int) []byte {
 }
 
 func parseRevisions(v []byte, r *Revisions) error {
-	dec := jsontext.NewDecoder(bytes.NewReader(v))
+	pd := getDecoder(v)
+	defer putDecoder(pd)
+	dec := &pd.dec
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return fmt.Errorf("parse doc: _revisions is not an object")
 	}
@@ -259,7 +264,9 @@ func parseRevisions(v []byte, r *Revisions) error {
 }
 
 func parseAttachments(v []byte) ([]*Attachment, error) {
-	dec := jsontext.NewDecoder(bytes.NewReader(v))
+	pd := getDecoder(v)
+	defer putDecoder(pd)
+	dec := &pd.dec
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, fmt.Errorf("parse doc: _attachments is not an object")
 	}
@@ -403,6 +410,30 @@ func (d *Doc) AppendJSON(dst []byte, mode AttachmentMode) []byte {
 }
 
 func unquote(s []byte) string { return jsonx.Unquote(s) }
+
+// pooledDecoder is a decoder over an in-memory JSON value, reused across
+// ParseDoc calls: a jsontext.Decoder reading a bytes.Buffer parses the
+// bytes in place, and reuse saves its allocation.
+type pooledDecoder struct {
+	buf bytes.Buffer
+	dec jsontext.Decoder
+}
+
+var decoders = sync.Pool{New: func() any { return new(pooledDecoder) }}
+
+func getDecoder(b []byte) *pooledDecoder {
+	pd := decoders.Get().(*pooledDecoder)
+	pd.buf = *bytes.NewBuffer(b)
+	pd.dec.Reset(&pd.buf)
+	return pd
+}
+
+// putDecoder returns pd to the pool, dropping its reference to the input.
+func putDecoder(pd *pooledDecoder) {
+	pd.buf = bytes.Buffer{}
+	pd.dec.Reset(&pd.buf)
+	decoders.Put(pd)
+}
 
 // valueString returns the content of a JSON string value.
 func valueString(v jsontext.Value) (string, bool) {
