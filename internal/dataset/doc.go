@@ -98,7 +98,7 @@ func (r *revision) encode() ([]byte, error) {
 		}
 		buf = append(buf, '}')
 	}
-	body := r.Body
+	body := trimSpace(r.Body)
 	if len(body) < 2 || body[0] != '{' || body[len(body)-1] != '}' {
 		if body != nil {
 			return nil, fmt.Errorf("dataset: revision %q: body is not a JSON object", r.ID)

@@ -1,0 +1,93 @@
+'use strict';
+// Shared helpers for the benchmark peers: timing, the one-line JSON result,
+// redacted URLs and small HTTP calls (Node >= 18 global fetch).
+
+const { URL } = require('node:url');
+
+/** Milliseconds since t0 (a process.hrtime.bigint()), as a number with 0.1 ms precision. */
+function msSince(t0) {
+  return Math.round(Number(process.hrtime.bigint() - t0) / 1e5) / 10;
+}
+
+/** Returns the URL without user info, for printing. */
+function redact(u) {
+  try {
+    const p = new URL(u);
+    p.username = '';
+    p.password = '';
+    return p.toString().replace(/\/$/, '');
+  } catch (_) {
+    return '<invalid url>';
+  }
+}
+
+/** Prints the result as one JSON line on stdout. */
+function emit(obj) {
+  process.stdout.write(JSON.stringify(obj) + '\n');
+}
+
+/** Prints an error as one JSON line on stdout (so harnesses still get a line) and exits 1. */
+function fail(tool, err) {
+  const msg = (err && (err.stack || err.message)) || String(err);
+  emit({ tool, ok: false, error: String((err && err.message) || err).slice(0, 500) });
+  process.stderr.write(`${tool}: ${msg}\n`);
+  process.exit(1);
+}
+
+/** Splits user info out of a URL into an Authorization header. */
+function httpParts(u) {
+  const p = new URL(u);
+  const headers = { Accept: 'application/json' };
+  if (p.username || p.password) {
+    const cred = `${decodeURIComponent(p.username)}:${decodeURIComponent(p.password)}`;
+    headers.Authorization = 'Basic ' + Buffer.from(cred).toString('base64');
+    p.username = '';
+    p.password = '';
+  }
+  return { base: p.toString().replace(/\/$/, ''), headers };
+}
+
+/** Sends one request to dbUrl + path and returns { status, json }. */
+async function request(dbUrl, method, path, body) {
+  const { base, headers } = httpParts(dbUrl);
+  const init = { method, headers: { ...headers } };
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json';
+    init.body = typeof body === 'string' ? body : JSON.stringify(body);
+  }
+  const res = await fetch(base + path, init);
+  const text = await res.text();
+  let json;
+  try { json = JSON.parse(text); } catch (_) { json = text; }
+  return { status: res.status, json };
+}
+
+/** Deletes (if present) and creates the database at dbUrl. */
+async function recreateDB(dbUrl) {
+  await request(dbUrl, 'DELETE', '');
+  const r = await request(dbUrl, 'PUT', '');
+  if (r.status !== 201 && r.status !== 202) {
+    throw new Error(`create ${redact(dbUrl)}: HTTP ${r.status} ${JSON.stringify(r.json)}`);
+  }
+}
+
+/** Returns doc_count and doc_del_count of the database at dbUrl. */
+async function dbInfo(dbUrl) {
+  const r = await request(dbUrl, 'GET', '');
+  if (r.status !== 200) throw new Error(`GET ${redact(dbUrl)}: HTTP ${r.status}`);
+  return r.json;
+}
+
+/**
+ * Drops PouchDB 9's "db.type() is deprecated" warning, which
+ * pouchdb-replication-stream triggers once per batch; other warnings pass.
+ */
+function quietDeprecation() {
+  const warn = console.warn;
+  console.warn = (...a) => {
+    if (typeof a[0] === 'string' && a[0].startsWith('db.type() is deprecated')) return;
+    warn(...a);
+  };
+}
+
+module.exports = { quietDeprecation, msSince, redact, emit, fail, request, recreateDB, dbInfo, httpParts };
