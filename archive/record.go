@@ -180,44 +180,10 @@ func decodeRecord(dec *jsontext.Decoder) (*replicate.Doc, []attRef, error) {
 }
 
 func decodeRevisions(dec *jsontext.Decoder, r *replicate.Revisions) error {
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
-		return errors.New("revisions is not an object")
+	if err := replicate.DecodeRevisions(dec, r); err != nil {
+		return fmt.Errorf("revisions: %w", err)
 	}
-	for dec.PeekKind() != '}' {
-		kt, err := dec.ReadToken()
-		if err != nil {
-			return err
-		}
-		switch kt.String() {
-		case "start":
-			vt, err := dec.ReadToken()
-			n, ok := jsonx.Int(vt)
-			if err != nil || !ok {
-				return errors.New("revisions.start is not an integer")
-			}
-			r.Start = int(n)
-		case "ids":
-			if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
-				return errors.New("revisions.ids is not an array")
-			}
-			for dec.PeekKind() != ']' {
-				vt, err := dec.ReadToken()
-				if err != nil || vt.Kind() != '"' {
-					return errors.New("revisions.ids holds a non-string")
-				}
-				r.IDs = append(r.IDs, vt.String())
-			}
-			if _, err := dec.ReadToken(); err != nil {
-				return err
-			}
-		default:
-			if err := dec.SkipValue(); err != nil {
-				return err
-			}
-		}
-	}
-	_, err := dec.ReadToken()
-	return err
+	return nil
 }
 
 func decodeAtts(dec *jsontext.Decoder) ([]attRef, error) {

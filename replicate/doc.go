@@ -223,44 +223,53 @@ func spliceOut(raw []byte, start, end int) []byte {
 func parseRevisions(v []byte, r *Revisions) error {
 	pd := getDecoder(v)
 	defer putDecoder(pd)
-	dec := &pd.dec
+	if err := DecodeRevisions(&pd.dec, r); err != nil {
+		return fmt.Errorf("parse doc: _revisions: %w", err)
+	}
+	return nil
+}
+
+// DecodeRevisions reads a `_revisions` object {"start":N,"ids":[...]}
+// from dec (positioned before it) into r; unknown members are skipped.
+func DecodeRevisions(dec *jsontext.Decoder, r *Revisions) error {
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
-		return fmt.Errorf("parse doc: _revisions is not an object")
+		return fmt.Errorf("not an object")
 	}
 	for dec.PeekKind() != '}' {
 		kt, err := dec.ReadToken()
 		if err != nil {
-			return fmt.Errorf("parse doc: _revisions: %w", err)
+			return err
 		}
 		switch kt.String() {
 		case "start":
 			vt, err := dec.ReadToken()
 			n, ok := jsonx.Int(vt)
 			if err != nil || !ok {
-				return fmt.Errorf("parse doc: _revisions.start is not a number")
+				return fmt.Errorf("start is not an integer")
 			}
 			r.Start = int(n)
 		case "ids":
 			if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
-				return fmt.Errorf("parse doc: _revisions.ids is not an array")
+				return fmt.Errorf("ids is not an array")
 			}
 			for dec.PeekKind() != ']' {
 				vt, err := dec.ReadToken()
 				if err != nil || vt.Kind() != '"' {
-					return fmt.Errorf("parse doc: _revisions.ids holds a non-string")
+					return fmt.Errorf("ids holds a non-string")
 				}
 				r.IDs = append(r.IDs, vt.String())
 			}
 			if _, err := dec.ReadToken(); err != nil {
-				return fmt.Errorf("parse doc: _revisions: %w", err)
+				return err
 			}
 		default:
 			if err := dec.SkipValue(); err != nil {
-				return fmt.Errorf("parse doc: _revisions: %w", err)
+				return err
 			}
 		}
 	}
-	return nil
+	_, err := dec.ReadToken()
+	return err
 }
 
 func parseAttachments(v []byte) ([]*Attachment, error) {
