@@ -33,6 +33,10 @@ type DB struct {
 	// gzip-encoded attachments go as multipart/related PUT. Zero: 64 KiB
 	// on CouchDB; PouchDB Server always inlines (it takes no multipart).
 	InlineMax int64
+	// Multipart writes every revision that carries attachment bytes as a
+	// multipart/related PUT, whatever the server (CouchDB's replicator
+	// path; PouchDB Server takes it too for identity-encoded bytes).
+	Multipart bool
 	// BulkGetUnsupported is set once `_bulk_get` failed; reads then use
 	// `open_revs` GETs.
 	bulkGetOff bool

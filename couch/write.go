@@ -67,7 +67,13 @@ func (d *DB) inlineable(doc *replicate.Doc) bool {
 		}
 		n += int64(len(a.Data))
 	}
-	if n == 0 || d.srv.Vendor == VendorPouchDB {
+	if n == 0 {
+		return true
+	}
+	if d.Multipart {
+		return false
+	}
+	if d.srv.Vendor == VendorPouchDB {
 		return true
 	}
 	max := d.InlineMax

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/internal/couchtest"
+	"github.com/sofadb/sofa/internal/faultproxy"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -206,4 +207,43 @@ func TestReplicateLongIDAndManyConflicts(t *testing.T) {
 	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt), pouch)
 	_ = ctx
 	_ = c
+}
+
+// Without _bulk_get (CouchDB 1.x, or a proxy refusing it) revisions are
+// read with open_revs GETs; attachments written as multipart/related PUTs.
+func TestReplicateOpenRevsFallbackAndMultipartWrites(t *testing.T) {
+	srv, src, tgt, _, _ := pair(t)
+	c := srv.Client()
+	ctx := t.Context()
+	mustBulk(t, srv, src, false,
+		raw(`{"_id":"c","_rev":"2-b","v":2,"_revisions":{"start":2,"ids":["b","a"]}}`),
+		raw(`{"_id":"c","_rev":"2-x","_deleted":true,"_revisions":{"start":2,"ids":["x","a"]}}`),
+		raw(`{"_id":"a/b+c","_rev":"1-q","v":1}`),
+	)
+	rev, err := c.PutDoc(ctx, src, "withatt", map[string]any{"k": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutAttachment(ctx, src, "withatt", rev, "a b+c.bin", "application/octet-stream", randomBytes(300_000)); err != nil {
+		t.Fatal(err)
+	}
+	p := faultproxy.StartT(t, srv.URL)
+	if err := p.SetRules(faultproxy.Rule{Name: "no-bulk-get", Method: "POST", Path: `/_bulk_get$`, Fault: faultproxy.Status, Status: 404}); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := couch.Probe(ctx, p.URL, couch.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdb := ep.Server.DB(src)
+	tdb := openDB(t, srv, tgt)
+	tdb.Multipart = true
+	res := runOK(t, sdb, tdb, replicate.Options{})
+	if got := p.Rule("no-bulk-get").Fired; got != 1 {
+		t.Errorf("_bulk_get refused %d times, want once (then open_revs)", got)
+	}
+	if res.Stats.DocsWritten != 4 {
+		t.Errorf("docs_written = %d, want 4", res.Stats.DocsWritten)
+	}
+	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt), pouch)
 }
