@@ -3,9 +3,9 @@ package couch
 import (
 	"bytes"
 	"compress/gzip"
-	"io"
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/sofadb/sofa/replicate"
 )
