@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
+	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -29,13 +31,37 @@ type resultDoc struct {
 	EndSeq        string               `json:"end_seq"`
 	Seconds       float64              `json:"seconds"`
 	Stats         replicate.Stats      `json:"stats"`
+	HTTP          httpSummary          `json:"http"`
 	Failures      []replicate.DocError `json:"failures"`
 	Warnings      []string             `json:"warnings,omitempty"`
 }
 
-func resultJSON(res *replicate.Result, err error) resultDoc {
+// httpSummary is the HTTP work of a run over both endpoints: attempts
+// sent, attempts repeated after a failure, 429/503 answers among them, and
+// the time spent waiting before retries (backoff and Retry-After).
+type httpSummary struct {
+	Requests      int64   `json:"requests"`
+	Retries       int64   `json:"retries"`
+	Throttled     int64   `json:"throttled"`
+	WaitedSeconds float64 `json:"waited_seconds"`
+}
+
+func sumHTTP(cs []*couch.Counters) httpSummary {
+	var h httpSummary
+	var waited time.Duration
+	for _, c := range cs {
+		h.Requests += c.Requests.Load()
+		h.Retries += c.Retries.Load()
+		h.Throttled += c.Throttled.Load()
+		waited += time.Duration(c.WaitNanos.Load())
+	}
+	h.WaitedSeconds = waited.Seconds()
+	return h
+}
+
+func resultJSON(res *replicate.Result, h httpSummary, err error) resultDoc {
 	d := resultDoc{Status: "ok", ReplicationID: res.ReplicationID, StartSeq: res.StartSeq.String(),
-		EndSeq: res.EndSeq.String(), Seconds: res.Duration.Seconds(), Stats: res.Stats,
+		EndSeq: res.EndSeq.String(), Seconds: res.Duration.Seconds(), Stats: res.Stats, HTTP: h,
 		Failures: res.Failures, Warnings: res.Warnings}
 	if d.Failures == nil {
 		d.Failures = []replicate.DocError{}
@@ -56,15 +82,22 @@ func printJSON(w io.Writer, v any) {
 	fmt.Fprintln(w, string(b))
 }
 
-func printSummary(w io.Writer, res *replicate.Result) {
+// printSummary prints the counters of a run; failed says it stopped on a
+// fatal error (printed after the summary).
+func printSummary(w io.Writer, res *replicate.Result, h httpSummary, failed bool) {
 	s := res.Stats
 	rate := 0.0
 	if sec := res.Duration.Seconds(); sec > 0 {
 		rate = float64(s.DocsWritten) / sec
 	}
-	fmt.Fprintf(w, "sofa: done in %.1fs: docs_read=%d docs_written=%d doc_write_failures=%d missing_checked=%d missing_found=%d bytes=%d (%s, %.0f revisions/s) seq %s -> %s\n",
-		res.Duration.Seconds(), s.DocsRead, s.DocsWritten, s.DocWriteFailures, s.MissingChecked, s.MissingFound,
+	ended := "done in"
+	if failed {
+		ended = "stopped after"
+	}
+	fmt.Fprintf(w, "sofa: %s %.1fs: docs_read=%d docs_written=%d doc_write_failures=%d missing_checked=%d missing_found=%d bytes=%d (%s, %.0f revisions/s) seq %s -> %s\n",
+		ended, res.Duration.Seconds(), s.DocsRead, s.DocsWritten, s.DocWriteFailures, s.MissingChecked, s.MissingFound,
 		s.Bytes, humanBytes(s.Bytes), rate, res.StartSeq.String(), res.EndSeq.String())
+	fmt.Fprintf(w, "sofa: http: requests=%d retries=%d throttled=%d waited=%.1fs\n", h.Requests, h.Retries, h.Throttled, h.WaitedSeconds)
 	for _, f := range res.Failures {
 		fmt.Fprintf(w, "sofa: not copied: id=%q rev=%s: %s: %s\n", shorten(f.ID), f.Rev, f.Error, f.Reason)
 	}

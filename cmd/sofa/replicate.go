@@ -32,6 +32,9 @@ type replicateCmd struct {
 	q, n          int
 	verifyMode    string
 	budget        *replicate.Budget
+	// counters are the HTTP clients' counters of a one-database run,
+	// summed into the summary.
+	counters []*couch.Counters
 }
 
 func newReplicateCmd() *cobra.Command {
@@ -99,14 +102,20 @@ func (rc *replicateCmd) logf(format string, args ...any) {
 func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	copts := rc.client.options()
 	copts.Log = rc.logf
+	// Per-host adaptive limits: fewer requests in flight on 429, 503 and
+	// timeouts, a pause on Retry-After, growth again once the host keeps up.
+	sl, tl := rc.control.limiters(srcURL, tgtURL)
+	copts.Pacer = pacer{sl}
 	src, err := openEndpoint(ctx, srcURL, "SOURCE", copts)
 	if err != nil {
 		return err
 	}
+	copts.Pacer = pacer{tl}
 	tgt, err := openEndpoint(ctx, tgtURL, "TARGET", copts)
 	if err != nil {
 		return err
 	}
+	rc.counters = []*couch.Counters{src.Server.Stats, tgt.Server.Stats}
 	switch {
 	case src.DBName == "" && tgt.DBName == "":
 		return rc.runServers(ctx, srcURL, tgtURL)
@@ -191,10 +200,11 @@ func (rc *replicateCmd) progress(ctx context.Context, opts *replicate.Options, s
 // finish prints the result and maps it to an exit code.
 func (rc *replicateCmd) finish(res *replicate.Result, err error, out io.Writer) error {
 	if res != nil {
+		h := sumHTTP(rc.counters)
 		if rc.jsonOut {
-			printJSON(out, resultJSON(res, err))
+			printJSON(out, resultJSON(res, h, err))
 		} else if !rc.quiet {
-			printSummary(os.Stderr, res)
+			printSummary(os.Stderr, res, h, err != nil)
 		}
 	}
 	if err != nil {
