@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -20,13 +22,23 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
-func run(args []string) int {
+func run(args []string) (code int) {
+	// A panic is a bug: one line (the stack only with --debug), exit 1.
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(os.Stderr, "sofa: internal error: %v (please report it; rerun with --debug for details)\n", p)
+			if slices.Contains(args, "--debug") {
+				os.Stderr.Write(debug.Stack())
+			}
+			code = exitFatal
+		}
+	}()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRoot()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
-	code := codeOf(err)
+	code = codeOf(err)
 	if err != nil {
 		if ctx.Err() != nil && code == exitFatal {
 			code = exitInterrupted
