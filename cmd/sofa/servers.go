@@ -109,11 +109,11 @@ func (rc *replicateCmd) dbJob(src, tgt *couch.Server) fleet.Job {
 		sdb, tdb := src.DB(name), tgt.DB(name)
 		sinfo, err := sdb.Info(ctx)
 		if err != nil {
-			return r, fmt.Errorf("source: %v", err)
+			return r, fmt.Errorf("source: %w", err)
 		}
 		p.SetDocsTotal(sinfo.DocCount + sinfo.DelCount)
 		if err := rc.prepareTarget(ctx, sdb, tdb, sinfo); err != nil {
-			return r, err
+			return r, asInterrupted(ctx, err)
 		}
 		opts := rc.engine.options()
 		opts.CopyMetadata = true
@@ -151,21 +151,24 @@ func (rc *replicateCmd) prepareTarget(ctx context.Context, sdb, tdb *couch.DB, s
 	if errors.Is(err, replicate.ErrNotFound) {
 		meta, err := sdb.Metadata(ctx)
 		if err != nil {
-			return fmt.Errorf("source: %v", err)
+			return fmt.Errorf("source: %w", err)
 		}
 		if err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned, Q: rc.q, N: rc.n}); err != nil && !errors.Is(err, couch.ErrExists) {
-			return fmt.Errorf("target: %v", err)
+			return fmt.Errorf("target: %w", err)
 		}
-		return nil
+		return claimTarget(ctx, sinfo, tdb)
 	}
 	if err != nil {
-		return fmt.Errorf("target: %v", err)
+		return fmt.Errorf("target: %w", err)
 	}
-	if rc.reuseExisting || tinfo.DocCount+tinfo.DelCount == 0 || tdb.Name() == "_users" {
+	if rc.reuseExisting || tdb.Name() == "_users" {
 		return nil
 	}
+	if tinfo.DocCount+tinfo.DelCount == 0 {
+		return claimTarget(ctx, sinfo, tdb)
+	}
 	id := replicate.ReplicationID(sinfo.Identity, tinfo.Identity)
-	if _, err := tdb.GetLocal(ctx, "_local/"+id); err == nil {
+	if _, err := tdb.GetLocal(ctx, "_local/"+id); err == nil || claimed(ctx, sinfo, tdb) {
 		return nil // our own earlier run: resume
 	}
 	return errNotEmpty
@@ -177,11 +180,11 @@ func (rc *replicateCmd) prepareTarget(ctx context.Context, sdb, tdb *couch.DB, s
 func (rc *replicateCmd) verifyCounts(ctx context.Context, sdb, tdb *couch.DB) error {
 	s, err := sdb.Info(ctx)
 	if err != nil {
-		return fmt.Errorf("verify: source: %v", err)
+		return fmt.Errorf("verify: source: %w", err)
 	}
 	t, err := tdb.Info(ctx)
 	if err != nil {
-		return fmt.Errorf("verify: target: %v", err)
+		return fmt.Errorf("verify: target: %w", err)
 	}
 	if t.DocCount+t.DelCount < s.DocCount+s.DelCount {
 		return fmt.Errorf("verify: target holds %d documents (%d deleted), source %d (%d deleted)", t.DocCount, t.DelCount, s.DocCount, s.DelCount)

@@ -236,8 +236,8 @@ func (vc *verifyCmd) servers(ctx context.Context, as, bs *couch.Server, o verify
 	}
 	for _, n := range filter.Apply(bn) {
 		if !inA[n] {
-			rep := &verify.Report{Mode: o.Mode.String(), Total: 1, ByKind: map[verify.Kind]int{"only_in_b": 1},
-				Differences: []verify.Difference{{Kind: "only_in_b", Detail: fmt.Sprintf("database %q exists only in b", n)}}}
+			rep := &verify.Report{Mode: o.Mode.String(), Total: 1, ByKind: map[verify.Kind]int{verify.KindOnlyInB: 1},
+				Differences: []verify.Difference{{Kind: verify.KindOnlyInB, Detail: fmt.Sprintf("database %q exists only in b", n)}}}
 			res.add(verifyDB{Name: n, Status: "different", Report: rep})
 		}
 	}

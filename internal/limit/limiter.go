@@ -107,6 +107,7 @@ type Limiter struct {
 	pauseUntil time.Time
 	ctl        controller
 	log        decisionLog
+	timeline   timeline
 
 	// Totals, also read without mu by Stats callers.
 	requests  atomic.Int64
@@ -135,6 +136,7 @@ func New(opts Options) *Limiter {
 	l.ctl.init(o)
 	l.limitNow.Store(int64(o.Initial))
 	l.minSeen, l.maxSeen = o.Initial, o.Initial
+	l.timeline.init(time.Now(), o.Initial)
 	return l
 }
 
@@ -293,6 +295,7 @@ func (l *Limiter) recordLocked(d Decision) {
 	l.minSeen = min(l.minSeen, d.To)
 	l.maxSeen = max(l.maxSeen, d.To)
 	l.log.add(d)
+	l.timeline.set(d.Time, d.To)
 	if lg := l.opts.Logger; lg != nil && lg.Enabled(context.Background(), slog.LevelDebug) {
 		lg.Debug("concurrency limit", "host", l.opts.Name, "reason", string(d.Reason),
 			"from", d.From, "to", d.To, "in_flight", d.InFlight, "detail", d.Detail)
@@ -366,6 +369,10 @@ type Stats struct {
 	// DecisionsDropped counts the ones in between.
 	Decisions        []Decision `json:"decisions"`
 	DecisionsDropped int        `json:"decisions_dropped,omitempty"`
+	// Timeline is the limit over the limiter's whole life, in at most 128
+	// equal intervals (each its time-weighted mean, min and max), oldest
+	// first: unlike Decisions it keeps the middle of a long run.
+	Timeline []LimitSpan `json:"timeline,omitempty"`
 }
 
 // Stats returns the limiter's totals and decision log. A nil limiter
@@ -382,5 +389,6 @@ func (l *Limiter) Stats() Stats {
 		Requests: l.requests.Load(), Overloads: l.overloads.Load(),
 		Errors: l.errors.Load(), Bytes: l.bytes.Load(),
 		Decisions: l.log.list(), DecisionsDropped: l.log.dropped,
+		Timeline: l.timeline.spans(time.Now()),
 	}
 }

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/replicate"
+)
+
+// A whole-server run claims each target database it starts writing into
+// with a `_local` document, before any document is written. The
+// replication checkpoint cannot serve for that: a run interrupted before
+// its first checkpoint (or whose last write landed but was never
+// acknowledged) leaves documents and no checkpoint, and its rerun would
+// then refuse the database as "exists and is not empty".
+
+// claimID names the claim of the database fed from source.
+func claimID(source replicate.DBInfo, tdb *couch.DB) string {
+	return "sofa-claim-" + replicate.ReplicationID(source.Identity, tdb.Name())
+}
+
+// claimTarget writes the claim unless it exists.
+func claimTarget(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) error {
+	id := claimID(source, tdb)
+	if _, err := tdb.GetLocal(ctx, id); err == nil {
+		return nil
+	} else if !errors.Is(err, replicate.ErrNotFound) {
+		return fmt.Errorf("target: %w", err)
+	}
+	if err := tdb.PutLocal(ctx, id, []byte(`{"claimed_by":"sofa replicate"}`)); err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	return nil
+}
+
+// claimed reports whether an earlier run from source claimed tdb.
+func claimed(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) bool {
+	_, err := tdb.GetLocal(ctx, claimID(source, tdb))
+	return err == nil
+}
+
+// asInterrupted returns err so that it matches ctx.Err() once ctx is done:
+// an error caused by the cancellation (whatever wrapped it with %v on the
+// way) then marks the database interrupted, not failed.
+func asInterrupted(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %v", cerr, err)
+	}
+	return err
+}

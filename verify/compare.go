@@ -1,0 +1,189 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/sofadb/sofa/replicate"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultMaxDifferences = 100
+	DefaultFetchBatch     = 100
+)
+
+// Options tune Compare. The zero value is a Cheap comparison of documents
+// only that lists up to DefaultMaxDifferences differences.
+type Options struct {
+	Mode Mode
+	// Metadata also compares `_security` and `_revs_limit`.
+	Metadata bool
+	// AllowExtra accepts B holding more than A: documents and leaf
+	// revisions only in B are not differences, and counts differ only when
+	// B has fewer. For checking a copy into a target that may hold other
+	// data. The winner's deleted state is then compared only where the
+	// leaf sets are equal.
+	AllowExtra bool
+	// LenientRevpos accepts, in B, an attachment revpos equal to the
+	// generation of the revision that carries it: PouchDB Server resets
+	// revpos so whenever it receives attachment bytes, so a copy there
+	// cannot keep an older revpos.
+	LenientRevpos bool
+	// MaxDifferences caps Report.Differences (Total still counts all).
+	// Zero means DefaultMaxDifferences.
+	MaxDifferences int
+	// FetchBatch is the number of leaf revisions per FetchRevs call in
+	// Full mode. Zero means DefaultFetchBatch.
+	FetchBatch int
+}
+
+// entry is what Compare keeps per document id of A.
+type entry struct {
+	leaves  []string // sorted; after B's row: the leaves both hold
+	deleted bool     // A's winner is a tombstone
+	seenB   bool
+}
+
+// Compare compares database a with database b (see the package comment).
+// Differences go into the Report; the error is for failures to read
+// either side (context cancellation included), and a report that came
+// with an error is incomplete. A b that does not exist gives one
+// KindNoDatabase difference and no error; an a that does not exist is an
+// error wrapping replicate.ErrNotFound.
+func Compare(ctx context.Context, a, b replicate.Source, opts Options) (*Report, error) {
+	if opts.MaxDifferences <= 0 {
+		opts.MaxDifferences = DefaultMaxDifferences
+	}
+	if opts.FetchBatch <= 0 {
+		opts.FetchBatch = DefaultFetchBatch
+	}
+	r := &Report{Mode: opts.Mode.String(), max: opts.MaxDifferences, Differences: []Difference{}}
+	ai, err := a.Info(ctx)
+	if err != nil {
+		return r, fmt.Errorf("verify: a: %w", err)
+	}
+	bi, err := b.Info(ctx)
+	if errors.Is(err, replicate.ErrNotFound) {
+		r.addf(KindNoDatabase, "", "", "database %q does not exist", ai.Name)
+		return r, nil
+	}
+	if err != nil {
+		return r, fmt.Errorf("verify: b: %w", err)
+	}
+	r.A = Counts{DocCount: ai.DocCount, DelCount: ai.DelCount}
+	r.B = Counts{DocCount: bi.DocCount, DelCount: bi.DelCount}
+	if countsDiffer(r.A, r.B, opts.AllowExtra) {
+		r.addf(KindDocCount, "", "", "a has %d documents (%d deleted), b %d (%d deleted)",
+			r.A.DocCount, r.A.DelCount, r.B.DocCount, r.B.DelCount)
+	}
+
+	docs, err := readA(ctx, a)
+	if err != nil {
+		return r, err
+	}
+	r.Docs = int64(len(docs))
+	if err := compareB(ctx, b, docs, r, opts); err != nil {
+		return r, err
+	}
+	ids := make([]string, 0, len(docs))
+	for id, e := range docs {
+		if !e.seenB {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		r.addf(KindMissing, id, "", "%d leaf revisions only in a", len(docs[id].leaves))
+	}
+
+	if opts.Mode == Full {
+		if err := compareLeaves(ctx, a, b, docs, r, opts); err != nil {
+			return r, err
+		}
+	}
+	if opts.Metadata {
+		if err := compareMetadata(ctx, a, b, r); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+func countsDiffer(a, b Counts, allowExtra bool) bool {
+	if allowExtra {
+		return b.DocCount+b.DelCount < a.DocCount+a.DelCount
+	}
+	return a != b
+}
+
+// readA reads A's feed into one entry per id; a repeated row (a feed
+// resumed after a broken connection) replaces the earlier one.
+func readA(ctx context.Context, a replicate.Source) (map[string]*entry, error) {
+	docs := map[string]*entry{}
+	err := a.Changes(ctx, nil, func(c replicate.Change) error {
+		docs[c.ID] = &entry{leaves: sortedSet(c.Revs), deleted: c.Deleted}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("verify: a: %w", err)
+	}
+	return docs, nil
+}
+
+// compareB reads B's feed and compares each row with A's entry, leaving in
+// the entry the leaves both hold.
+func compareB(ctx context.Context, b replicate.Source, docs map[string]*entry, r *Report, opts Options) error {
+	extra := map[string]bool{}
+	err := b.Changes(ctx, nil, func(c replicate.Change) error {
+		e, ok := docs[c.ID]
+		if !ok {
+			if !opts.AllowExtra && !extra[c.ID] {
+				extra[c.ID] = true
+				r.addf(KindExtra, c.ID, "", "%d leaf revisions only in b", len(c.Revs))
+			}
+			return nil
+		}
+		if e.seenB {
+			return nil // a resumed feed repeats a row
+		}
+		e.seenB = true
+		bl := sortedSet(c.Revs)
+		var common []string
+		same := true
+		for _, rev := range e.leaves {
+			if _, found := slices.BinarySearch(bl, rev); found {
+				common = append(common, rev)
+			} else {
+				same = false
+				r.addf(KindMissingRev, c.ID, rev, "leaf revision only in a")
+			}
+		}
+		for _, rev := range bl {
+			if _, found := slices.BinarySearch(e.leaves, rev); !found {
+				same = false
+				if !opts.AllowExtra {
+					r.addf(KindExtraRev, c.ID, rev, "leaf revision only in b")
+				}
+			}
+		}
+		if e.deleted != c.Deleted && (same || !opts.AllowExtra) {
+			r.addf(KindDeleted, c.ID, "", "winner deleted in a: %t, in b: %t", e.deleted, c.Deleted)
+		}
+		e.leaves = common
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("verify: b: %w", err)
+	}
+	return nil
+}
+
+// sortedSet returns revs sorted without duplicates, in a new slice.
+func sortedSet(revs []string) []string {
+	out := slices.Clone(revs)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
