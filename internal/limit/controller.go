@@ -175,7 +175,10 @@ func (c *controller) addSample(now time.Time, t *Token, lat time.Duration) {
 	c.slowRounds = 0
 	// Little's law: with latency inflated by queueing, the server really
 	// serves avg × base / p50 requests at once.
-	est := avg / ratio
+	// One latency decision at most halves the limit: a single-threaded
+	// server (PouchDB) queues every request, so its latency grows with any
+	// load and the estimate alone would collapse the limit to 1.
+	est := max(avg/ratio, float64(c.cur())/2)
 	c.decrease(now, 0, est, ReasonLatency,
 		fmt.Sprintf("p50 %s > %.2g x baseline %s at %.1f in flight", p50, c.o.LatencyTolerance, base, avg))
 }
