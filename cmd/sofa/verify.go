@@ -14,6 +14,7 @@ import (
 	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/internal/limit"
 	"github.com/sofadb/sofa/internal/progress"
+	"github.com/sofadb/sofa/replicate"
 	"github.com/sofadb/sofa/verify"
 )
 
@@ -33,8 +34,8 @@ type verifyCmd struct {
 func newVerifyCmd() *cobra.Command {
 	vc := &verifyCmd{}
 	cmd := &cobra.Command{
-		Use:   "verify A B",
-		Short: "Compare two databases (or every database of two servers)",
+		Use:   "verify A [B]",
+		Short: "Compare two databases or servers, check an archive, or compare an archive with a server",
 		Long: `Compare A with B as docs/conformance.md defines "equal". A and B are both
 database URLs, or both server URLs: then every database of A (selected by
 --include and --exclude as for replicate) is compared with the database of
@@ -51,18 +52,32 @@ _security and _revs_limit; it is on for server URLs.
 Every difference is listed by database, document id and revision (the
 first --max-differences per database; the count covers all).
 
+With one argument, an ARCHIVE file: check every member's checksum, the
+decompressed sizes, the references between revisions and attachments and
+the manifest. With ARCHIVE and a URL: compare each database of the archive
+with the database of the same name on that server (or the one database of
+a database URL), as above.
+
 ` + exitCodesHelp,
 		Example: `  sofa verify http://admin:pw@old:5984/orders http://admin:pw@new:5984/orders --full
+  sofa verify backup.sofa
+  sofa verify backup.sofa http://admin:pw@new:5984 --full
   sofa verify http://admin:pw@old:5984 http://admin:pw@new:5984 --exclude 'tmp-*' --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 2 {
-				return usageErr("verify needs two URLs, A and B (got %d arguments)", len(args))
+			if len(args) < 1 || len(args) > 2 || len(args) == 1 && isURL(args[0]) {
+				return usageErr("verify needs two URLs A and B, an ARCHIVE, or an ARCHIVE and a URL (got %d arguments)", len(args))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := applyEnvAndConfig(cmd); err != nil {
 				return err
+			}
+			switch {
+			case len(args) == 1:
+				return vc.verifyArchive(args[0])
+			case !isURL(args[0]):
+				return vc.verifyArchiveAgainst(cmd.Context(), cmd, args[0], args[1])
 			}
 			return vc.run(cmd.Context(), cmd, args[0], args[1])
 		},
@@ -139,6 +154,11 @@ func (vc *verifyCmd) run(ctx context.Context, cmd *cobra.Command, aURL, bURL str
 		return usageErr("A and B must both be databases or both be servers")
 	}
 	vc.print(os.Stdout, os.Stderr, &res)
+	return vc.exit(ctx, &res)
+}
+
+// exit maps a comparison's result to an exit code.
+func (vc *verifyCmd) exit(ctx context.Context, res *verifyResult) error {
 	switch {
 	case res.Interrupted || ctx.Err() != nil:
 		return &exitError{code: exitInterrupted, err: errors.New("interrupted")}
@@ -157,7 +177,7 @@ func (vc *verifyCmd) one(ctx context.Context, as, bs *couch.Server, an, bn strin
 	return res
 }
 
-func dbOutcome(ctx context.Context, name string, a, b *couch.DB, o verify.Options) verifyDB {
+func dbOutcome(ctx context.Context, name string, a, b replicate.Source, o verify.Options) verifyDB {
 	rep, err := verify.Compare(ctx, a, b, o)
 	d := verifyDB{Name: name, Report: rep}
 	switch {

@@ -1,0 +1,150 @@
+package verify
+
+import (
+	"bufio"
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/sofadb/sofa/replicate"
+)
+
+// Spooled makes a source that delivers its revisions inline with its
+// changes feed (an archive, read once as a stream) comparable in Full
+// mode: while Compare reads its feed, every revision's envelope, body and
+// attachment metadata (not the attachment bytes) is written to a temporary
+// file in dir ("" for the default), and FetchRevs reads them back from it.
+// Memory holds one file offset per revision. Close removes the file.
+type Spooled struct {
+	replicate.Source
+	f    *os.File
+	w    *bufio.Writer
+	enc  *gob.Encoder
+	cw   *countWriter
+	offs map[revKey]int64
+	err  error
+}
+
+// spooledDoc is what is kept of a revision.
+type spooledDoc struct {
+	ID, Rev   string
+	Deleted   bool
+	Revisions replicate.Revisions
+	Body      []byte
+	Atts      []replicate.Attachment
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// NewSpooled wraps src, spooling into a new temporary file in dir.
+func NewSpooled(src replicate.Source, dir string) (*Spooled, error) {
+	f, err := os.CreateTemp(dir, "sofa-verify-*")
+	if err != nil {
+		return nil, fmt.Errorf("verify: spool file: %w", err)
+	}
+	os.Remove(f.Name()) // unlinked: gone when closed, even after a crash
+	return &Spooled{Source: src, f: f, offs: map[revKey]int64{}}, nil
+}
+
+// Close removes the spool file.
+func (s *Spooled) Close() error { return s.f.Close() }
+
+// Changes passes the feed on and spools every inline revision.
+func (s *Spooled) Changes(ctx context.Context, since replicate.Seq, fn func(replicate.Change) error) error {
+	s.w = bufio.NewWriterSize(s.f, 256<<10)
+	s.cw = &countWriter{w: s.w}
+	// An archive lists a document's leaves in separate records, possibly
+	// far apart; Compare takes a repeated id as superseding the earlier
+	// row (a changes feed's rule), so each row carries every leaf seen so
+	// far, deleted only while all of them are.
+	type seen struct {
+		revs    []string
+		deleted bool
+	}
+	ids := map[string]*seen{}
+	err := s.Source.Changes(ctx, since, func(c replicate.Change) error {
+		for _, d := range c.Docs {
+			if err := s.spool(d); err != nil {
+				return err
+			}
+		}
+		e := ids[c.ID]
+		if e == nil {
+			e = &seen{deleted: true}
+			ids[c.ID] = e
+		}
+		for _, d := range c.Docs {
+			if !slices.Contains(e.revs, d.Rev) {
+				e.revs = append(e.revs, d.Rev)
+				e.deleted = e.deleted && d.Deleted
+			}
+		}
+		if len(c.Docs) > 0 {
+			c.Revs = slices.Clone(e.revs)
+			c.Deleted = e.deleted
+		}
+		return fn(c)
+	})
+	if ferr := s.w.Flush(); err == nil && ferr != nil {
+		err = fmt.Errorf("verify: spool file: %w", ferr)
+	}
+	return err
+}
+
+func (s *Spooled) spool(d *replicate.Doc) error {
+	sd := spooledDoc{ID: d.ID, Rev: d.Rev, Deleted: d.Deleted, Revisions: d.Revisions, Body: d.Body}
+	for _, a := range d.Atts {
+		m := *a
+		m.Data = nil
+		m.Stub = true
+		sd.Atts = append(sd.Atts, m)
+	}
+	s.offs[revKey{d.ID, d.Rev}] = s.cw.n
+	// One encoder per record so each can be decoded alone.
+	if err := gob.NewEncoder(s.cw).Encode(&sd); err != nil {
+		return fmt.Errorf("verify: spool file: %w", err)
+	}
+	return nil
+}
+
+// FetchRevs reads spooled revisions; one never delivered by the feed is a
+// per-revision not_found error.
+func (s *Spooled) FetchRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*replicate.Doc, []replicate.DocError, error) {
+	var docs []*replicate.Doc
+	var errs []replicate.DocError
+	for _, q := range reqs {
+		off, ok := s.offs[revKey{q.ID, q.Rev}]
+		if !ok {
+			errs = append(errs, replicate.DocError{ID: q.ID, Rev: q.Rev, Error: "not_found", Reason: "not in the archive"})
+			continue
+		}
+		var sd spooledDoc
+		if err := gob.NewDecoder(bufio.NewReader(io.NewSectionReader(s.f, off, 1<<62))).Decode(&sd); err != nil {
+			return nil, nil, fmt.Errorf("verify: spool file: %w", err)
+		}
+		d := &replicate.Doc{ID: sd.ID, Rev: sd.Rev, Deleted: sd.Deleted, Revisions: sd.Revisions, Body: sd.Body}
+		for i := range sd.Atts {
+			d.Atts = append(d.Atts, &sd.Atts[i])
+		}
+		docs = append(docs, d)
+	}
+	return docs, errs, nil
+}
+
+// Attachment is not available: only metadata is spooled.
+func (s *Spooled) Attachment(ctx context.Context, docID, rev string, att *replicate.Attachment) error {
+	return errors.New("verify: attachment bytes are not spooled")
+}
