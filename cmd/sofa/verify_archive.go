@@ -91,4 +91,3 @@ func (vc *verifyCmd) verifyArchiveAgainst(ctx context.Context, cmd *cobra.Comman
 	vc.print(os.Stdout, os.Stderr, &res)
 	return vc.exit(ctx, &res)
 }
-
