@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,16 +95,40 @@ func (d *DBWriter) Name() string { return d.name }
 func (d *DBWriter) SetSourceInfo(info replicate.DBInfo) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.started {
-		d.info = info
+	if d.started {
+		return
 	}
+	d.info = info
+	if d.prev != nil && recreated(*d.prev, info) {
+		// Back the new database up from scratch: forget the previous
+		// archive's seq and checkpoints, so the engine and the group's
+		// meta member agree that this is a full backup of it.
+		d.prev, d.seq = nil, nil
+		clear(d.locals)
+	}
+}
+
+// recreated reports whether the source database now described by info is
+// not the one prev recorded: its instance_start_time changed, or (integer
+// seqs only: PouchDB, CouchDB 1.x) its update_seq is behind the seq prev
+// reached. Opaque clustered seqs are never compared; CouchDB 2+ restarts a
+// changes feed whose since names shards of a deleted database.
+func recreated(prev DBState, info replicate.DBInfo) bool {
+	a, b := prev.InstanceStart, info.InstanceStart
+	if a != "" && a != "0" && b != "" && b != "0" && a != b {
+		return true
+	}
+	p, err1 := strconv.ParseInt(string(prev.Seq), 10, 64)
+	n, err2 := strconv.ParseInt(string(info.UpdateSeq), 10, 64)
+	return err1 == nil && err2 == nil && p > n
 }
 
 // Since returns the seq an incremental backup of this database starts
 // from: the seq recorded for it in the previous archive. It is nil (back
 // up from scratch) for a full archive, a database the previous archive
-// lacks, or one whose instance_start_time differs from the one recorded
-// there (the database was recreated). Call after SetSourceInfo.
+// lacks, or one recreated since (its instance_start_time differs from the
+// one recorded there, or its integer update_seq is behind the seq
+// recorded). Call after SetSourceInfo.
 func (d *DBWriter) Since() replicate.Seq {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -111,11 +136,7 @@ func (d *DBWriter) Since() replicate.Seq {
 }
 
 func (d *DBWriter) sinceLocked() replicate.Seq {
-	if d.prev == nil {
-		return nil
-	}
-	a, b := d.prev.InstanceStart, d.info.InstanceStart
-	if a != "" && a != "0" && b != "" && b != "0" && a != b {
+	if d.prev == nil || recreated(*d.prev, d.info) {
 		return nil
 	}
 	return d.prev.Seq

@@ -80,6 +80,9 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	if err != nil {
 		return usageErr("--compression: %v", err)
 	}
+	if path == "-" && bc.out.jsonOut {
+		return usageErr("--json prints the summary on stdout, which carries the archive when ARCHIVE is -")
+	}
 	filter := fleet.Filter{Include: bc.include, Exclude: bc.exclude, Skip: fleet.BackupSkip}
 	if err := filter.Validate(); err != nil {
 		return usageErr("%v", err)

@@ -46,9 +46,12 @@ Databases are created with their original properties (partitioned; q and n
 only with --q/--n), _revs_limit is set first, design documents are written
 after the other documents and _security last. _users is restored;
 _replicator only with --with-replicator (its documents would start
-replications on the target). A non-empty target database is refused unless
---reuse-existing, or it holds this restore's own checkpoint (a killed
-restore resumes).
+replications on the target); both are written into the ones the target
+server created itself. A non-empty target database is refused unless
+--reuse-existing, or an earlier run of this restore claimed it (a killed
+restore resumes: run the same command again). In a chain, a database
+recreated at the source between two backups is restored from the archive
+that holds it in full.
 
 ` + exitCodesHelp,
 		Example: `  sofa restore full.sofa http://admin:pw@new:5984
@@ -101,7 +104,8 @@ func (c *restoreCmd) run(ctx context.Context, archives []string, tgtURL string) 
 	if err := filter.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
-	if err := checkChain(archives); err != nil {
+	fullFrom, err := checkChain(archives)
+	if err != nil {
 		return err
 	}
 	tl := limit.New(limit.Options{Name: hostOf(tgtURL), Max: c.control.maxRequests, Fixed: c.control.fixed, RPS: c.control.maxRPS})
@@ -116,7 +120,7 @@ func (c *restoreCmd) run(ctx context.Context, archives []string, tgtURL string) 
 	sum := fleet.Summary{Started: time.Now()}
 	var fatalErr error
 	for i, path := range archives {
-		if err := c.restoreArchive(ctx, path, i > 0, tgt, filter, renames, &sum); err != nil {
+		if err := c.restoreArchive(ctx, path, i, fullFrom, tgt, filter, renames, &sum); err != nil {
 			fatalErr = err
 			break
 		}
@@ -139,45 +143,71 @@ func (c *restoreCmd) run(ctx context.Context, archives []string, tgtURL string) 
 }
 
 // checkChain reads the headers of archive files and refuses archives that
-// do not form a chain (a full archive, then incrementals in order).
-func checkChain(archives []string) error {
+// do not form a chain (a full archive, then incrementals in order). For a
+// chain of several it also reads each manifest and returns, per database,
+// the index of the last archive holding a full backup of it: a database
+// recreated at the source between two backups is stored in full again,
+// and its restore starts there (what earlier archives hold of it belongs
+// to the deleted database). A single archive gives a nil map.
+func checkChain(archives []string) (map[string]int, error) {
 	for _, a := range archives {
 		if a == "-" && len(archives) > 1 {
-			return usageErr("stdin (-) can only be the one archive of a restore")
+			return nil, usageErr("stdin (-) can only be the one archive of a restore")
 		}
 	}
 	if len(archives) == 1 && archives[0] == "-" {
-		return nil
+		return nil, nil
 	}
 	var headers []archive.Header
-	for _, path := range archives {
+	fullFrom := map[string]int{}
+	for i, path := range archives {
 		f, err := openArchive(path)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		h, err := archive.ReadHeader(f)
+		var h archive.Header
+		if len(archives) == 1 {
+			h, err = archive.ReadHeader(f)
+		} else {
+			var dbs []archive.DBSummary
+			h, dbs, err = archive.List(f)
+			for _, d := range dbs {
+				if i == 0 || len(d.Since) == 0 {
+					fullFrom[d.Name] = i
+				}
+			}
+		}
 		f.Close()
 		if err != nil {
-			return fatal(fmt.Errorf("%s: %v", path, err))
+			return nil, fatal(fmt.Errorf("%s: %v", path, err))
 		}
 		headers = append(headers, h)
 	}
 	if err := archive.CheckChain(headers...); err != nil {
-		return fatal(err)
+		return nil, fatal(err)
 	}
-	return nil
+	if len(archives) == 1 {
+		return nil, nil
+	}
+	return fullFrom, nil
 }
 
 // restoreArchive restores every selected database of one archive, in
 // archive order. A damaged archive stops the restore (fatal): nothing after
 // the damage is used, and the database being restored is reported failed.
-func (c *restoreCmd) restoreArchive(ctx context.Context, path string, incremental bool, tgt *couch.Endpoint, filter fleet.Filter, renames map[string]string, sum *fleet.Summary) error {
+//
+// index is the archive's place in the chain; fullFrom (from checkChain)
+// says from which archive each database is restored.
+func (c *restoreCmd) restoreArchive(ctx context.Context, path string, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, renames map[string]string, sum *fleet.Summary) error {
 	f, err := openArchive(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	rd, err := archive.NewReader(f, nil)
+	// Attachment bytes kept for later references count against the
+	// in-flight budget: a quarter of it, at most the archive default.
+	blobMem := min(archive.DefaultBlobMemory, max(c.engine.maxInflight/4, 1))
+	rd, err := archive.NewReader(f, &archive.ReaderOptions{BlobMemory: blobMem})
 	if err != nil {
 		return fatal(fmt.Errorf("%s: %v", path, err))
 	}
@@ -194,6 +224,10 @@ func (c *restoreCmd) restoreArchive(ctx context.Context, path string, incrementa
 		if !filter.Match(dbr.Name()) {
 			continue
 		}
+		if from, ok := fullFrom[dbr.Name()]; ok && index < from {
+			continue // recreated at the source later in the chain
+		}
+		incremental := index > 0 && len(dbr.Since()) > 0
 		picked++
 		name := dbr.Name()
 		if nu, ok := renames[name]; ok {
@@ -230,7 +264,7 @@ func (c *restoreCmd) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *
 	if err := c.prepareTarget(ctx, dbr, tdb, meta, incremental); err != nil {
 		return r, err
 	}
-	target := replicate.NewDesignLast(tdb)
+	target := &restoreTarget{DesignLast: replicate.NewDesignLast(tdb)}
 	opts := c.engine.options()
 	opts.CopyMetadata = true
 	opts.Counters = &replicate.Counters{}
@@ -252,33 +286,76 @@ func (c *restoreCmd) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *
 	if err != nil {
 		return r, err
 	}
+	if err := target.setSecurity(ctx); err != nil {
+		return r, fmt.Errorf("target: %w", err)
+	}
 	if s, ok := dbr.Summary(); ok && s.Error != "" {
 		return r, fmt.Errorf("the backup of this database failed part way: %s", s.Error)
 	}
 	return r, nil
 }
 
+// prepareTarget creates the target database with the archive's
+// properties, or checks that an existing one may be written: empty, the
+// server's own _users or _replicator, an incremental archive continuing
+// an earlier one, --reuse-existing, or a database this same restore
+// claimed (a killed restore resumes). The claim, a `_local` document
+// written before any document, lets a rerun tell its own half-restored
+// database from someone else's: a checkpoint alone cannot, since design
+// documents are held back and the checkpoints with them.
 func (c *restoreCmd) prepareTarget(ctx context.Context, dbr *archive.DBReader, tdb *couch.DB, meta replicate.Metadata, incremental bool) error {
+	sinfo, err := dbr.Info(ctx)
+	if err != nil {
+		return err
+	}
 	tinfo, err := tdb.Info(ctx)
 	if errors.Is(err, replicate.ErrNotFound) {
 		err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned, Q: c.q, N: c.n})
 		if err != nil && !errors.Is(err, couch.ErrExists) {
 			return fmt.Errorf("target: %v", err)
 		}
-		return nil
+		return claimTarget(ctx, sinfo, tdb)
 	}
 	if err != nil {
 		return fmt.Errorf("target: %v", err)
 	}
-	if c.reuseExisting || incremental || tinfo.DocCount+tinfo.DelCount == 0 || tdb.Name() == "_users" {
+	if c.reuseExisting || incremental || tdb.Name() == "_users" || tdb.Name() == "_replicator" {
 		return nil
 	}
-	sinfo, _ := dbr.Info(ctx)
+	if tinfo.DocCount+tinfo.DelCount == 0 {
+		return claimTarget(ctx, sinfo, tdb)
+	}
 	id := replicate.ReplicationID(sinfo.Identity, tinfo.Identity)
-	if _, err := tdb.GetLocal(ctx, "_local/"+id); err == nil {
-		return nil // this restore's own checkpoint: resume
+	if _, err := tdb.GetLocal(ctx, "_local/"+id); err == nil || claimed(ctx, sinfo, tdb) {
+		return nil // this restore's own earlier run: resume
 	}
 	return errNotEmpty
+}
+
+// restoreTarget holds design documents back (DesignLast) and `_security`
+// too: the engine sets it once the other documents are written, but a
+// restore sets it last, after the design documents (setSecurity).
+type restoreTarget struct {
+	*replicate.DesignLast
+	after *replicate.Metadata
+}
+
+// SetMetadata applies the BeforeDocs phase (_revs_limit, properties) at
+// once and keeps the AfterDocs one for setSecurity.
+func (t *restoreTarget) SetMetadata(ctx context.Context, m replicate.Metadata, phase replicate.MetadataPhase) error {
+	if phase == replicate.AfterDocs {
+		t.after = &m
+		return nil
+	}
+	return t.DesignLast.SetMetadata(ctx, m, phase)
+}
+
+// setSecurity applies the kept AfterDocs metadata; call it after Finish.
+func (t *restoreTarget) setSecurity(ctx context.Context) error {
+	if t.after == nil {
+		return nil
+	}
+	return t.DesignLast.SetMetadata(ctx, *t.after, replicate.AfterDocs)
 }
 
 // addResult counts one database's outcome into a summary.
