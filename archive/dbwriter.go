@@ -108,6 +108,24 @@ func (d *DBWriter) SetSourceInfo(info replicate.DBInfo) {
 	}
 }
 
+// SetStartSeq is told by the replication engine the seq it starts from
+// once it has judged the checkpoints (replicate.StartSeqSetter). An
+// engine that starts from the beginning (it found the source database
+// recreated, say) makes this a full backup of the database: the previous
+// archive's seq and checkpoints are forgotten, so the group's meta member
+// agrees with what the group holds. Ignored once the group has started.
+func (d *DBWriter) SetStartSeq(since replicate.Seq) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.started || len(since) > 0 || d.prev == nil {
+		return
+	}
+	d.prev, d.seq = nil, nil
+	clear(d.locals)
+}
+
+var _ replicate.StartSeqSetter = (*DBWriter)(nil)
+
 // recreated reports whether the source database now described by info is
 // not the one prev recorded: its instance_start_time changed, or (integer
 // seqs only: PouchDB, CouchDB 1.x) its update_seq is behind the seq prev

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -28,8 +29,19 @@ type checkpointDoc struct {
 	// TargetOnly marks a checkpoint written while the source refused
 	// `_local` writes; only such a checkpoint is trusted without a
 	// matching one on the source.
-	TargetOnly bool           `json:"sofa_target_only,omitempty"`
-	History    []historyEntry `json:"history"`
+	TargetOnly bool `json:"sofa_target_only,omitempty"`
+	// Anchor is one revision the source held when the replication started
+	// from the beginning (its first change). If the source no longer knows
+	// it, the source database was deleted and recreated: its seqs start
+	// over, so the checkpoint means nothing (PouchDB Server and CouchDB
+	// 2.x-3.2 keep instance_start_time across a recreation).
+	Anchor  *anchor        `json:"sofa_anchor,omitempty"`
+	History []historyEntry `json:"history"`
+}
+
+type anchor struct {
+	ID  string `json:"id"`
+	Rev string `json:"rev"`
 }
 
 type historyEntry struct {
@@ -112,6 +124,24 @@ type checkpointer struct {
 	warn      func(string)
 	lastSeq   Seq
 	written   int
+	anchorMu  sync.Mutex
+	anchor    *anchor
+}
+
+// setAnchor records the anchor once (the first change of a replication
+// that started from the beginning).
+func (c *checkpointer) setAnchor(a *anchor) {
+	c.anchorMu.Lock()
+	if c.anchor == nil {
+		c.anchor = a
+	}
+	c.anchorMu.Unlock()
+}
+
+func (c *checkpointer) getAnchor() *anchor {
+	c.anchorMu.Lock()
+	defer c.anchorMu.Unlock()
+	return c.anchor
 }
 
 // write records seq as reached by this session, with stats, on the
@@ -153,7 +183,8 @@ func (c *checkpointer) write(ctx context.Context, seq Seq, st Stats) error {
 
 func (c *checkpointer) put(ctx context.Context, e Endpoint, prev *checkpointDoc, seq Seq, entry historyEntry) (*checkpointDoc, error) {
 	doc := &checkpointDoc{ID: "_local/" + c.id, SessionID: c.session, SourceLastSeq: rawSeq(seq),
-		Version: 1, Replicator: "sofa", SourceInstance: c.srcInst, TargetInstance: c.tgtInst, TargetOnly: c.srcOff}
+		Version: 1, Replicator: "sofa", SourceInstance: c.srcInst, TargetInstance: c.tgtInst, TargetOnly: c.srcOff,
+		Anchor: c.getAnchor()}
 	var hist []historyEntry
 	if prev != nil {
 		doc.Rev = prev.Rev

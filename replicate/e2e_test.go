@@ -247,3 +247,37 @@ func TestReplicateOpenRevsFallbackAndMultipartWrites(t *testing.T) {
 	}
 	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt), pouch)
 }
+
+// A read-only source (checkpoints on the target only) deleted and
+// recreated with more updates than the checkpoint's seq: PouchDB Server
+// keeps instance_start_time and the seq alone looks plausible, but the
+// checkpoint's anchor revision is gone, so the run starts over and loses
+// nothing.
+func TestReplicateRecreatedReadOnlySourceAnchor(t *testing.T) {
+	srv, src, tgt, sdb, tdb := pair(t)
+	var docs []json.RawMessage
+	for i := 0; i < 10; i++ {
+		docs = append(docs, raw(`{"_id":"old%02d"}`, i))
+	}
+	mustBulk(t, srv, src, true, docs...)
+	runOK(t, sdb, tdb, replicate.Options{SourceReadOnly: true})
+	c := srv.Client()
+	if err := c.DeleteDB(t.Context(), src); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateDB(t.Context(), src); err != nil {
+		t.Fatal(err)
+	}
+	docs = nil
+	for i := 0; i < 30; i++ {
+		docs = append(docs, raw(`{"_id":"new%02d"}`, i))
+	}
+	mustBulk(t, srv, src, true, docs...)
+	res := runOK(t, sdb, tdb, replicate.Options{SourceReadOnly: true})
+	if len(res.StartSeq) != 0 || res.Stats.DocsWritten != 30 {
+		t.Errorf("second run started at %s and wrote %d, want from the beginning and 30", res.StartSeq.String(), res.Stats.DocsWritten)
+	}
+	if ids := allIDs(t, srv, tgt); len(ids) != 40 {
+		t.Errorf("target holds %d docs, want 40", len(ids))
+	}
+}

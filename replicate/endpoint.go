@@ -169,3 +169,10 @@ const (
 	// AfterDocs: `_security`.
 	AfterDocs
 )
+
+// StartSeqSetter is an optional Target interface: the engine tells the
+// target the seq it starts copying from (nil: from the beginning) once it
+// has judged the checkpoints, before anything is written.
+type StartSeqSetter interface {
+	SetStartSeq(since Seq)
+}

@@ -45,6 +45,7 @@ type run struct {
 	fails failureList
 	diff  diffSkipper
 	size  sizeEstimator
+	cp    *checkpointer
 
 	mu       sync.Mutex
 	warnings []string
@@ -105,6 +106,7 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 	cp := &checkpointer{id: res.ReplicationID, session: newSessionID(), startTime: t0,
 		source: src, target: tgt, srcInst: sinfo.InstanceStart, tgtInst: tinfo.InstanceStart, warn: r.warn,
 		srcOff: opts.SourceReadOnly}
+	r.cp = cp
 	var since Seq
 	if !opts.NoCheckpoints {
 		if cp.srcLog, err = readCheckpoint(ctx, src, cp.id); err != nil {
@@ -113,10 +115,13 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 		if cp.tgtLog, err = readCheckpoint(ctx, tgt, cp.id); err != nil {
 			return res, fmt.Errorf("target: read checkpoint: %w", err)
 		}
-		since = r.trustedSince(cp, sinfo, tinfo)
+		since = r.trustedSince(ctx, cp, sinfo, tinfo)
 	}
 	res.StartSeq = since
 	cp.startSeq = since
+	if s, ok := tgt.(StartSeqSetter); ok {
+		s.SetStartSeq(since)
+	}
 	res.EndSeq = since
 	// An empty target with no checkpoint lacks everything: skip
 	// _revs_diff until the estimate says otherwise.
@@ -152,7 +157,7 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 
 // trustedSince returns the checkpointed seq unless a database was
 // recreated since the checkpoint (instance_start_time changed).
-func (r *run) trustedSince(cp *checkpointer, sinfo, tinfo DBInfo) Seq {
+func (r *run) trustedSince(ctx context.Context, cp *checkpointer, sinfo, tinfo DBInfo) Seq {
 	since := compareCheckpoints(cp.srcLog, cp.tgtLog)
 	if since == nil && cp.srcLog == nil && cp.tgtLog != nil && cp.tgtLog.SessionID != "" && cp.tgtLog.TargetOnly {
 		// Target-only checkpoints (read-only source): trust the target's
@@ -176,7 +181,32 @@ func (r *run) trustedSince(cp *checkpointer, sinfo, tinfo DBInfo) Seq {
 		r.warn("the checkpoint is ahead of the source's update_seq (database recreated?): starting over from the beginning")
 		return nil
 	}
+	if log != nil && log.Anchor != nil {
+		if gone, err := anchorGone(ctx, r.src, log.Anchor); err != nil {
+			r.warn("could not check that the source database is the one checkpointed: " + err.Error())
+		} else if gone {
+			r.warn(fmt.Sprintf("the source no longer knows revision %s of %q that it held at the first run: the database was recreated; starting over from the beginning", log.Anchor.Rev, log.Anchor.ID))
+			return nil
+		}
+		cp.setAnchor(log.Anchor)
+	}
 	return since
+}
+
+// anchorGone asks the source (when it can answer _revs_diff) whether it
+// still knows the anchor revision.
+func anchorGone(ctx context.Context, src Source, a *anchor) (bool, error) {
+	rd, ok := src.(interface {
+		RevsDiff(context.Context, map[string][]string) (map[string]Missing, error)
+	})
+	if !ok {
+		return false, nil
+	}
+	m, err := rd.RevsDiff(ctx, map[string][]string{a.ID: {a.Rev}})
+	if err != nil {
+		return false, err
+	}
+	return contains(m[a.ID].Missing, a.Rev), nil
 }
 
 // seqAhead reports whether checkpoint seq cp is beyond the source's
@@ -300,7 +330,12 @@ func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr 
 		cur = &batch{}
 		return nil
 	}
+	fromStart := len(since) == 0
 	err := r.src.Changes(ctx, since, func(c Change) error {
+		if fromStart && len(c.Revs) > 0 {
+			r.cp.setAnchor(&anchor{ID: c.ID, Rev: c.Revs[0]})
+			fromStart = false
+		}
 		r.c.changesRead.Add(1)
 		cur.changes = append(cur.changes, c)
 		if len(c.Seq) > 0 {

@@ -335,17 +335,13 @@ func TestBackup_Incremental(t *testing.T) {
 	}
 }
 
-// TestBackup_RecreatedGrownPouchDB shows a known hole (run with
-// SOFA_KNOWN_BUGS=1): on PouchDB Server every database reports the
-// server's instance_start_time, so a database deleted and recreated
-// between two backups is only recognised when its update_seq is behind
-// the seq reached before. Recreated with more updates than that, the
-// incremental backup starts from the old seq and misses the new
-// database's first changes; a restore of the chain then lacks them.
+// TestBackup_RecreatedGrownPouchDB: on PouchDB Server every database
+// reports the server's instance_start_time, so a database deleted and
+// recreated with more updates than the seq reached before looks like the
+// same one by seq alone. The checkpoint's anchor revision (the source's
+// first change) is gone from the new database, so the engine starts over
+// and the archive stores it in full.
 func TestBackup_RecreatedGrownPouchDB(t *testing.T) {
-	if os.Getenv("SOFA_KNOWN_BUGS") == "" {
-		t.Skip("known hole, see the comment; set SOFA_KNOWN_BUGS=1 to run")
-	}
 	bin := arBin(t)
 	src := couchtest.Start(t)
 	arCreate(t, src, "re", true, arSmallDocs("old", 10)...)
