@@ -1,5 +1,25 @@
 #!/usr/bin/env bash
-# Placeholder: the benchmark is not written yet.
+# Benchmarks of sofa against its peers (see BENCHMARKS.md), on in-memory
+# PouchDB Servers started for the run:
+#
+#   scripts/bench.sh [FLAGS] [replicate|latency|fleet|controller|backup ...]
+#
+# With no names every benchmark runs (about 25 minutes on 2 cores at the
+# default sizes). FLAGS go to bench/cmd/benchrun (scripts/bench.sh -h lists
+# them); -smoke shrinks every size to check the harness in a couple of
+# minutes. Each benchmark prints its table; every measurement is appended
+# as a JSON line to $BENCH_OUT (default bench/results/bench-DATE.jsonl).
 set -euo pipefail
-echo "bench: not implemented yet" >&2
-exit 1
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+if [[ ! -x node_modules/.bin/pouchdb-server ]]; then
+	echo "bench: node_modules is missing; run 'make deps' (npm ci) first" >&2
+	exit 1
+fi
+bindir="${SOFA_BENCH_BIN:-${TMPDIR:-/tmp}/sofa-bench}"
+mkdir -p "$bindir" bench/results
+go build -o bin/sofa ./cmd/sofa
+go build -o "$bindir/benchrun" ./bench/cmd/benchrun
+go build -o "$bindir/measure" ./bench/cmd/measure
+out="${BENCH_OUT:-bench/results/bench-$(date +%Y%m%d-%H%M%S).jsonl}"
+exec "$bindir/benchrun" -root "$ROOT" -sofa bin/sofa -measure "$bindir/measure" -out "$out" "$@"

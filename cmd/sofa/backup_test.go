@@ -29,7 +29,8 @@ func readOnlyRequest(r recorded) bool {
 	case http.MethodGet, http.MethodHead:
 		return true
 	case http.MethodPost:
-		return strings.HasSuffix(r.Path, "/_bulk_get") || strings.HasSuffix(r.Path, "/_all_docs") || strings.HasSuffix(r.Path, "/_changes")
+		return strings.HasSuffix(r.Path, "/_bulk_get") || strings.HasSuffix(r.Path, "/_all_docs") || strings.HasSuffix(r.Path, "/_changes") ||
+			strings.HasSuffix(r.Path, "/_revs_diff") // asks which revisions exist; writes nothing
 	}
 	return false
 }

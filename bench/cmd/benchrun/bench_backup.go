@@ -1,0 +1,346 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sofadb/sofa/internal/dataset"
+)
+
+// backupCase is one data set of the backup benchmark.
+type backupCase struct {
+	name string
+	dbs  func() ([]dataset.DB, error)
+	// full: verify restores with --full (bodies and attachment digests),
+	// for sets with attachments; else the cheap check (ids, leaves).
+	full bool
+	// synthDocs is the document count of the synthetic cases (0 others),
+	// for the flat-memory comparison.
+	synthDocs int
+}
+
+// backupPeer is one way of backing up and restoring, database by database
+// for the peers, whole server for sofa.
+type backupPeer struct {
+	name string
+	note string
+	ext  string // per-database file suffix of a peer's output
+	// compressed: the output is already compressed (gzip size = size).
+	compressed bool
+	dump       func(e *env, src, out string, dbs []string) (string, []string)
+	load       func(e *env, in, tgt string, dbs []string) (string, []string)
+}
+
+// benchBackup: backup and restore of 10k and 100k 1 KiB documents, the
+// real-data set and atts_db: sofa vs couchbackup/couchrestore (through
+// the shim PouchDB Server needs), pouchdb-replication-stream dump +
+// pouchdb-load, and coucharchive's design.
+func benchBackup(ctx context.Context, e *env) error {
+	var cases []backupCase
+	for _, n := range e.cfg.backupSizes {
+		cases = append(cases, backupCase{
+			name: fmt.Sprintf("%d docs x %d B", n, e.cfg.docSize), synthDocs: n,
+			dbs: func() ([]dataset.DB, error) {
+				return []dataset.DB{dataset.Synth{Name: "bench", Docs: n, MinSize: e.cfg.docSize, Seed: 1}.DB()}, nil
+			},
+		})
+	}
+	if s := e.cfg.backupRealScale; s > 0 {
+		cases = append(cases, backupCase{name: fmt.Sprintf("real data, scale %g", s), full: true,
+			dbs: func() ([]dataset.DB, error) { return dataset.Real(e.root+"/node_modules", dataset.Options{Scale: s}) }})
+	}
+	if s := e.cfg.attsScale; s > 0 {
+		cases = append(cases, backupCase{name: fmt.Sprintf("atts_db, scale %g", s), full: true,
+			dbs: func() ([]dataset.DB, error) {
+				p, _ := dataset.Preset(dataset.PresetAtts, s)
+				return []dataset.DB{p.DB()}, nil
+			}})
+	}
+	sofaRSS := map[int][2]int64{} // synthetic docs -> backup, restore peak RSS
+	for _, c := range cases {
+		rss, err := e.backupCase(ctx, c)
+		if err != nil {
+			return err
+		}
+		if c.synthDocs > 0 {
+			sofaRSS[c.synthDocs] = rss
+		}
+		e.stopServers()
+	}
+	if len(e.cfg.backupSizes) >= 2 {
+		lo, hi := e.cfg.backupSizes[0], e.cfg.backupSizes[len(e.cfg.backupSizes)-1]
+		a, b := sofaRSS[lo], sofaRSS[hi]
+		fmt.Printf("\n  sofa peak RSS, %d vs %d docs: backup %s vs %s MiB (x%s), restore %s vs %s MiB (x%s); flat means x close to 1\n",
+			lo, hi, mib(a[0]), mib(b[0]), ratio(b[0], a[0]), mib(a[1]), mib(b[1]), ratio(b[1], a[1]))
+	}
+	return nil
+}
+
+func backupPeers() []backupPeer {
+	return []backupPeer{
+		{name: "sofa", compressed: true,
+			dump: func(e *env, src, out string, _ []string) (string, []string) {
+				return e.sofa, []string{"backup", src, filepath.Join(out, "server.sofa"), "--json"}
+			},
+			load: func(e *env, in, tgt string, _ []string) (string, []string) {
+				return e.sofa, []string{"restore", filepath.Join(in, "server.sofa"), tgt, "--json"}
+			}},
+		{name: "couchbackup+shim", ext: ".json",
+			note: "couchbackup full mode via couch-shim.js; on PouchDB Server its rev-less _bulk_get returns winners only (conflicts lost); attachments are not backed up",
+			dump: func(e *env, src, out string, dbs []string) (string, []string) {
+				return e.perDB(dbs, func(db string) []string {
+					return []string{"bench/couchbackup.js", dbURL(src, db), filepath.Join(out, db+".json"), "--shim"}
+				})
+			},
+			load: func(e *env, in, tgt string, dbs []string) (string, []string) {
+				return e.perDB(dbs, func(db string) []string {
+					return []string{"bench/couchrestore.js", filepath.Join(in, db+".json"), dbURL(tgt, db), "--shim"}
+				})
+			}},
+		{name: "replication-stream", ext: ".ndjson",
+			note: "pouchdb-replication-stream dump + pouchdb-load; the dump is known to crash on attachments",
+			dump: func(e *env, src, out string, dbs []string) (string, []string) {
+				return e.perDB(dbs, func(db string) []string {
+					return []string{"bench/replication-stream-dump.js", dbURL(src, db), filepath.Join(out, db+".ndjson")}
+				})
+			},
+			load: func(e *env, in, tgt string, dbs []string) (string, []string) {
+				return e.perDB(dbs, func(db string) []string {
+					return []string{"bench/pouchdb-load.js", filepath.Join(in, db+".ndjson"), dbURL(tgt, db)}
+				})
+			}},
+		{name: "coucharchive-design", ext: ".tar.gz", compressed: true,
+			note: "PouchDB replication into a local LevelDB store, then tar.gz (coucharchive's design)",
+			dump: func(e *env, src, out string, dbs []string) (string, []string) {
+				return e.perDB(dbs, func(db string) []string {
+					return []string{"bench/coucharchive-dump.js", dbURL(src, db), filepath.Join(out, db+".tar.gz")}
+				})
+			},
+			load: func(e *env, in, tgt string, dbs []string) (string, []string) {
+				return e.perDB(dbs, func(db string) []string {
+					return []string{"bench/coucharchive-restore.js", filepath.Join(in, db+".tar.gz"), dbURL(tgt, db)}
+				})
+			}},
+	}
+}
+
+// backupCase runs every peer's backup and restore on one data set and
+// returns sofa's peak RSS (KiB) of backup and restore.
+func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
+	var sofaRSS [2]int64
+	src, err := e.startServer(ctx)
+	if err != nil {
+		return sofaRSS, err
+	}
+	dbs, err := c.dbs()
+	if err != nil {
+		return sofaRSS, err
+	}
+	if err := e.load(ctx, src.URL, dbs, 4); err != nil {
+		return sofaRSS, err
+	}
+	names, err := userDBs(ctx, src.URL)
+	if err != nil {
+		return sofaRSS, err
+	}
+	caseName := fmt.Sprintf("%s (%d dbs)", c.name, len(names))
+	t := &table{title: "backup: " + caseName,
+		head: []string{"tool", "backup", "time s", "cpu s", "rss MiB", "size MiB", "gzip MiB", "restore", "time s", "cpu s", "rss MiB", "verify"}}
+	type pair struct{ dump, load record }
+	results := map[string]pair{}
+	peers := backupPeers()
+	for _, p := range peers {
+		if err := ctx.Err(); err != nil {
+			return sofaRSS, err
+		}
+		out, err := os.MkdirTemp(e.tmp, "backup-")
+		if err != nil {
+			return sofaRSS, err
+		}
+		b := record{Bench: "backup", Case: caseName, Tool: p.name, Note: p.note}
+		b.Tool = p.name + " backup"
+		name, args := p.dump(e, src.URL, out, names)
+		dump, o := e.runTool(ctx, b, []*server{src}, name, args...)
+		e.applyBackupOutput(&dump, o, p, out, names)
+		e.sink.write(dump)
+		e.logf("backup: %s: %s backup %s in %s", caseName, p.name, status(dump), secs(dump.TimeMS))
+
+		load := record{Bench: "backup", Case: caseName, Tool: p.name + " restore", Note: p.note, Error: "not run: backup failed"}
+		if dump.OK {
+			tgt, err := e.startServer(ctx)
+			if err != nil {
+				return sofaRSS, err
+			}
+			b.Tool = p.name + " restore"
+			name, args := p.load(e, out, tgt.URL, names)
+			var o *outcome
+			load, o = e.runTool(ctx, b, []*server{tgt}, name, args...)
+			if p.name == "sofa" {
+				applySofa(&load, o)
+			} else {
+				applyPeers(&load, o, len(names))
+			}
+			load.Verify = e.verify(ctx, src.URL, tgt.URL, c.full)
+			if load.Verify != "equal" {
+				load.OK = false
+			}
+			e.stopServer(tgt)
+			e.logf("backup: %s: %s restore %s in %s (%s)", caseName, p.name, status(load), secs(load.TimeMS), load.Verify)
+		}
+		e.sink.write(load)
+		_ = os.RemoveAll(out)
+		results[p.name] = pair{dump, load}
+		if p.name == "sofa" {
+			sofaRSS = [2]int64{dump.MaxRSSKB, load.MaxRSSKB}
+		}
+		rs := []string{"-", "-", "-", "-"}
+		if load.Error != "not run: backup failed" {
+			rs = []string{status(load), secs(load.TimeMS), secs(load.CPUMS), mib(load.MaxRSSKB)}
+		}
+		t.add(append(append([]string{p.name, status(dump), secs(dump.TimeMS), secs(dump.CPUMS), mib(dump.MaxRSSKB),
+			mibBytes(dump.ArchiveBytes), mibBytes(dump.GzipBytes)}, rs...), shortVerify(load))...)
+	}
+	// Ratios against the fastest peer whose backup finished, and the
+	// fastest whose round trip restored an equal copy.
+	s := results["sofa"]
+	for _, phase := range []string{"backup", "restore"} {
+		get := func(p pair) record {
+			if phase == "backup" {
+				return p.dump
+			}
+			return p.load
+		}
+		var fin, lossless record
+		for _, p := range peers[1:] {
+			r := get(results[p.name])
+			ok := r.Error == "" && r.TimeMS > 0 && (phase == "backup" && r.OK || phase == "restore" && r.Exit == 0)
+			if ok && (fin.TimeMS == 0 || r.TimeMS < fin.TimeMS) {
+				fin = r
+			}
+			if results[p.name].load.OK && (lossless.TimeMS == 0 || r.TimeMS < lossless.TimeMS) {
+				lossless = r
+			}
+		}
+		st := okTime(get(s))
+		t.note("%s: fastest peer that finished (%s) / sofa = %s", phase, firstNonEmpty(fin.Tool, "none"), check(ratio(fin.TimeMS, st), fin.TimeMS, st, ">=", 2))
+		t.note("%s: fastest peer whose restore verified equal (%s) / sofa = %s", phase, firstNonEmpty(lossless.Tool, "none"), check(ratio(lossless.TimeMS, st), lossless.TimeMS, st, ">=", 2))
+	}
+	for _, p := range peers[1:] {
+		d := results[p.name].dump
+		if d.OK && d.GzipBytes > 0 && s.dump.ArchiveBytes > 0 {
+			lossy := ""
+			if !results[p.name].load.OK {
+				lossy = " (its output did not restore to an equal copy: not comparable)"
+			}
+			t.note("archive size: sofa / %s gzipped = %s%s", p.name, ratio(s.dump.ArchiveBytes, d.GzipBytes), lossy)
+		}
+	}
+	for _, p := range peers[1:] {
+		if pr := results[p.name]; !pr.dump.OK {
+			t.note("%s: backup failed: %s", p.name, pr.dump.Error)
+		} else if !pr.load.OK {
+			t.note("%s: restore: %s", p.name, firstNonEmpty(pr.load.Error, pr.load.Verify))
+		}
+	}
+	t.note("peers run database by database (one process each, in sequence); sofa backs up and restores the whole server; verify = sofa verify%s of source and restored server", map[bool]string{true: " --full", false: ""}[c.full])
+	t.print(os.Stdout)
+	return sofaRSS, nil
+}
+
+// applyBackupOutput fills a backup record from the tool's output lines
+// and the files it wrote under out.
+func (e *env) applyBackupOutput(r *record, o *outcome, p backupPeer, out string, dbs []string) {
+	if p.name == "sofa" {
+		applySofa(r, o)
+		r.ArchiveBytes = fileSize(filepath.Join(out, "server.sofa"))
+		r.GzipBytes = r.ArchiveBytes
+		return
+	}
+	applyPeers(r, o, len(dbs))
+	for _, db := range dbs {
+		path := filepath.Join(out, db+p.ext)
+		r.ArchiveBytes += fileSize(path)
+		if p.compressed {
+			continue
+		}
+		if g, err := gzipSize(path); err == nil {
+			r.GzipBytes += g
+		}
+	}
+	if p.compressed {
+		r.GzipBytes = r.ArchiveBytes
+	}
+}
+
+// applyPeers reads the result lines of a per-database peer run (one line
+// per database): docs summed, OK only if every database reported ok.
+func applyPeers(r *record, o *outcome, want int) {
+	n, failed := 0, 0
+	var firstErr string
+	for _, line := range strings.Split(string(o.Stdout), "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		one := &outcome{Stdout: []byte(line)}
+		var p peerResult
+		if one.lastJSON(&p) != nil {
+			continue
+		}
+		n++
+		r.Docs += p.Docs
+		if p.OK != nil && !*p.OK {
+			failed++
+			if firstErr == "" {
+				firstErr = p.Error
+			}
+		}
+	}
+	if failed > 0 || n < want {
+		r.OK = false
+		r.Error = fmt.Sprintf("%d of %d databases failed or gave no result; first error: %s", want-n+failed, want, firstNonEmpty(firstErr, r.Error))
+	}
+}
+
+// perDB writes a shell script that runs node SCRIPT ARGS... once per
+// database, in sequence, going on after a failure and exiting 1 if any
+// failed; it returns the command line that runs it.
+func (e *env) perDB(dbs []string, args func(db string) []string) (string, []string) {
+	var b strings.Builder
+	b.WriteString("rc=0\n")
+	for _, db := range dbs {
+		b.WriteString("node")
+		for _, a := range args(db) {
+			b.WriteString(" " + shellQuote(a))
+		}
+		b.WriteString(" || rc=1\n")
+	}
+	b.WriteString("exit $rc\n")
+	f, err := os.CreateTemp(e.tmp, "perdb-*.sh")
+	if err == nil {
+		_, err = f.WriteString(b.String())
+		f.Close()
+	}
+	if err != nil {
+		return "false", nil
+	}
+	return "bash", []string{f.Name()}
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func dbURL(server, db string) string { return server + "/" + url.PathEscape(db) }
+
+func shortVerify(r record) string {
+	if r.Verify == "" {
+		return "-"
+	}
+	if len(r.Verify) > 70 {
+		return r.Verify[:70] + "..."
+	}
+	return r.Verify
+}

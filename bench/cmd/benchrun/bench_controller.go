@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/sofadb/sofa/internal/faultproxy"
+)
+
+// benchController: controller quality. Both servers sit behind a proxy
+// that answers 429 above cfg.ctlK requests in flight (a cap sofa is not
+// told). A sweep of `--fixed --max-requests N` is compared with the
+// adaptive controller: its throughput should be within 15% of the best
+// fixed setting with under 2% of requests rejected.
+func benchController(ctx context.Context, e *env) error {
+	src, err := e.startServer(ctx)
+	if err != nil {
+		return err
+	}
+	if err := e.load(ctx, src.URL, synthDBs("ctl", e.cfg.ctlDBs, e.cfg.ctlDocs, 512), 8); err != nil {
+		return err
+	}
+	limits := faultproxy.Limits{MaxInFlight: e.cfg.ctlK}
+	psrc, err := startProxy(src, 0, limits)
+	if err != nil {
+		return err
+	}
+	defer psrc.Stop()
+	base := record{Bench: "controller", Case: fmt.Sprintf("%d dbs x %d docs of 512 B, proxy cap %d in flight per server", e.cfg.ctlDBs, e.cfg.ctlDocs, e.cfg.ctlK)}
+	t := &table{title: "controller: " + base.Case,
+		head: []string{"setting", "status", "time s", "docs/s", "requests", "429s", "rejected %", "limit min..max", "verify"}}
+	type result struct {
+		r      record
+		tput   float64
+		reject float64
+	}
+	var fixed []result
+	var adaptive *result
+	settings := make([]int, 0, len(e.cfg.ctlSweep)+1)
+	settings = append(settings, e.cfg.ctlSweep...)
+	settings = append(settings, 0) // 0: adaptive
+	for _, n := range settings {
+		tgt, err := e.startServer(ctx)
+		if err != nil {
+			return err
+		}
+		ptgt, err := startProxy(tgt, 0, limits)
+		if err != nil {
+			return err
+		}
+		psrc.ResetStats()
+		b := base
+		args := []string{"replicate", psrc.URL, ptgt.URL, "--json"}
+		if n > 0 {
+			b.Tool = "sofa --fixed --max-requests " + strconv.Itoa(n)
+			args = append(args, "--fixed", "--max-requests", strconv.Itoa(n))
+		} else {
+			b.Tool = "sofa adaptive"
+		}
+		r, o := e.runTool(ctx, b, []*server{src, tgt}, e.sofa, args...)
+		s := applySofa(&r, o)
+		sent := r.Requests
+		r.Requests, r.Throttled = proxies{psrc, ptgt}.totals()
+		ptgt.Stop()
+		if r.OK {
+			r.Verify = e.verify(ctx, src.URL, tgt.URL, false)
+			r.OK = r.Verify == "equal"
+		}
+		res := result{r: r}
+		if r.OK && r.TimeMS > 0 {
+			res.tput = float64(r.Docs) / (float64(r.TimeMS) / 1000)
+		}
+		if r.Requests > 0 {
+			res.reject = 100 * float64(r.Throttled) / float64(r.Requests)
+		}
+		lim := "-"
+		if s != nil {
+			lo, hi := 0, 0
+			for i, h := range s.Hosts {
+				if i == 0 || h.MinLimit < lo {
+					lo = h.MinLimit
+				}
+				hi = max(hi, h.MaxLimit)
+			}
+			lim = fmt.Sprintf("%d..%d", lo, hi)
+		}
+		r.Extra = map[string]any{"docs_per_s": res.tput, "rejected_pct": res.reject, "sofa_requests": sent, "limit_range": lim}
+		e.sink.write(r)
+		e.logf("controller: %s: %s in %s, %.1f%% rejected", b.Tool, status(r), secs(r.TimeMS), res.reject)
+		t.add(b.Tool, status(r), secs(r.TimeMS), fmt.Sprintf("%.0f", res.tput), strconv.FormatInt(r.Requests, 10),
+			strconv.FormatInt(r.Throttled, 10), fmt.Sprintf("%.2f", res.reject), lim, firstNonEmpty(r.Verify, "-"))
+		if n > 0 {
+			fixed = append(fixed, res)
+		} else {
+			adaptive = &res
+		}
+		e.stopServer(tgt)
+	}
+	best := result{}
+	for _, f := range fixed {
+		if f.tput > best.tput {
+			best = f
+		}
+	}
+	if adaptive != nil && best.tput > 0 && adaptive.tput > 0 {
+		rel := adaptive.tput / best.tput
+		verdict := "met"
+		if rel < 0.85 {
+			verdict = "NOT met"
+		}
+		t.note("adaptive / best fixed (%s) throughput = %.2f (target >= 0.85: %s)", best.r.Tool, rel, verdict)
+		verdict = "met"
+		if adaptive.reject >= 2 {
+			verdict = "NOT met"
+		}
+		t.note("adaptive rejected = %.2f%% of requests (target < 2%%: %s)", adaptive.reject, verdict)
+	} else {
+		t.note("adaptive vs best fixed: not measured (a run failed)")
+	}
+	t.note("requests and 429s as counted by the two proxies; limit = sofa's per-host in-flight limit (min..max over the run)")
+	t.print(os.Stdout)
+	return nil
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config holds every size and setting of the benchmarks.
+type config struct {
+	root, sofa, measure, tmp, out string
+	smoke, verbose                bool
+
+	// replicate
+	runs       int     // runs per tool, interleaved; the median is reported
+	docs       int     // documents of the 1-database copy
+	docSize    int     // body bytes per document
+	realScale  float64 // --scale of the real-data set
+	skipReal   bool
+	realPouchP int // pool of pool-replicate.js on the real set
+
+	// latency
+	latency     time.Duration
+	latencyRuns int
+
+	// fleet
+	fleetDBs    int // databases of one small document
+	fleetBigDBs int // databases of fleetBigDocs documents
+	fleetBigDoc int
+	pool        int // pool of pool-replicate.js
+	rateProbe   time.Duration
+
+	// controller
+	ctlK     int
+	ctlDBs   int
+	ctlDocs  int
+	ctlSweep intList
+
+	// backup
+	backupSizes     intList
+	backupRealScale float64
+	attsScale       float64
+	timeout         time.Duration
+}
+
+func defaultConfig() *config {
+	return &config{
+		root: ".", sofa: "bin/sofa", out: "bench/results/bench.jsonl",
+		runs: 3, docs: 10000, docSize: 1024, realScale: 0.1, realPouchP: 1,
+		latency: 50 * time.Millisecond, latencyRuns: 1,
+		fleetDBs: 1000, fleetBigDBs: 1000, fleetBigDoc: 100, pool: 64, rateProbe: 3 * time.Second,
+		ctlK: 12, ctlDBs: 200, ctlDocs: 100, ctlSweep: intList{4, 8, 12, 16, 32, 64},
+		backupSizes: intList{10000, 100000}, backupRealScale: 0.1, attsScale: 1,
+		timeout: 20 * time.Minute,
+	}
+}
+
+func (c *config) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.root, "root", c.root, "repository root (holds node_modules and bench/)")
+	fs.StringVar(&c.sofa, "sofa", c.sofa, "sofa binary")
+	fs.StringVar(&c.measure, "measure", "", "bench/cmd/measure binary (default: built into the scratch directory)")
+	fs.StringVar(&c.tmp, "tmp", "", "scratch directory parent (default: the system temp dir)")
+	fs.StringVar(&c.out, "out", c.out, "append result records (JSON lines) to this file")
+	fs.BoolVar(&c.smoke, "smoke", false, "tiny sizes everywhere: checks the harness, numbers mean nothing")
+	fs.BoolVar(&c.verbose, "v", false, "print every command")
+	fs.IntVar(&c.runs, "runs", c.runs, "replicate: runs per tool, interleaved (median reported)")
+	fs.IntVar(&c.docs, "docs", c.docs, "replicate, latency: documents in the database")
+	fs.IntVar(&c.docSize, "doc-size", c.docSize, "body bytes per synthetic document")
+	fs.Float64Var(&c.realScale, "real-scale", c.realScale, "replicate: --scale of the real-data set")
+	fs.BoolVar(&c.skipReal, "skip-real", false, "replicate: skip the real-data set")
+	fs.IntVar(&c.realPouchP, "real-pool", c.realPouchP, "replicate: databases PouchDB's replicator copies at once on the real set")
+	fs.DurationVar(&c.latency, "latency", c.latency, "latency: delay the proxy adds to every request")
+	fs.IntVar(&c.latencyRuns, "latency-runs", c.latencyRuns, "latency: runs per tool")
+	fs.IntVar(&c.fleetDBs, "fleet-dbs", c.fleetDBs, "fleet: databases of one small document")
+	fs.IntVar(&c.fleetBigDBs, "fleet-big-dbs", c.fleetBigDBs, "fleet: databases of -fleet-big-docs documents (0 skips)")
+	fs.IntVar(&c.fleetBigDoc, "fleet-big-docs", c.fleetBigDoc, "fleet: documents per database of the second case")
+	fs.IntVar(&c.pool, "pool", c.pool, "fleet: databases the baseline replicates at once")
+	fs.DurationVar(&c.rateProbe, "rate-probe", c.rateProbe, "fleet: how long to measure the server's request rate")
+	fs.IntVar(&c.ctlK, "ctl-k", c.ctlK, "controller: the proxy's in-flight cap (unknown to sofa)")
+	fs.IntVar(&c.ctlDBs, "ctl-dbs", c.ctlDBs, "controller: databases copied per run")
+	fs.IntVar(&c.ctlDocs, "ctl-docs", c.ctlDocs, "controller: documents per database")
+	fs.Var(&c.ctlSweep, "ctl-sweep", "controller: comma-separated --max-requests values of the fixed sweep")
+	fs.Var(&c.backupSizes, "backup-sizes", "backup: comma-separated document counts of the synthetic cases")
+	fs.Float64Var(&c.backupRealScale, "backup-real-scale", c.backupRealScale, "backup: --scale of the real-data case (0 skips)")
+	fs.Float64Var(&c.attsScale, "atts-scale", c.attsScale, "backup: --scale of atts_db (0 skips)")
+	fs.DurationVar(&c.timeout, "timeout", c.timeout, "kill any one tool run after this long")
+}
+
+// shrink sets the -smoke sizes.
+func (c *config) shrink() {
+	c.runs, c.docs, c.realScale, c.latencyRuns = 1, 500, 0.02, 1
+	c.fleetDBs, c.fleetBigDBs, c.fleetBigDoc, c.rateProbe = 30, 10, 20, time.Second
+	c.ctlDBs, c.ctlDocs, c.ctlSweep = 20, 20, intList{4, 32}
+	c.backupSizes, c.backupRealScale, c.attsScale = intList{500, 2000}, 0.02, 0.1
+}
+
+// intList is a comma-separated list flag of positive integers.
+type intList []int
+
+func (l *intList) String() string {
+	s := make([]string, len(*l))
+	for i, v := range *l {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	var out intList
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	*l = out
+	return nil
+}

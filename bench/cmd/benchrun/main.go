@@ -1,0 +1,201 @@
+// Command benchrun runs sofa's benchmarks against its peers on in-memory
+// PouchDB Servers it starts itself, prints one table per benchmark and
+// appends every measurement to a JSON-lines file. scripts/bench.sh builds
+// and runs it; BENCHMARKS.md describes each benchmark.
+//
+//	benchrun [flags] [replicate|latency|fleet|controller|backup ...]
+//
+// With no names every benchmark runs. Each tool run is a child process
+// measured with wait4 (wall time, CPU time of the process tree, peak RSS of
+// its largest process); servers are started fresh per benchmark and every
+// target database or server is new for each run. -smoke shrinks every
+// size so that a full pass takes a minute or two (for checking the
+// harness, not for numbers).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// benchmark is one named benchmark.
+type benchmark struct {
+	name string
+	run  func(ctx context.Context, e *env) error
+}
+
+var benchmarks = []benchmark{
+	{"replicate", benchReplicate},
+	{"latency", benchLatency},
+	{"fleet", benchFleet},
+	{"controller", benchController},
+	{"backup", benchBackup},
+}
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("benchrun", flag.ContinueOnError)
+	cfg.register(fs)
+	fs.Usage = func() {
+		names := make([]string, len(benchmarks))
+		for i, b := range benchmarks {
+			names[i] = b.name
+		}
+		fmt.Fprintf(os.Stderr, "Usage: benchrun [flags] [%s ...]\n\nFlags:\n", strings.Join(names, "|"))
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if cfg.smoke {
+		cfg.shrink()
+	}
+	selected, err := pick(fs.Args())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchrun:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e, err := newEnv(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchrun:", err)
+		return 1
+	}
+	defer e.close()
+	m := machine()
+	m["smoke"] = cfg.smoke
+	e.sink.write(record{Bench: "env", Tool: "benchrun", OK: true, Extra: m})
+	fmt.Printf("benchrun: results appended to %s\n", cfg.out)
+	fmt.Printf("benchrun: %v CPUs (%v), load average %v, node %v, smoke %v\n", m["cpus"], m["cpu"], m["loadavg"], m["node"], cfg.smoke)
+	failed := 0
+	for _, b := range selected {
+		t0 := time.Now()
+		fmt.Fprintf(os.Stderr, "benchrun: %s: start\n", b.name)
+		if err := b.run(ctx, e); err != nil {
+			failed++
+			fmt.Fprintf(os.Stderr, "benchrun: %s: %v\n", b.name, err)
+			e.sink.write(record{Bench: b.name, Tool: "benchrun", Error: err.Error()})
+		}
+		e.stopServers()
+		fmt.Fprintf(os.Stderr, "benchrun: %s: done in %s\n", b.name, time.Since(t0).Round(time.Second))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if failed > 0 || ctx.Err() != nil {
+		return 1
+	}
+	return 0
+}
+
+func pick(names []string) ([]benchmark, error) {
+	if len(names) == 0 {
+		return benchmarks, nil
+	}
+	var out []benchmark
+	for _, n := range names {
+		found := false
+		for _, b := range benchmarks {
+			if b.name == n {
+				out = append(out, b)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown benchmark %q", n)
+		}
+	}
+	return out, nil
+}
+
+// env is what every benchmark shares: paths, the results sink, the
+// configuration and the servers started so far (stopped after each
+// benchmark).
+type env struct {
+	cfg  *config
+	root string // repository root (holds node_modules and bench/)
+	sofa string // sofa binary
+	// measureBin is bench/cmd/measure, which runs each tool and reports
+	// its rusage.
+	measureBin string
+	tmp        string // scratch directory, removed at the end
+	sink       *sink
+	verbose    bool
+	servers    []*server
+}
+
+func newEnv(cfg *config) (*env, error) {
+	root, err := filepath.Abs(cfg.root)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(root, "node_modules", ".bin", "pouchdb-server")); err != nil {
+		return nil, fmt.Errorf("no node_modules/.bin/pouchdb-server under %s (run npm ci there)", root)
+	}
+	sofa, err := filepath.Abs(cfg.sofa)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(sofa); err != nil {
+		return nil, fmt.Errorf("sofa binary: %w", err)
+	}
+	tmp, err := os.MkdirTemp(cfg.tmp, "sofa-bench-")
+	if err != nil {
+		return nil, err
+	}
+	mb := cfg.measure
+	if mb == "" {
+		mb = filepath.Join(tmp, "measure")
+		build := exec.Command("go", "build", "-o", mb, "./bench/cmd/measure")
+		build.Dir, build.Stderr = root, os.Stderr
+		if err := build.Run(); err != nil {
+			return nil, fmt.Errorf("build bench/cmd/measure: %w", err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.out), 0o755); err != nil {
+		return nil, err
+	}
+	s, err := openSink(cfg.out)
+	if err != nil {
+		return nil, err
+	}
+	return &env{cfg: cfg, root: root, sofa: sofa, measureBin: mb, tmp: tmp, sink: s, verbose: cfg.verbose}, nil
+}
+
+func (e *env) stopServers() {
+	for _, s := range e.servers {
+		s.stop()
+	}
+	e.servers = nil
+}
+
+func (e *env) close() {
+	e.stopServers()
+	_ = e.sink.close()
+	_ = os.RemoveAll(e.tmp)
+}
+
+// node returns the command line of a script under bench/.
+func (e *env) node(script string, args ...string) (string, []string) {
+	return "node", append([]string{filepath.Join(e.root, "bench", script)}, args...)
+}
+
+func (e *env) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "benchrun: "+format+"\n", args...)
+}

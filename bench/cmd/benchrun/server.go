@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// server is one in-memory PouchDB Server child process on a loopback port.
+type server struct {
+	URL string // http://127.0.0.1:PORT, no trailing slash
+	cmd *exec.Cmd
+	dir string
+}
+
+// startServer starts `pouchdb-server --in-memory` in a fresh temporary
+// directory (it writes config.json and log.txt into its cwd) and waits up to
+// 20 s for it to answer GET /.
+func (e *env) startServer(ctx context.Context) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(e.tmp, "pouchdb-")
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(e.root, "node_modules", ".bin", "pouchdb-server")
+	cmd := exec.Command(bin, "--in-memory", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "-n")
+	cmd.Dir = dir
+	log, err := os.Create(filepath.Join(dir, "out.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start pouchdb-server: %w", err)
+	}
+	log.Close()
+	s := &server{URL: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, dir: dir}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := ctx.Err(); err != nil {
+			s.stop()
+			return nil, err
+		}
+		if resp, err := http.Get(s.URL + "/"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				e.servers = append(e.servers, s)
+				return s, nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out, _ := os.ReadFile(filepath.Join(dir, "out.log"))
+	s.stop()
+	return nil, fmt.Errorf("pouchdb-server did not answer on %s within 20s: %s", s.URL, strings.TrimSpace(string(out)))
+}
+
+// stop kills the server, waits for it and removes its directory. Safe to
+// call twice.
+func (s *server) stop() {
+	if s == nil || s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
+	s.cmd = nil
+	_ = os.RemoveAll(s.dir)
+}
+
+// usage is the server process's CPU time so far (ms) and its resident set
+// now (KiB), from /proc; zeros where /proc is unavailable.
+func (s *server) usage() (cpuMS, rssKB int64) {
+	if s == nil || s.cmd == nil {
+		return 0, 0
+	}
+	pid := s.cmd.Process.Pid
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// Fields after the parenthesised command name; utime and stime
+		// are fields 14 and 15 (1-based), in clock ticks of 10 ms.
+		if i := strings.LastIndexByte(string(b), ')'); i > 0 {
+			f := strings.Fields(string(b)[i+1:])
+			if len(f) > 13 {
+				u, _ := strconv.ParseInt(f[11], 10, 64)
+				st, _ := strconv.ParseInt(f[12], 10, 64)
+				cpuMS = (u + st) * 10
+			}
+		}
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "VmRSS:") {
+				f := strings.Fields(line)
+				if len(f) >= 2 {
+					rssKB, _ = strconv.ParseInt(f[1], 10, 64)
+				}
+			}
+		}
+	}
+	return cpuMS, rssKB
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// stopServer stops s and forgets it.
+func (e *env) stopServer(s *server) {
+	s.stop()
+	for i, v := range e.servers {
+		if v == s {
+			e.servers = append(e.servers[:i], e.servers[i+1:]...)
+			break
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// runTool measures one tool run into a copy of base: usage, TimeMS (the
+// wall time), the PouchDB Servers' CPU time meanwhile, OK (exit 0) and
+// Error. The caller adds tool-specific fields and checks.
+func (e *env) runTool(ctx context.Context, base record, servers []*server, name string, args ...string) (record, *outcome) {
+	r := base
+	var before int64
+	for _, s := range servers {
+		c, _ := s.usage()
+		before += c
+	}
+	o, err := e.measure(ctx, e.cfg.timeout, name, args...)
+	if err != nil {
+		r.Error = err.Error()
+		return r, &outcome{}
+	}
+	var after int64
+	for _, s := range servers {
+		c, _ := s.usage()
+		after += c
+	}
+	r.usage = o.usage
+	r.TimeMS = o.WallMS
+	r.ServerCPUMS = after - before
+	r.OK = o.Exit == 0
+	if !r.OK {
+		r.Error = o.errText()
+	}
+	return r, o
+}
+
+// peerResult is the JSON line every bench/*.js peer prints.
+type peerResult struct {
+	Tool  string  `json:"tool"`
+	OK    *bool   `json:"ok"`
+	MS    float64 `json:"ms"`
+	Docs  int64   `json:"docs"`
+	Bytes int64   `json:"bytes"`
+	Error string  `json:"error"`
+}
+
+// applyPeer copies a peer's own result line into r.
+func applyPeer(r *record, o *outcome) peerResult {
+	var p peerResult
+	if err := o.lastJSON(&p); err != nil {
+		if r.OK {
+			r.OK, r.Error = false, err.Error()
+		}
+		return p
+	}
+	r.Docs = p.Docs
+	if p.OK != nil && !*p.OK {
+		r.OK = false
+		r.Error = firstNonEmpty(p.Error, r.Error, "tool reported ok=false")
+	}
+	return p
+}
+
+// sofaResult holds the parts of sofa's --json output the benchmarks read:
+// one-database runs (stats, http) and whole-server runs (dbs_*, hosts).
+type sofaResult struct {
+	Status string `json:"status"`
+	Stats  struct {
+		DocsWritten int64 `json:"docs_written"`
+	} `json:"stats"`
+	HTTP struct {
+		Requests  int64 `json:"requests"`
+		Throttled int64 `json:"throttled"`
+	} `json:"http"`
+	DBsTotal    int   `json:"dbs_total"`
+	DBsOK       int   `json:"dbs_ok"`
+	DocsWritten int64 `json:"docs_written"`
+	Hosts       []struct {
+		Host      string `json:"host"`
+		Requests  int64  `json:"requests"`
+		Overloads int64  `json:"overloads"`
+		MaxLimit  int    `json:"max_limit"`
+		MinLimit  int    `json:"min_limit"`
+		Limit     int    `json:"limit"`
+	} `json:"hosts"`
+	Concurrency struct {
+		Peak int `json:"peak"`
+	} `json:"concurrency"`
+}
+
+// applySofa reads sofa's --json output into r (docs, requests).
+func applySofa(r *record, o *outcome) *sofaResult {
+	var s sofaResult
+	if err := o.lastJSON(&s); err != nil {
+		if r.OK {
+			r.OK, r.Error = false, "sofa --json: "+err.Error()
+		}
+		return nil
+	}
+	if len(s.Hosts) > 0 || s.DBsTotal > 0 {
+		r.Docs = s.DocsWritten
+		for _, h := range s.Hosts {
+			r.Requests += h.Requests
+		}
+	} else {
+		r.Docs = s.Stats.DocsWritten
+		r.Requests = s.HTTP.Requests
+		r.Throttled = s.HTTP.Throttled
+	}
+	return &s
+}
+
+// verify compares a with b (two databases or two servers) with `sofa
+// verify` (untimed) and returns "equal" or a short account of what
+// differs.
+func (e *env) verify(ctx context.Context, a, b string, full bool) string {
+	args := []string{"verify", a, b, "--json", "--max-differences", "5"}
+	if full {
+		args = append(args, "--full")
+	}
+	o, err := e.measure(ctx, e.cfg.timeout, e.sofa, args...)
+	if err != nil {
+		return "verify: " + err.Error()
+	}
+	if o.Exit == 0 {
+		return "equal"
+	}
+	var v struct {
+		// whole-server answer
+		DBsTotal  int `json:"dbs_total"`
+		DBsDiffer int `json:"dbs_different"`
+		DBsFailed int `json:"dbs_failed"`
+		DBs       []struct {
+			Report *verifyReport `json:"report"`
+		} `json:"dbs"`
+		verifyReport
+	}
+	if err := o.lastJSON(&v); err != nil {
+		return "verify: " + o.errText()
+	}
+	kinds := map[string]int{}
+	add := func(r *verifyReport) {
+		for k, n := range r.ByKind {
+			kinds[k] += n
+		}
+	}
+	add(&v.verifyReport)
+	for _, d := range v.DBs {
+		if d.Report != nil {
+			add(d.Report)
+		}
+	}
+	var parts []string
+	for k, n := range kinds {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(parts)
+	s := "DIFFERENT"
+	if v.DBsTotal > 0 {
+		s += fmt.Sprintf(" (%d of %d dbs differ, %d failed)", v.DBsDiffer, v.DBsTotal, v.DBsFailed)
+	}
+	if len(parts) > 0 {
+		s += ": " + strings.Join(parts, " ")
+	}
+	return s
+}
+
+type verifyReport struct {
+	Total  int            `json:"total"`
+	ByKind map[string]int `json:"by_kind"`
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
