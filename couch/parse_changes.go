@@ -19,6 +19,9 @@ type ChangesEnd struct {
 	// Pending is the number of changes after LastSeq (CouchDB 2.x+); -1
 	// when the feed did not say.
 	Pending int64
+	// Rows is the number of rows in the feed, skipped ones included (a
+	// page of `limit` rows is full when Rows == limit).
+	Rows int
 }
 
 // FeedError reports a changes feed that broke before its end (connection
@@ -58,6 +61,7 @@ func (e *FeedError) Unwrap() error { return e.Err }
 func ParseChanges(r io.Reader, fn func(replicate.Change) error) (ChangesEnd, error) {
 	p := feedParser{dec: newDecoder(r), fn: fn}
 	end, err := p.normal()
+	end.Rows = p.seen
 	if err != nil && !p.fnErr {
 		var ce *Error
 		if p.rows == 0 && errors.As(err, &ce) {
@@ -87,6 +91,7 @@ type feedParser struct {
 	dec     *jsontext.Decoder
 	fn      func(replicate.Change) error
 	rows    int           // rows delivered
+	seen    int           // rows read, skipped ones included
 	lastSeq replicate.Seq // seq of the last complete row that had one
 	fnErr   bool          // the error came from fn
 }
@@ -197,6 +202,7 @@ func (p *feedParser) continuous() (ChangesEnd, error) {
 
 // deliver hands a complete row to fn unless it is to be skipped.
 func (p *feedParser) deliver(o *feedObject) error {
+	p.seen++
 	if o.seq != nil {
 		p.lastSeq = o.seq
 	}
@@ -208,6 +214,7 @@ func (p *feedParser) deliver(o *feedObject) error {
 		return nil
 	}
 	c.Seq = o.seq
+	c.Docs = completeDoc(c, o.doc)
 	if err := p.fn(*c); err != nil {
 		p.fnErr = true
 		return err
@@ -220,6 +227,7 @@ func (p *feedParser) deliver(o *feedObject) error {
 type feedObject struct {
 	replicate.Change
 	seq        replicate.Seq
+	doc        []byte // include_docs: the winning revision, raw
 	removed    bool
 	hasLastSeq bool
 	lastSeq    replicate.Seq
@@ -250,6 +258,8 @@ func (p *feedParser) readObject(o *feedObject) error {
 			o.Deleted, err = readBool(dec)
 		case "removed":
 			o.removed, err = readBool(dec)
+		case "doc":
+			o.doc, err = readRaw(dec)
 		case "last_seq":
 			o.hasLastSeq = true
 			o.lastSeq, err = readRaw(dec)
@@ -321,4 +331,19 @@ func readPending(dec *jsontext.Decoder) (int64, error) {
 		return -1, nil
 	}
 	return n, nil
+}
+
+// completeDoc returns the row's included document as the one revision to
+// copy when it is the whole story: the row's only leaf, generation 1 (so
+// its `_revisions` is just its own hash), live. Otherwise nil: the
+// revision is fetched with its history as usual.
+func completeDoc(c *replicate.Change, doc []byte) []*replicate.Doc {
+	if doc == nil || len(c.Revs) != 1 || c.Deleted || replicate.Generation(c.Revs[0]) != 1 {
+		return nil
+	}
+	d, err := replicate.ParseDoc(doc)
+	if err != nil || d.ID != c.ID || d.Rev != c.Revs[0] || d.Deleted {
+		return nil
+	}
+	return []*replicate.Doc{d}
 }

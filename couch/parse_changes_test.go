@@ -47,7 +47,10 @@ func TestParseChanges_CouchDB3(t *testing.T) {
 		// removed row left without revs is skipped
 		{Seq: replicate.Seq(`"4-g1AAAAF=_-"`), ID: "filtered", Revs: []string{"1-ccc"}},
 		// seq after id, include_docs body skipped
-		{Seq: replicate.Seq(`"6-g1AAAAF=_-"`), ID: "with-doc", Revs: []string{"1-eee"}},
+		// include_docs: a live generation-1 only leaf is the whole revision.
+		{Seq: replicate.Seq(`"6-g1AAAAF=_-"`), ID: "with-doc", Revs: []string{"1-eee"}, Docs: []*replicate.Doc{{
+			ID: "with-doc", Rev: "1-eee", Revisions: replicate.Revisions{Start: 1, IDs: []string{"eee"}},
+			Body: []byte(`{"_id":"with-doc","_rev":"1-eee","x":[1,2,{"y":null}]}`)}}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rows (-want +got):\n%s", diff)

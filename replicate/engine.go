@@ -46,6 +46,9 @@ type run struct {
 	diff  diffSkipper
 	size  sizeEstimator
 	cp    *checkpointer
+	// initialCopy: no checkpoint and an empty target, so every revision
+	// is missing and reading documents with the feed costs nothing extra.
+	initialCopy bool
 
 	mu       sync.Mutex
 	warnings []string
@@ -127,6 +130,7 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 	// _revs_diff until the estimate says otherwise.
 	if len(since) == 0 && tinfo.DocCount+tinfo.DelCount == 0 {
 		r.diff.init(1)
+		r.initialCopy = true
 	}
 
 	var meta Metadata
@@ -331,7 +335,11 @@ func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr 
 		return nil
 	}
 	fromStart := len(since) == 0
-	err := r.src.Changes(ctx, since, func(c Change) error {
+	changes := r.src.Changes
+	if ws, ok := r.src.(docsFeed); ok && r.initialCopy {
+		changes = ws.ChangesWithDocs
+	}
+	err := changes(ctx, since, func(c Change) error {
 		if fromStart && len(c.Revs) > 0 {
 			r.cp.setAnchor(&anchor{ID: c.ID, Rev: c.Revs[0]})
 			fromStart = false
@@ -363,6 +371,13 @@ func batchDocBytes(b *batch) int64 {
 		}
 	}
 	return n
+}
+
+// docsFeed is an optional Source ability: a changes feed whose rows carry
+// complete revisions when it can (CouchDB's include_docs for live
+// generation-1 leaves).
+type docsFeed interface {
+	ChangesWithDocs(ctx context.Context, since Seq, fn func(Change) error) error
 }
 
 // tracker keeps the seq up to which every batch is acknowledged: the

@@ -77,24 +77,43 @@ func (r *run) process(ctx context.Context, b *batch) error {
 		return nil
 	}
 	w := &writeBuf{r: r}
-	if hasDocs(b) {
-		for _, c := range b.changes {
-			m := missing[c.ID]
-			for _, d := range c.Docs {
-				if contains(m.Missing, d.Rev) {
-					r.c.docsRead.Add(1)
-					if err := w.reserve(ctx, d.Size(), true); err != nil {
-						return err
-					}
-					if err := w.add(ctx, d); err != nil {
-						return err
-					}
-				}
+	// Revisions the source delivered with the feed (an archive, or
+	// include_docs rows) are written from there; their attachments not yet
+	// read are resolved like fetched ones.
+	covered := map[string]bool{}
+	var needAtts []*Doc
+	for _, c := range b.changes {
+		m, ok := missing[c.ID]
+		if !ok {
+			continue
+		}
+		for _, d := range c.Docs {
+			key := d.ID + "\x00" + d.Rev
+			if !contains(m.Missing, d.Rev) || covered[key] {
+				continue
+			}
+			covered[key] = true
+			r.c.docsRead.Add(1)
+			if err := w.reserve(ctx, d.Size(), true); err != nil {
+				return err
+			}
+			if d.PendingBytes() > 0 {
+				w.pending += d.Size()
+				needAtts = append(needAtts, d)
+				continue
+			}
+			if err := w.add(ctx, d); err != nil {
+				return err
 			}
 		}
-		return w.flush(ctx)
 	}
-	// Requests in changes order; an id listed twice is asked once.
+	if len(needAtts) > 0 {
+		if err := r.resolveAttachments(ctx, needAtts, nil, w); err != nil {
+			return err
+		}
+	}
+	// The other missing revisions are fetched, in changes order; an id
+	// listed twice is asked once.
 	var reqs []RevRequest
 	seen := make(map[string]bool, len(missing))
 	for _, c := range b.changes {
@@ -104,7 +123,9 @@ func (r *run) process(ctx context.Context, b *batch) error {
 		}
 		seen[c.ID] = true
 		for _, rev := range m.Missing {
-			reqs = append(reqs, RevRequest{ID: c.ID, Rev: rev, AttsSince: m.PossibleAncestors})
+			if !covered[c.ID+"\x00"+rev] {
+				reqs = append(reqs, RevRequest{ID: c.ID, Rev: rev, AttsSince: m.PossibleAncestors})
+			}
 		}
 	}
 	for len(reqs) > 0 {
@@ -133,15 +154,6 @@ func (r *run) process(ctx context.Context, b *batch) error {
 		}
 	}
 	return w.flush(ctx)
-}
-
-func hasDocs(b *batch) bool {
-	for _, c := range b.changes {
-		if c.Docs != nil {
-			return true
-		}
-	}
-	return false
 }
 
 func contains(list []string, s string) bool {
