@@ -44,6 +44,10 @@ type Options struct {
 	// (honouring Retry-After); these waits do not use up RetryTime. Zero:
 	// DefaultMax429Wait (10 min).
 	Max429Wait time.Duration
+	// ChangesPage is the number of `_changes` rows asked per request
+	// (DB.ChangesPage overrides it). Zero: DefaultChangesPage; negative:
+	// one unpaged request.
+	ChangesPage int
 	// MaxConns caps TCP connections per host. Zero: DefaultMaxConns (32).
 	MaxConns int
 	// Pacer, if set, is asked before every attempt and told its outcome

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sofadb/sofa/internal/jsonx"
@@ -43,7 +44,11 @@ type DB struct {
 	// Multipart writes every revision that carries attachment bytes as a
 	// multipart/related PUT, whatever the server (CouchDB's replicator
 	// path; PouchDB Server takes it too for identity-encoded bytes).
-	Multipart bool
+	Multipart   bool
+	mu          sync.Mutex
+	partitioned bool // props.partitioned from the last Info
+	infoRead    bool
+	localRevs   map[string]string // _local id (no prefix) -> _rev last written
 	// BulkGetUnsupported is set once `_bulk_get` failed; reads then use
 	// `open_revs` GETs.
 	bulkGetOff bool
@@ -107,10 +112,13 @@ func (d *DB) Info(ctx context.Context) (replicate.DBInfo, error) {
 	if id == "" {
 		id = d.srv.URL()
 	}
+	d.mu.Lock()
+	d.partitioned, d.infoRead = info.Props.Partitioned, true
+	d.mu.Unlock()
 	return replicate.DBInfo{
 		Name: info.DBName, DocCount: info.DocCount, DelCount: info.DocDelCount,
 		UpdateSeq: replicate.Seq(info.UpdateSeq), InstanceStart: ist,
-		Identity: id + "/" + d.name,
+		Partitioned: info.Props.Partitioned, Identity: id + "/" + d.name,
 	}, nil
 }
 
@@ -143,8 +151,27 @@ func (d *DB) PutLocal(ctx context.Context, id string, body []byte) error {
 		}
 		return d.fail("write checkpoint", err)
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
+	var ok struct {
+		Rev string `json:"rev"`
+	}
+	if json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&ok) == nil && ok.Rev != "" {
+		d.mu.Lock()
+		if d.localRevs == nil {
+			d.localRevs = map[string]string{}
+		}
+		d.localRevs[strings.TrimPrefix(id, "_local/")] = ok.Rev
+		d.mu.Unlock()
+	}
 	return nil
+}
+
+// LocalRev is the `_rev` the last successful PutLocal of id gave it.
+func (d *DB) LocalRev(id string) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rev, ok := d.localRevs[strings.TrimPrefix(id, "_local/")]
+	return rev, ok
 }
 
 // Changes streams `_changes?style=all_docs&feed=normal` from since, resuming
@@ -168,6 +195,9 @@ func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn 
 	progress := time.Now()
 	for {
 		page := d.ChangesPage
+		if page == 0 {
+			page = d.srv.opts.ChangesPage
+		}
 		if page == 0 {
 			page = DefaultChangesPage
 		}
@@ -445,17 +475,17 @@ func (d *DB) Metadata(ctx context.Context) (replicate.Metadata, error) {
 	} else if st := StatusOf(err); st != 404 && st != 400 && st != 405 {
 		return m, d.fail("read _revs_limit", err)
 	}
-	resp, err = d.srv.do(ctx, &request{Method: "GET", Path: d.path})
-	if err == nil {
-		var info struct {
-			Props struct {
-				Partitioned bool `json:"partitioned"`
-			} `json:"props"`
+	d.mu.Lock()
+	read, part := d.infoRead, d.partitioned
+	d.mu.Unlock()
+	if !read {
+		info, err := d.Info(ctx)
+		if err != nil {
+			return m, err
 		}
-		json.NewDecoder(resp.Body).Decode(&info)
-		resp.Body.Close()
-		m.Partitioned = info.Props.Partitioned
+		part = info.Partitioned
 	}
+	m.Partitioned = part
 	return m, nil
 }
 

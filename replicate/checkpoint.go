@@ -201,6 +201,12 @@ func (c *checkpointer) put(ctx context.Context, e Endpoint, prev *checkpointDoc,
 		body, _ := json.Marshal(doc)
 		err := e.PutLocal(ctx, doc.ID, body)
 		if err == nil {
+			if lr, ok := e.(LocalRevver); ok {
+				if rev, ok := lr.LocalRev(doc.ID); ok {
+					doc.Rev = rev
+					return doc, nil
+				}
+			}
 			// re-read to learn the new _rev
 			cur, rerr := readCheckpoint(ctx, e, c.id)
 			if rerr != nil || cur == nil {

@@ -90,6 +90,8 @@ type DBInfo struct {
 	// between runs means the database was deleted and recreated (CouchDB
 	// 3.3+, PouchDB Server restart).
 	InstanceStart string
+	// Partitioned is props.partitioned (CouchDB 3.0+).
+	Partitioned bool
 	// Identity is a stable string naming this database for the replication
 	// id: the server uuid (or URL without credentials) plus the db name.
 	Identity string
@@ -175,4 +177,10 @@ const (
 // has judged the checkpoints, before anything is written.
 type StartSeqSetter interface {
 	SetStartSeq(since Seq)
+}
+
+// LocalRevver is an optional Endpoint interface: the `_rev` a successful
+// PutLocal gave the document, so a checkpoint update needs no re-read.
+type LocalRevver interface {
+	LocalRev(id string) (rev string, ok bool)
 }

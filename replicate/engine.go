@@ -97,8 +97,11 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 		res.Duration = time.Since(t0)
 	}()
 
-	sinfo, err := src.Info(ctx)
-	if err != nil {
+	var sinfo DBInfo
+	var err error
+	if opts.SourceInfo != nil {
+		sinfo = *opts.SourceInfo
+	} else if sinfo, err = src.Info(ctx); err != nil {
 		return res, fmt.Errorf("source: %w", err)
 	}
 	tinfo, err := tgt.Info(ctx)
@@ -135,7 +138,9 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 
 	var meta Metadata
 	if opts.CopyMetadata {
-		if meta, err = src.Metadata(ctx); err != nil {
+		if opts.SourceMetadata != nil {
+			meta = *opts.SourceMetadata
+		} else if meta, err = src.Metadata(ctx); err != nil {
 			return res, fmt.Errorf("source: %w", err)
 		}
 		if err := tgt.SetMetadata(ctx, meta, BeforeDocs); err != nil {

@@ -58,6 +58,11 @@ type Options struct {
 	// NoCheckpoints disables reading and writing `_local` checkpoints:
 	// every run starts from the beginning.
 	NoCheckpoints bool
+	// SourceInfo and SourceMetadata, when set, are what the caller already
+	// read from the source (`GET /db`, `_security`, `_revs_limit`): the
+	// engine uses them instead of asking again.
+	SourceInfo     *DBInfo
+	SourceMetadata *Metadata
 	// SourceReadOnly never writes checkpoints to the source (backups);
 	// they go to the target only, and nothing is said about it.
 	SourceReadOnly bool

@@ -177,13 +177,14 @@ func TestBackup_FileSafety(t *testing.T) {
 	}
 	arNoTemps(t, dir)
 
-	// SIGKILL mid-run: the proxy slows every _bulk_get so the run lasts.
+	// SIGKILL mid-run: the proxy slows every _changes page and _bulk_get
+	// so the run lasts.
 	px := faultproxy.StartT(t, srv.URL)
-	if err := px.SetRules(faultproxy.Rule{Name: "slow", Path: `/_bulk_get$`, Delay: 300 * time.Millisecond}); err != nil {
+	if err := px.SetRules(faultproxy.Rule{Name: "slow", Path: `/_(bulk_get|changes)$`, Delay: 300 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	killed := filepath.Join(dir, "killed.sofa")
-	cmd := exec.Command(bin, "backup", px.URL+"/db", killed, "-q", "--fetch-batch", "50", "--batch-size", "50")
+	cmd := exec.Command(bin, "backup", px.URL+"/db", killed, "-q", "--fetch-batch", "50", "--batch-size", "50", "--changes-page", "50")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -368,7 +369,7 @@ func TestBackup_FailedDatabaseMarked(t *testing.T) {
 	arCreate(t, src, "fine", true, arSmallDocs("f", 20)...)
 	arCreate(t, src, "broken", true, arSmallDocs("b", 20)...)
 	px := faultproxy.StartT(t, src.URL)
-	if err := px.SetRules(faultproxy.Rule{Name: "down", Path: `^/broken/_bulk_get$`, Fault: faultproxy.Status, Status: 500}); err != nil {
+	if err := px.SetRules(faultproxy.Rule{Name: "down", Path: `^/broken/_(bulk_get|changes)$`, Fault: faultproxy.Status, Status: 500}); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "part.sofa")

@@ -35,6 +35,15 @@ func claimTarget(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) er
 	return nil
 }
 
+// claimNew writes the claim of a database this run just created (no
+// claim can exist yet).
+func claimNew(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) error {
+	if err := tdb.PutLocal(ctx, claimID(source, tdb), []byte(`{"claimed_by":"sofa replicate"}`)); err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	return nil
+}
+
 // claimed reports whether an earlier run from source claimed tdb.
 func claimed(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) bool {
 	_, err := tdb.GetLocal(ctx, claimID(source, tdb))

@@ -63,6 +63,7 @@ type clientFlags struct {
 	retryTime      time.Duration
 	max429Wait     time.Duration
 	maxConns       int
+	changesPage    int
 }
 
 func (f *clientFlags) register(fs *pflag.FlagSet) {
@@ -70,8 +71,9 @@ func (f *clientFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.retryTime, "retry-time", couch.DefaultRetryTime, "total time one request may spend retrying network errors, timeouts and 5xx")
 	fs.DurationVar(&f.max429Wait, "max-429-wait", couch.DefaultMax429Wait, "total time one request may wait on 429/503 rate limiting")
 	fs.IntVar(&f.maxConns, "max-conns", couch.DefaultMaxConns, "TCP connections per server")
+	fs.IntVar(&f.changesPage, "changes-page", couch.DefaultChangesPage, "_changes rows asked per request (-1: the whole feed in one request)")
 }
 
 func (f *clientFlags) options() couch.Options {
-	return couch.Options{AttemptTimeout: f.requestTimeout, RetryTime: f.retryTime, Max429Wait: f.max429Wait, MaxConns: f.maxConns}
+	return couch.Options{AttemptTimeout: f.requestTimeout, RetryTime: f.retryTime, Max429Wait: f.max429Wait, MaxConns: f.maxConns, ChangesPage: f.changesPage}
 }

@@ -117,6 +117,7 @@ func (rc *replicateCmd) dbJob(src, tgt *couch.Server) fleet.Job {
 		}
 		opts := rc.engine.options()
 		opts.CopyMetadata = true
+		opts.SourceInfo = &sinfo
 		opts.Budget = rc.budget
 		opts.Counters = &replicate.Counters{}
 		opts.Warn = func(s string) { rc.logf("%s: %s", name, s) }
@@ -149,14 +150,14 @@ var errNotEmpty = errors.New("target database exists and is not empty (use --reu
 func (rc *replicateCmd) prepareTarget(ctx context.Context, sdb, tdb *couch.DB, sinfo replicate.DBInfo) error {
 	tinfo, err := tdb.Info(ctx)
 	if errors.Is(err, replicate.ErrNotFound) {
-		meta, err := sdb.Metadata(ctx)
-		if err != nil {
-			return fmt.Errorf("source: %w", err)
+		err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: sinfo.Partitioned, Q: rc.q, N: rc.n})
+		if errors.Is(err, couch.ErrExists) {
+			return claimTarget(ctx, sinfo, tdb) // created meanwhile
 		}
-		if err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned, Q: rc.q, N: rc.n}); err != nil && !errors.Is(err, couch.ErrExists) {
+		if err != nil {
 			return fmt.Errorf("target: %w", err)
 		}
-		return claimTarget(ctx, sinfo, tdb)
+		return claimNew(ctx, sinfo, tdb)
 	}
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
