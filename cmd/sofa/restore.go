@@ -269,9 +269,7 @@ func (c *restoreCmd) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *
 	opts.CopyMetadata = true
 	opts.Counters = &replicate.Counters{}
 	opts.Warn = func(s string) { c.out.logf("%s: %s", tdb.Name(), s) }
-	if !c.out.quiet && !c.out.jsonOut {
-		fmt.Fprintf(os.Stderr, "sofa: restoring %s\n", tdb.Name())
-	}
+	c.out.logf("restoring %s", tdb.Name())
 	res, err := replicate.Run(ctx, dbr, target, opts)
 	fillResult(&r, res)
 	if err != nil {
