@@ -37,6 +37,9 @@ type DB struct {
 	// gzip-encoded attachments go as multipart/related PUT. Zero: 64 KiB
 	// on CouchDB; PouchDB Server always inlines (it takes no multipart).
 	InlineMax int64
+	// Fresh marks a database this process has just created (still
+	// empty); see Created.
+	Fresh bool
 	// ChangesPage is the number of rows asked per `_changes` request
 	// (`limit`): pages let writes start before a large feed is computed
 	// whole. Zero: DefaultChangesPage; negative: one unpaged request.
@@ -84,6 +87,22 @@ func (d *DB) fail(op string, err error) error {
 	return fmt.Errorf("%s: %s: %v", d, op, err)
 }
 
+// Identity names the database for replication ids: the server's uuid
+// (or its URL without credentials when it has none) and the db name.
+func (d *DB) Identity() string {
+	id := d.srv.UUID
+	if id == "" {
+		id = d.srv.URL()
+	}
+	return id + "/" + d.name
+}
+
+// Created describes a database this client has just created: empty, so
+// a replication into it needs neither its info nor its checkpoints.
+func (d *DB) Created() *replicate.DBInfo {
+	return &replicate.DBInfo{Name: d.name, Identity: d.Identity()}
+}
+
 // Info reads `GET /db`.
 func (d *DB) Info(ctx context.Context) (replicate.DBInfo, error) {
 	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path})
@@ -108,17 +127,14 @@ func (d *DB) Info(ctx context.Context) (replicate.DBInfo, error) {
 	if len(ist) >= 2 && ist[0] == '"' {
 		ist = jsonx.Unquote(info.InstanceStart)
 	}
-	id := d.srv.UUID
-	if id == "" {
-		id = d.srv.URL()
-	}
+	id := d.Identity()
 	d.mu.Lock()
 	d.partitioned, d.infoRead = info.Props.Partitioned, true
 	d.mu.Unlock()
 	return replicate.DBInfo{
 		Name: info.DBName, DocCount: info.DocCount, DelCount: info.DocDelCount,
 		UpdateSeq: replicate.Seq(info.UpdateSeq), InstanceStart: ist,
-		Partitioned: info.Props.Partitioned, Identity: id + "/" + d.name,
+		Partitioned: info.Props.Partitioned, Identity: id,
 	}, nil
 }
 
@@ -467,7 +483,14 @@ func (d *DB) Metadata(ctx context.Context) (replicate.Metadata, error) {
 	} else if st := StatusOf(err); st != 404 && st != 403 && st != 401 {
 		return m, d.fail("read _security", err)
 	}
-	resp, err = d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_revs_limit"})
+	if d.srv.noRevsLimit.Load() {
+		err = &Error{Status: 404}
+	} else {
+		resp, err = d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_revs_limit"})
+		if StatusOf(err) == 404 && d.srv.Vendor == VendorPouchDB {
+			d.srv.noRevsLimit.Store(true) // PouchDB Server has no such route
+		}
+	}
 	if err == nil {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,6 +38,9 @@ type Server struct {
 	Vendor  Vendor
 	Version string
 	UUID    string // server uuid, "" if not given
+	// noRevsLimit: the server answered 404 to `_revs_limit` (PouchDB
+	// Server has no such route); it is not asked again.
+	noRevsLimit atomic.Bool
 }
 
 // Endpoint is a probed URL: a server, or a database on a server.

@@ -104,8 +104,10 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 	} else if sinfo, err = src.Info(ctx); err != nil {
 		return res, fmt.Errorf("source: %w", err)
 	}
-	tinfo, err := tgt.Info(ctx)
-	if err != nil {
+	var tinfo DBInfo
+	if opts.TargetCreated != nil {
+		tinfo = *opts.TargetCreated
+	} else if tinfo, err = tgt.Info(ctx); err != nil {
 		return res, fmt.Errorf("target: %w", err)
 	}
 	res.ReplicationID = ReplicationID(sinfo.Identity, tinfo.Identity, opts.ContentOptions...)
@@ -114,12 +116,19 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 		srcOff: opts.SourceReadOnly}
 	r.cp = cp
 	var since Seq
-	if !opts.NoCheckpoints {
-		if cp.srcLog, err = readCheckpoint(ctx, src, cp.id); err != nil {
-			return res, fmt.Errorf("source: read checkpoint: %w", err)
-		}
+	// The target's checkpoint is read first: without it the copy starts
+	// from the beginning whatever the source holds, so the source's is
+	// only read when there is something to compare (a stale source
+	// checkpoint is then overwritten through a 409 and a re-read). A
+	// target the caller has just created holds none.
+	if !opts.NoCheckpoints && opts.TargetCreated == nil {
 		if cp.tgtLog, err = readCheckpoint(ctx, tgt, cp.id); err != nil {
 			return res, fmt.Errorf("target: read checkpoint: %w", err)
+		}
+		if cp.tgtLog != nil {
+			if cp.srcLog, err = readCheckpoint(ctx, src, cp.id); err != nil {
+				return res, fmt.Errorf("source: read checkpoint: %w", err)
+			}
 		}
 		since = r.trustedSince(ctx, cp, sinfo, tinfo)
 	}

@@ -63,6 +63,10 @@ type Options struct {
 	// engine uses them instead of asking again.
 	SourceInfo     *DBInfo
 	SourceMetadata *Metadata
+	// TargetCreated, when set, says the caller has just created the
+	// target database (empty, no checkpoint) and describes it: the engine
+	// neither reads its info nor looks for checkpoints.
+	TargetCreated *DBInfo
 	// SourceReadOnly never writes checkpoints to the source (backups);
 	// they go to the target only, and nothing is said about it.
 	SourceReadOnly bool

@@ -399,3 +399,31 @@ func TestBackup_FailedDatabaseMarked(t *testing.T) {
 	}
 	arEqual(t, src, "fine", tgt, "fine")
 }
+
+// C4 for archives: a proxy that resets one connection in 200 and delays
+// 1% of answers past the attempt timeout. Per-request timeouts and
+// retries carry the backup through; the archive is complete and
+// verifiable, and equal to the source.
+func TestBackup_C4_ResetsAndDelays(t *testing.T) {
+	bin := arBin(t)
+	src := couchtest.Start(t)
+	arCreate(t, src, "c4", true, arSmallDocs("c4", 1500)...)
+	var hist []json.RawMessage
+	for i := 0; i < 30; i++ { // generation-2 revisions go through _bulk_get
+		hist = append(hist, arRaw(`{"_id":"h%02d","_rev":"2-b%02d","_revisions":{"start":2,"ids":["b%02d","a%02d"]},"v":%d}`, i, i, i, i, i))
+	}
+	arWrite(t, src, "c4", false, hist...)
+	px := faultproxy.StartT(t, src.URL)
+	if err := px.SetRules(
+		faultproxy.Rule{Name: "reset", Fault: faultproxy.Reset, Probability: 0.005, After: 3},
+		faultproxy.Rule{Name: "slow", Delay: 3 * time.Second, Probability: 0.01, After: 3},
+	); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "c4.sofa")
+	arSofa(t, bin, nil, "backup", px.URL+"/c4", path, "-q", "--request-timeout", "1s",
+		"--batch-size", "50", "--fetch-batch", "10", "--changes-page", "100").want(t, exitOK)
+	t.Logf("proxy: %+v", px.Stats().Rules)
+	arSofa(t, bin, nil, "verify", path).want(t, exitOK)
+	arSofa(t, bin, nil, "verify", "--full", path, src.DBURL("c4")).want(t, exitOK)
+}

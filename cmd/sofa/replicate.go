@@ -155,7 +155,11 @@ func (rc *replicateCmd) replicateDB(ctx context.Context, sdb, tdb *couch.DB, cou
 		if err != nil {
 			return nil, fatal(fmt.Errorf("source: %v", err))
 		}
-		if err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned}); err != nil && !errors.Is(err, couch.ErrExists) {
+		switch err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned}); {
+		case err == nil:
+			opts.TargetCreated = tdb.Created()
+			opts.SourceMetadata = &meta
+		case !errors.Is(err, couch.ErrExists):
 			return nil, fatal(fmt.Errorf("target: %v", err))
 		}
 		opts.CopyMetadata = true

@@ -269,6 +269,9 @@ func (c *restoreCmd) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *
 	opts.CopyMetadata = true
 	opts.Counters = &replicate.Counters{}
 	opts.Warn = func(s string) { c.out.logf("%s: %s", tdb.Name(), s) }
+	if tdb.Fresh {
+		opts.TargetCreated = tdb.Created()
+	}
 	c.out.logf("restoring %s", tdb.Name())
 	res, err := replicate.Run(ctx, dbr, target, opts)
 	fillResult(&r, res)
@@ -309,10 +312,14 @@ func (c *restoreCmd) prepareTarget(ctx context.Context, dbr *archive.DBReader, t
 	tinfo, err := tdb.Info(ctx)
 	if errors.Is(err, replicate.ErrNotFound) {
 		err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned, Q: c.q, N: c.n})
-		if err != nil && !errors.Is(err, couch.ErrExists) {
+		if errors.Is(err, couch.ErrExists) {
+			return claimTarget(ctx, sinfo, tdb) // created meanwhile
+		}
+		if err != nil {
 			return fmt.Errorf("target: %v", err)
 		}
-		return claimTarget(ctx, sinfo, tdb)
+		tdb.Fresh = true
+		return claimNew(ctx, sinfo, tdb)
 	}
 	if err != nil {
 		return fmt.Errorf("target: %v", err)

@@ -118,6 +118,9 @@ func (rc *replicateCmd) dbJob(src, tgt *couch.Server) fleet.Job {
 		opts := rc.engine.options()
 		opts.CopyMetadata = true
 		opts.SourceInfo = &sinfo
+		if tdb.Fresh {
+			opts.TargetCreated = tdb.Created()
+		}
 		opts.Budget = rc.budget
 		opts.Counters = &replicate.Counters{}
 		opts.Warn = func(s string) { rc.logf("%s: %s", name, s) }
@@ -157,6 +160,7 @@ func (rc *replicateCmd) prepareTarget(ctx context.Context, sdb, tdb *couch.DB, s
 		if err != nil {
 			return fmt.Errorf("target: %w", err)
 		}
+		tdb.Fresh = true
 		return claimNew(ctx, sinfo, tdb)
 	}
 	if err != nil {
