@@ -472,7 +472,16 @@ func (d *DBWriter) finish(reason string) error {
 	}
 	d.mu.Lock()
 	d.summary.Seq = d.seq
+	// Checkpoints carry forward: a database unchanged since the previous
+	// archive gets no new one, and keeps the previous archive's, so the
+	// next incremental starts from there too (not from scratch).
 	d.summary.Checkpoints = d.checkpoints
+	if len(d.checkpoints) == 0 && len(d.locals) > 0 {
+		d.summary.Checkpoints = map[string]json.RawMessage{}
+		for id, b := range d.locals {
+			d.summary.Checkpoints[id] = json.RawMessage(b)
+		}
+	}
 	d.summary.Metadata = d.meta
 	d.summary.Error = reason
 	d.summary.Blobs, d.summary.BlobBytes = d.nblobs.Load(), d.blobBytes.Load()

@@ -445,11 +445,16 @@ func (d *DB) Attachment(ctx context.Context, docID, rev string, att *replicate.A
 		h["Accept-Encoding"] = []string{"identity"}
 	}
 	p := d.path + "/" + EscapeDocID(docID) + "/" + EscapeAttName(att.Name)
-	if len(p) > 15000 {
-		return fmt.Errorf("attachment %q of %q: URL too long for the source", att.Name, shortID(docID))
+	if len(p) > 8000 {
+		// Too long for a URL (PouchDB Server refuses over 16 KB): read the
+		// revision with its attachments inline, the id in a POST body.
+		return d.attachmentInline(ctx, docID, rev, att)
 	}
 	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: p, Query: "rev=" + url.QueryEscape(rev), Accept: "*/*", Header: h})
 	if err != nil {
+		if st := StatusOf(err); st == 404 || st == 400 || st == 414 {
+			return fmt.Errorf("%w: attachment %q of %q rev %s: %v", replicate.ErrUnreadable, att.Name, shortID(docID), rev, err)
+		}
 		return d.fail("read attachment "+att.Name+" of "+shortID(docID), err)
 	}
 	defer resp.Body.Close()
@@ -470,6 +475,45 @@ func (d *DB) Attachment(ctx context.Context, docID, rev string, att *replicate.A
 	}
 	att.Data = data
 	return nil
+}
+
+// attachmentInline reads one attachment through `_bulk_get` with
+// attachments=true (base64 in JSON): for documents whose URL is too long.
+func (d *DB) attachmentInline(ctx context.Context, docID, rev string, att *replicate.Attachment) error {
+	body := []byte(`{"docs":[{"id":`)
+	body = jsonx.Quote(body, docID)
+	body = append(body, `,"rev":`...)
+	body = jsonx.Quote(body, rev)
+	body = append(body, `}]}`...)
+	resp, err := d.srv.do(ctx, &request{Method: "POST", Path: d.path + "/_bulk_get", Query: "revs=true&attachments=true",
+		Body: body, ContentType: "application/json"})
+	if err != nil {
+		if st := StatusOf(err); st == 404 || st == 400 || st == 405 || st == 413 {
+			return fmt.Errorf("%w: attachment %q of %q rev %s: the id is too long for a URL and _bulk_get failed: %v", replicate.ErrUnreadable, att.Name, shortID(docID), rev, err)
+		}
+		return d.fail("read attachment "+att.Name+" of "+shortID(docID), err)
+	}
+	defer resp.Body.Close()
+	docs, _, err := ParseBulkGet(resp.Body, []replicate.RevRequest{{ID: docID, Rev: rev}})
+	if err != nil {
+		return fmt.Errorf("%s: _bulk_get: %v", d, err)
+	}
+	for _, doc := range docs {
+		if doc.Rev != rev {
+			continue
+		}
+		for _, a := range doc.Atts {
+			if a.Name == att.Name && a.Data != nil {
+				data, enc, err := storedBytes(a.Data, "", att)
+				if err != nil {
+					return fmt.Errorf("%s: attachment %q of %q rev %s: %v", d, att.Name, shortID(docID), rev, err)
+				}
+				att.Data, att.Encoding = data, enc
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: attachment %q of %q rev %s: not in the _bulk_get answer", replicate.ErrUnreadable, att.Name, shortID(docID), rev)
 }
 
 // Metadata reads `_security`, `_revs_limit` and props.

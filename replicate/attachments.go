@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -25,34 +26,52 @@ func (r *run) resolveAttachments(ctx context.Context, docs []*Doc, reqs []RevReq
 	}
 	for _, d := range docs {
 		pre := d.Size()
-		g := have[d.ID+"\x00"+d.Rev]
-		for _, a := range d.Atts {
-			if a.Data != nil {
-				continue
-			}
-			if a.RevPos > 0 && a.RevPos <= g {
-				a.Stub = true
-				r.c.attsSkip.Add(1)
-				continue
-			}
-			a.Stub = false
-			if err := w.reserve(ctx, a.StoredLength(), false); err != nil {
-				return err
-			}
-			if err := r.src.Attachment(ctx, d.ID, d.Rev, a); err != nil {
-				return fmt.Errorf("source: %w", err)
-			}
-			r.c.attsRead.Add(1)
+		readable, err := r.readAttachments(ctx, d, have[d.ID+"\x00"+d.Rev], w)
+		if err != nil {
+			return err
 		}
 		w.pending -= pre
 		if w.pending < 0 {
 			w.pending = 0
+		}
+		if !readable {
+			continue
 		}
 		if err := w.add(ctx, d); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// readAttachments turns the attachments introduced at or before
+// generation g (which the target holds) into stubs and reads the others.
+// An attachment the source cannot serve (ErrUnreadable) makes the
+// revision a reported failure: readable is false and the run goes on.
+func (r *run) readAttachments(ctx context.Context, d *Doc, g int, w *writeBuf) (readable bool, err error) {
+	for _, a := range d.Atts {
+		if a.Data != nil {
+			continue
+		}
+		if a.RevPos > 0 && a.RevPos <= g {
+			a.Stub = true
+			r.c.attsSkip.Add(1)
+			continue
+		}
+		a.Stub = false
+		if err := w.reserve(ctx, a.StoredLength(), false); err != nil {
+			return false, err
+		}
+		if err := r.src.Attachment(ctx, d.ID, d.Rev, a); err != nil {
+			if errors.Is(err, ErrUnreadable) {
+				r.fail(ctx, DocError{ID: d.ID, Rev: d.Rev, Error: "read_failed", Reason: err.Error()})
+				return false, nil
+			}
+			return false, fmt.Errorf("source: %w", err)
+		}
+		r.c.attsRead.Add(1)
+	}
+	return true, nil
 }
 
 // targetGenerations returns, per revision with attachments to resolve,

@@ -392,6 +392,20 @@ func (d *Doc) AppendJSON(dst []byte, mode AttachmentMode) []byte {
 				dst = append(dst, `,"digest":`...)
 				dst = jsonx.Quote(dst, a.Digest)
 			}
+			// CouchDB takes a stub's metadata from the ancestor; PouchDB
+			// Server keeps what the stub says, so it says everything.
+			if a.Length > 0 {
+				dst = append(dst, `,"length":`...)
+				dst = strconv.AppendInt(dst, a.Length, 10)
+			}
+			if a.Encoding != "" {
+				dst = append(dst, `,"encoding":`...)
+				dst = jsonx.Quote(dst, a.Encoding)
+				if a.EncodedLength > 0 {
+					dst = append(dst, `,"encoded_length":`...)
+					dst = strconv.AppendInt(dst, a.EncodedLength, 10)
+				}
+			}
 			dst = append(dst, `,"stub":true`...)
 		case mode == Inline:
 			dst = append(dst, `,"data":"`...)

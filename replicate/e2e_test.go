@@ -184,7 +184,11 @@ func TestReplicateLongIDAndManyConflicts(t *testing.T) {
 	ctx := t.Context()
 	// E4: a 20,000-character id among 10 normal docs.
 	long := strings.Repeat("x", 20000)
-	docs := []json.RawMessage{raw(`{"_id":%q,"v":1}`, long)}
+	// The second long id carries an attachment: too long for an
+	// attachment URL, it is read through _bulk_get in a POST body.
+	longAtt := strings.Repeat("y", 20000)
+	docs := []json.RawMessage{raw(`{"_id":%q,"v":1}`, long),
+		raw(`{"_id":%q,"_attachments":{"a.bin":{"content_type":"application/octet-stream","data":%q}}}`, longAtt, b64(randomBytes(100_000)))}
 	for i := 0; i < 10; i++ {
 		docs = append(docs, raw(`{"_id":"n%d"}`, i))
 	}
@@ -279,5 +283,39 @@ func TestReplicateRecreatedReadOnlySourceAnchor(t *testing.T) {
 	}
 	if ids := allIDs(t, srv, tgt); len(ids) != 40 {
 		t.Errorf("target holds %d docs, want 40", len(ids))
+	}
+}
+
+// An attachment the source cannot serve (404 here) makes only its revision
+// a reported failure, with id, rev and reason; the others are copied.
+func TestReplicateUnreadableAttachmentReported(t *testing.T) {
+	srv, src, tgt, _, _ := pair(t)
+	c := srv.Client()
+	ctx := t.Context()
+	mustBulk(t, srv, src, true, raw(`{"_id":"plain1"}`), raw(`{"_id":"plain2"}`))
+	rev, err := c.PutDoc(ctx, src, "gone", map[string]any{"k": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutAttachment(ctx, src, "gone", rev, "a.bin", "application/octet-stream", randomBytes(1000)); err != nil {
+		t.Fatal(err)
+	}
+	p := faultproxy.StartT(t, srv.URL)
+	if err := p.SetRules(faultproxy.Rule{Name: "404", Method: "GET", Path: `/gone/a\.bin$`, Fault: faultproxy.Status, Status: 404}); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := couch.Probe(ctx, p.URL, couch.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := replicate.Run(ctx, ep.Server.DB(src), openDB(t, srv, tgt), replicate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failures) != 1 || res.Failures[0].ID != "gone" || res.Failures[0].Error != "read_failed" {
+		t.Fatalf("failures %+v, want the one document named", res.Failures)
+	}
+	if ids := allIDs(t, srv, tgt); !ids["plain1"] || !ids["plain2"] || ids["gone"] {
+		t.Errorf("target ids %v, want plain1 and plain2 only", ids)
 	}
 }

@@ -105,6 +105,12 @@ var ErrNotFound = errors.New("not found")
 // writes (read-only credentials or a source that must never be written).
 var ErrReadOnly = errors.New("read-only endpoint")
 
+// ErrUnreadable is wrapped by Source methods when one revision (or one of
+// its attachments) cannot be read while the source itself is fine (gone
+// meanwhile, a name too long for any URL): the engine reports that
+// revision with its id, rev and reason, and goes on with the others.
+var ErrUnreadable = errors.New("revision unreadable")
+
 // ErrBatchRejected is wrapped by WriteDocs when the server refused a whole
 // request because of its content (HTTP 413 too large, 400 bad request):
 // splitting the batch can isolate the offending revisions.

@@ -27,7 +27,7 @@ type Options struct {
 	// data. The winner's deleted state is then compared only where the
 	// leaf sets are equal.
 	AllowExtra bool
-	// LenientRevpos accepts, in B, an attachment revpos equal to the
+	// LenientRevpos accepts, on either side, an attachment revpos equal to the
 	// generation of the revision that carries it: PouchDB Server resets
 	// revpos so whenever it receives attachment bytes, so a copy there
 	// cannot keep an older revpos.

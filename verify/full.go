@@ -153,7 +153,7 @@ func compareAttachments(da, db *replicate.Doc, r *Report, opts Options) {
 		if x.Length != y.Length {
 			diffs = append(diffs, fmt.Sprintf("length a %d, b %d", x.Length, y.Length))
 		}
-		if x.RevPos != y.RevPos && !(opts.LenientRevpos && y.RevPos == gen && x.RevPos < gen) {
+		if x.RevPos != y.RevPos && !(opts.LenientRevpos && (y.RevPos == gen && x.RevPos < gen || x.RevPos == gen && y.RevPos < gen)) {
 			diffs = append(diffs, fmt.Sprintf("revpos a %d, b %d", x.RevPos, y.RevPos))
 		}
 		if len(diffs) > 0 {

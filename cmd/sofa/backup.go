@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,6 +57,9 @@ The format is described in docs/archive-format.md.
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := applyEnvAndConfig(cmd); err != nil {
+				return err
+			}
+			if err := bc.engine.validate(); err != nil {
 				return err
 			}
 			return bc.run(cmd.Context(), args[0], args[1])
@@ -124,7 +128,11 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 		return bc.backupDB(ctx, src.Server, w, name, p, budget)
 	}
 	_, runErr := runDBs(ctx, dbs, job, []*limit.Limiter{sl}, bc.control, bc.out, "backed up")
-	if codeOf(runErr) == exitInterrupted || codeOf(runErr) == exitFatal {
+	if codeOf(runErr) == exitInterrupted {
+		sink.abort()
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted: no archive was written (a backup starts over when run again)")}
+	}
+	if codeOf(runErr) == exitFatal {
 		sink.abort()
 		return runErr
 	}

@@ -34,6 +34,18 @@ func (f *engineFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.noCheckpoints, "no-checkpoints", false, "neither read nor write _local checkpoints (always start from the beginning)")
 }
 
+// validate refuses negative sizes and counts (zero selects the default).
+func (f *engineFlags) validate() error {
+	for name, v := range map[string]int64{"workers": int64(f.workers), "batch-size": int64(f.batchSize),
+		"fetch-batch": int64(f.fetchBatch), "write-batch-docs": int64(f.writeDocs), "write-batch-bytes": f.writeBytes,
+		"max-inflight-bytes": f.maxInflight, "checkpoint-interval": int64(f.checkpointEvery)} {
+		if v < 0 {
+			return usageErr("--%s must not be negative (0 selects the default)", name)
+		}
+	}
+	return nil
+}
+
 func (f *engineFlags) options() replicate.Options {
 	return replicate.Options{
 		Workers: f.workers, BatchSize: f.batchSize, FetchBatch: f.fetchBatch,

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -38,6 +39,9 @@ func run(args []string) (code int) {
 	root := newRoot()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
+	if err != nil && strings.HasPrefix(err.Error(), "unknown command") {
+		err = usageErr("%v (see sofa --help)", strings.SplitN(err.Error(), "\n", 2)[0])
+	}
 	code = codeOf(err)
 	if err != nil {
 		if ctx.Err() != nil && code == exitFatal {

@@ -69,6 +69,9 @@ resumes where it stopped; a second run after a success copies nothing.
 			if err := applyEnvAndConfig(cmd); err != nil {
 				return err
 			}
+			if err := rc.engine.validate(); err != nil {
+				return err
+			}
 			return rc.run(cmd.Context(), args[0], args[1])
 		},
 	}
@@ -116,6 +119,9 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 		return err
 	}
 	rc.counters = []*couch.Counters{src.Server.Stats, tgt.Server.Stats}
+	if src.Server.URL() == tgt.Server.URL() && src.DBName == tgt.DBName {
+		return usageErr("SOURCE and TARGET are the same %s", map[bool]string{true: "server", false: "database"}[src.DBName == ""])
+	}
 	switch {
 	case src.DBName == "" && tgt.DBName == "":
 		return rc.runServers(ctx, srcURL, tgtURL)

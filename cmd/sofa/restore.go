@@ -68,6 +68,9 @@ that holds it in full.
 			if err := applyEnvAndConfig(cmd); err != nil {
 				return err
 			}
+			if err := c.engine.validate(); err != nil {
+				return err
+			}
 			return c.run(cmd.Context(), args[:len(args)-1], args[len(args)-1])
 		},
 	}
@@ -116,6 +119,9 @@ func (c *restoreCmd) run(ctx context.Context, archives []string, tgtURL string) 
 	if err != nil {
 		return err
 	}
+	if err := c.checkSelection(archives, filter, renames, tgt.DBName != ""); err != nil {
+		return err
+	}
 	c.engine.setMemoryLimit(64 << 20)
 	sum := fleet.Summary{Started: time.Now()}
 	var fatalErr error
@@ -138,6 +144,44 @@ func (c *restoreCmd) run(ctx context.Context, archives []string, tgtURL string) 
 		return fatal(errors.New("no database of the archive was selected"))
 	case sum.DBsOK != sum.DBsTotal:
 		return &exitError{code: exitPartial, err: fmt.Errorf("%d of %d databases were not restored completely (listed above)", sum.DBsTotal-sum.DBsOK, sum.DBsTotal)}
+	}
+	return nil
+}
+
+// checkSelection reads the manifests of archive files before anything is
+// written: a database URL as target takes exactly one selected database,
+// and every --rename must name a database of the archives. (An archive
+// read from stdin cannot be looked at twice; it is checked as it goes.)
+func (c *restoreCmd) checkSelection(archives []string, filter fleet.Filter, renames map[string]string, oneDB bool) error {
+	if len(archives) == 1 && archives[0] == "-" {
+		return nil
+	}
+	selected := map[string]bool{}
+	all := map[string]bool{}
+	for _, path := range archives {
+		f, err := openArchive(path)
+		if err != nil {
+			return err
+		}
+		_, dbs, err := archive.List(f)
+		f.Close()
+		if err != nil {
+			return fatal(fmt.Errorf("%s: %v", path, err))
+		}
+		for _, d := range dbs {
+			all[d.Name] = true
+			if filter.Match(d.Name) {
+				selected[d.Name] = true
+			}
+		}
+	}
+	for old := range renames {
+		if !all[old] {
+			return usageErr("--rename %s=...: the archive holds no database %q", old, old)
+		}
+	}
+	if oneDB && len(selected) != 1 {
+		return usageErr("the target is a database URL but %d databases of the archive are selected: restore into a server URL, or select one with --include", len(selected))
 	}
 	return nil
 }

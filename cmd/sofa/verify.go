@@ -19,6 +19,7 @@ import (
 )
 
 type verifyCmd struct {
+	lenient   bool // a side is PouchDB Server (see verify.Options.LenientRevpos)
 	client    clientFlags
 	control   controlFlags
 	full      bool
@@ -36,7 +37,7 @@ func newVerifyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify A [B]",
 		Short: "Compare two databases or servers, check an archive, or compare an archive with a server",
-		Long: `Compare A with B as docs/conformance.md defines "equal". A and B are both
+		Long: `Compare A with B: the same documents with the same leaf revisions. A and B are both
 database URLs, or both server URLs: then every database of A (selected by
 --include and --exclude as for replicate) is compared with the database of
 the same name on B, many at once under the adaptive concurrency controller.
@@ -46,7 +47,9 @@ _changes?style=all_docs the same document ids, per id the same leaf
 revisions and the same deleted state. --full also reads every leaf revision
 from both sides and compares its body as canonical JSON, its history, and
 its attachments' digest, content_type, length and revpos (never the
-attachment bytes: the digest is their md5). --metadata also compares
+attachment bytes: the digest is their md5; where either side is PouchDB
+Server, which resets an attachment's revpos to the generation of the
+revision that carries its bytes, that revpos is accepted). --metadata also compares
 _security and _revs_limit; it is on for server URLs.
 
 Every difference is listed by database, document id and revision (the
@@ -118,7 +121,7 @@ type verifyResult struct {
 
 func (vc *verifyCmd) options(b *couch.Server, metadataDefault bool, cmd *cobra.Command) verify.Options {
 	o := verify.Options{Mode: verify.Cheap, Metadata: vc.metadata, MaxDifferences: vc.maxDiffs,
-		LenientRevpos: b.Vendor == couch.VendorPouchDB}
+		LenientRevpos: vc.lenient || b.Vendor == couch.VendorPouchDB}
 	if vc.full {
 		o.Mode = verify.Full
 	}
@@ -142,6 +145,9 @@ func (vc *verifyCmd) run(ctx context.Context, cmd *cobra.Command, aURL, bURL str
 		return err
 	}
 	var res verifyResult
+	// PouchDB Server resets revpos to the generation that carries the
+	// bytes; either side being one makes that difference acceptable.
+	vc.lenient = a.Server.Vendor == couch.VendorPouchDB
 	switch {
 	case a.DBName == "" && b.DBName == "":
 		res, err = vc.servers(ctx, a.Server, b.Server, vc.options(b.Server, true, cmd), []*limit.Limiter{sl, tl})

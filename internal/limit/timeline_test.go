@@ -59,7 +59,7 @@ func TestLimiterStats_Timeline(t *testing.T) {
 	l := New(Options{Initial: 3})
 	time.Sleep(5 * time.Millisecond)
 	st := l.Stats()
-	if len(st.Timeline) != 1 || st.Timeline[0].Mean != 3 {
+	if len(st.Timeline) != 1 || math.Abs(st.Timeline[0].Mean-3) > 1e-9 {
 		t.Errorf("timeline = %+v, want one span at 3", st.Timeline)
 	}
 }
