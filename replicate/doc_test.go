@@ -157,8 +157,8 @@ func TestAppendJSON_Modes(t *testing.T) {
 	wantInline := `{"_id":"a","_rev":"2-b","v":1,"_attachments":{` +
 		`"in.txt":{"content_type":"text/plain","revpos":2,"data":"aGVsbG8="},` +
 		`"gz":{"content_type":"text/plain","revpos":2,"data":"AQID"},` +
-		`"old":{"content_type":"image/png","revpos":1,"digest":"md5-old","stub":true},` +
-		`"unread":{"content_type":"image/png","revpos":1,"digest":"md5-unread","stub":true}}}`
+		`"old":{"content_type":"image/png","revpos":1,"digest":"md5-old","length":9,"stub":true},` +
+		`"unread":{"content_type":"image/png","revpos":1,"digest":"md5-unread","length":9,"stub":true}}}`
 	if inline != wantInline {
 		t.Errorf("inline:\n got %s\nwant %s", inline, wantInline)
 	}
@@ -166,8 +166,8 @@ func TestAppendJSON_Modes(t *testing.T) {
 	wantFollows := `prefix:{"_id":"a","_rev":"2-b","v":1,"_attachments":{` +
 		`"in.txt":{"content_type":"text/plain","revpos":2,"follows":true,"digest":"md5-XUFAKrxLKna5cZ2REBfFkg==","length":5},` +
 		`"gz":{"content_type":"text/plain","revpos":2,"follows":true,"digest":"md5-gz","length":100,"encoding":"gzip","encoded_length":3},` +
-		`"old":{"content_type":"image/png","revpos":1,"digest":"md5-old","stub":true},` +
-		`"unread":{"content_type":"image/png","revpos":1,"digest":"md5-unread","stub":true}}}`
+		`"old":{"content_type":"image/png","revpos":1,"digest":"md5-old","length":9,"stub":true},` +
+		`"unread":{"content_type":"image/png","revpos":1,"digest":"md5-unread","length":9,"stub":true}}}`
 	if follows != wantFollows {
 		t.Errorf("follows:\n got %s\nwant %s", follows, wantFollows)
 	}
