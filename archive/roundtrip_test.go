@@ -161,7 +161,9 @@ func TestConcurrentDatabases(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range ndb {
 		name := fmt.Sprintf("db%d", i)
+		mu.Lock() // earlier databases' goroutines are writing into want
 		want[name] = map[string]*replicate.Doc{}
+		mu.Unlock()
 		d, err := w.Database(name)
 		if err != nil {
 			t.Fatal(err)
