@@ -124,7 +124,7 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	}
 	switch {
 	case src.DBName == "" && tgt.DBName == "":
-		return rc.runServers(ctx, srcURL, tgtURL)
+		return rc.runServers(ctx, src, tgt, sl, tl)
 	case src.DBName == "" || tgt.DBName == "":
 		return usageErr("SOURCE and TARGET must both be databases or both be servers")
 	}

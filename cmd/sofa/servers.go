@@ -17,26 +17,13 @@ import (
 
 // runServers replicates every selected database of a server (whole-server
 // mode) under the adaptive concurrency controller.
-func (rc *replicateCmd) runServers(ctx context.Context, srcURL, tgtURL string) error {
+func (rc *replicateCmd) runServers(ctx context.Context, src, tgt *couch.Endpoint, sl, tl *limit.Limiter) error {
 	if err := validVerifyMode(rc.verifyMode); err != nil {
 		return err
 	}
 	filter := fleet.Filter{Include: rc.include, Exclude: rc.exclude, Skip: withoutUsers(fleet.ReplicateSkip, rc.withUsers)}
 	if err := filter.Validate(); err != nil {
 		return usageErr("%v", err)
-	}
-	sl, tl := rc.control.limiters(srcURL, tgtURL)
-	copts := rc.client.options()
-	copts.Log = rc.logf
-	copts.Pacer = pacer{sl}
-	src, err := openEndpoint(ctx, srcURL, "SOURCE", copts)
-	if err != nil {
-		return err
-	}
-	copts.Pacer = pacer{tl}
-	tgt, err := openEndpoint(ctx, tgtURL, "TARGET", copts)
-	if err != nil {
-		return err
 	}
 	names, err := fleet.ListDBs(ctx, src.Server, 1000)
 	if err != nil {
