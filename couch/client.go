@@ -178,6 +178,10 @@ type request struct {
 	// Stream: the caller reads the body itself and the attempt timeout does
 	// not apply to reading it (changes feed).
 	Stream bool
+	// BodyFn, when set instead of Body, opens a fresh request body of
+	// BodyLen bytes for every attempt (streamed uploads).
+	BodyFn  func() (io.ReadCloser, error)
+	BodyLen int64
 	// NoRetry: fail on the first error.
 	NoRetry bool
 	// RetryTime overrides Options.RetryTime for this request when > 0
@@ -200,6 +204,13 @@ func (c *Client) newHTTPRequest(ctx context.Context, r *request) (*http.Request,
 	req, err := http.NewRequestWithContext(ctx, r.Method, full, body)
 	if err != nil {
 		return nil, err
+	}
+	if r.BodyFn != nil {
+		rc, err := r.BodyFn()
+		if err != nil {
+			return nil, err
+		}
+		req.Body, req.ContentLength, req.GetBody = rc, r.BodyLen, r.BodyFn
 	}
 	if r.Body != nil {
 		req.ContentLength = int64(len(r.Body))
@@ -313,7 +324,11 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, conte
 	actx, cancel := context.WithCancel(ctx)
 	// The timer bounds the attempt up to the end of its body; a stream
 	// must produce headers within it, then each read re-arms it.
-	timer := time.AfterFunc(c.opts.AttemptTimeout, cancel)
+	limit := c.opts.AttemptTimeout
+	if r.BodyLen > 0 {
+		limit += time.Duration(r.BodyLen>>20) * time.Second // an upload gets 1 s per MiB more
+	}
+	timer := time.AfterFunc(limit, cancel)
 	req, err := c.newHTTPRequest(actx, r)
 	if err != nil {
 		timer.Stop()

@@ -20,7 +20,8 @@ import (
 // sent any number of times (retries) without copying them; doc must not
 // change meanwhile.
 type RelatedBody struct {
-	chunks   [][]byte // the body, in order; attachment chunks alias doc
+	chunks   [][]byte                      // the body, in order; attachment chunks alias doc
+	streams  map[int]*replicate.Attachment // chunk index -> attachment piped at send time (see StreamReader)
 	length   int64
 	boundary string
 }
@@ -44,8 +45,12 @@ func newRelatedBody(doc *replicate.Doc, boundary string) *RelatedBody {
 	b.add(head)
 	b.add(doc.AppendJSON(nil, replicate.Follows))
 	for _, a := range doc.Atts {
-		if a.Stub || a.Data == nil {
+		if a.Stub || a.Data == nil && !a.Stream {
 			continue
+		}
+		size := int64(len(a.Data))
+		if a.Stream {
+			size = a.StoredLength()
 		}
 		h := make([]byte, 0, 160+len(a.Name)+len(a.ContentType))
 		h = append(h, "\r\n--"...)
@@ -59,14 +64,18 @@ func newRelatedBody(doc *replicate.Doc, boundary string) *RelatedBody {
 			h = appendHeaderText(h, a.ContentType, false)
 		}
 		h = append(h, "\r\nContent-Length: "...)
-		h = strconv.AppendInt(h, int64(len(a.Data)), 10)
+		h = strconv.AppendInt(h, size, 10)
 		if a.Encoding != "" {
 			h = append(h, "\r\nContent-Encoding: "...)
 			h = appendHeaderText(h, a.Encoding, false)
 		}
 		h = append(h, "\r\n\r\n"...)
 		b.add(h)
-		b.add(a.Data)
+		if a.Stream {
+			b.addStream(a)
+		} else {
+			b.add(a.Data)
+		}
 	}
 	tail := make([]byte, 0, boundaryLen+8)
 	tail = append(tail, "\r\n--"...)
@@ -74,6 +83,15 @@ func newRelatedBody(doc *replicate.Doc, boundary string) *RelatedBody {
 	tail = append(tail, "--"...)
 	b.add(tail)
 	return b
+}
+
+func (b *RelatedBody) addStream(a *replicate.Attachment) {
+	if b.streams == nil {
+		b.streams = map[int]*replicate.Attachment{}
+	}
+	b.streams[len(b.chunks)] = a
+	b.chunks = append(b.chunks, nil)
+	b.length += a.StoredLength()
 }
 
 func (b *RelatedBody) add(p []byte) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 )
@@ -37,6 +38,12 @@ func (r *run) resolveAttachments(ctx context.Context, docs []*Doc, reqs []RevReq
 		if !readable {
 			continue
 		}
+		if streams(d) {
+			if err := r.writeStreamed(ctx, d); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := w.add(ctx, d); err != nil {
 			return err
 		}
@@ -59,6 +66,10 @@ func (r *run) readAttachments(ctx context.Context, d *Doc, g int, w *writeBuf) (
 			continue
 		}
 		a.Stub = false
+		if r.canStream(a) {
+			a.Stream = true // piped when the revision is written
+			continue
+		}
 		if err := w.reserve(ctx, a.StoredLength(), false); err != nil {
 			return false, err
 		}
@@ -183,4 +194,53 @@ func (r *run) fetchChunk() int {
 	}
 	n := int(float64(r.opts.WriteBatchBytes) / avg)
 	return max(1, min(n, r.opts.FetchBatch))
+}
+
+// canStream: the attachment is large enough to pipe and both ends can.
+func (r *run) canStream(a *Attachment) bool {
+	if r.opts.StreamThreshold < 0 || a.StoredLength() < r.opts.StreamThreshold {
+		return false
+	}
+	_, ok := r.src.(AttachmentOpener)
+	sw, ok2 := r.tgt.(StreamWriter)
+	return ok && ok2 && sw.CanStream(a)
+}
+
+func streams(d *Doc) bool {
+	for _, a := range d.Atts {
+		if a.Stream {
+			return true
+		}
+	}
+	return false
+}
+
+// writeStreamed writes a revision with piped attachments on its own.
+func (r *run) writeStreamed(ctx context.Context, d *Doc) error {
+	open := func(a *Attachment) (io.ReadCloser, error) {
+		return r.src.(AttachmentOpener).OpenAttachment(ctx, d.ID, d.Rev, a)
+	}
+	de, err := r.tgt.(StreamWriter).WriteStreamed(ctx, d, open)
+	if err != nil {
+		if errors.Is(err, ErrUnreadable) {
+			r.fail(ctx, DocError{ID: d.ID, Rev: d.Rev, Error: "read_failed", Reason: err.Error()})
+			return nil
+		}
+		return fmt.Errorf("target: %w", err)
+	}
+	if de != nil {
+		r.fail(ctx, *de)
+		return nil
+	}
+	var n int64 = int64(len(d.Body))
+	for _, a := range d.Atts {
+		if a.Stream {
+			n += a.StoredLength()
+			r.c.attsRead.Add(1)
+			r.c.attsPiped.Add(1)
+		}
+	}
+	r.c.docsWritten.Add(1)
+	r.c.bytes.Add(n)
+	return nil
 }

@@ -30,6 +30,10 @@ type Attachment struct {
 	Stub bool
 	// Data holds the stored bytes once read; nil until fetched.
 	Data []byte
+	// Stream: the bytes are not held but piped from the source into the
+	// target's multipart/related PUT when the revision is written (large
+	// attachments); Data stays nil, StoredLength says how many bytes.
+	Stream bool
 }
 
 // StoredLength is the number of bytes the attachment occupies as stored.
@@ -75,7 +79,7 @@ func (d *Doc) Size() int64 {
 func (d *Doc) PendingBytes() int64 {
 	var n int64
 	for _, a := range d.Atts {
-		if !a.Stub && a.Data == nil {
+		if !a.Stub && !a.Stream && a.Data == nil {
 			n += a.StoredLength()
 		}
 	}
@@ -387,7 +391,7 @@ func (d *Doc) AppendJSON(dst []byte, mode AttachmentMode) []byte {
 		dst = append(dst, `,"revpos":`...)
 		dst = strconv.AppendInt(dst, int64(a.RevPos), 10)
 		switch {
-		case a.Stub || a.Data == nil:
+		case a.Stub || a.Data == nil && !(a.Stream && mode == Follows):
 			if a.Digest != "" {
 				dst = append(dst, `,"digest":`...)
 				dst = jsonx.Quote(dst, a.Digest)
@@ -420,10 +424,14 @@ func (d *Doc) AppendJSON(dst []byte, mode AttachmentMode) []byte {
 			dst = append(dst, `,"length":`...)
 			dst = strconv.AppendInt(dst, a.Length, 10)
 			if a.Encoding != "" {
+				n := int64(len(a.Data))
+				if a.Stream {
+					n = a.StoredLength()
+				}
 				dst = append(dst, `,"encoding":`...)
 				dst = jsonx.Quote(dst, a.Encoding)
 				dst = append(dst, `,"encoded_length":`...)
-				dst = strconv.AppendInt(dst, int64(len(a.Data)), 10)
+				dst = strconv.AppendInt(dst, n, 10)
 			}
 		}
 		dst = append(dst, '}')

@@ -319,3 +319,31 @@ func TestReplicateUnreadableAttachmentReported(t *testing.T) {
 		t.Errorf("target ids %v, want plain1 and plain2 only", ids)
 	}
 }
+
+// Attachments at or above StreamThreshold are piped from the source's
+// answer into the target's multipart/related PUT, never held whole; the
+// copy is equal (bytes, digest, lengths) and smaller ones still travel the
+// usual way.
+func TestReplicateStreamsLargeAttachments(t *testing.T) {
+	srv, src, tgt, sdb, tdb := pair(t)
+	c := srv.Client()
+	ctx := t.Context()
+	for i, size := range []int{3_000_000, 50_000} {
+		id := fmt.Sprintf("doc%d", i)
+		rev, err := c.PutDoc(ctx, src, id, map[string]any{"i": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rev, err = c.PutAttachment(ctx, src, id, rev, "big.bin", "application/octet-stream", randomBytes(size)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.PutAttachment(ctx, src, id, rev, "small.txt", "text/plain", []byte("small")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := runOK(t, sdb, tdb, replicate.Options{StreamThreshold: 1 << 20, MaxInflightBytes: 1 << 20})
+	if res.Stats.DocsWritten != 2 || res.Stats.AttachmentsRead != 4 || res.Stats.AttachmentsPiped != 1 {
+		t.Errorf("stats %+v: want 2 revisions written, 4 attachments read, 1 of them piped", res.Stats)
+	}
+	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt), pouch)
+}

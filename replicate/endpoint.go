@@ -10,6 +10,7 @@ package replicate
 import (
 	"context"
 	"errors"
+	"io"
 )
 
 // Seq is an opaque changes-feed sequence exactly as the source sent it, as
@@ -189,4 +190,21 @@ type StartSeqSetter interface {
 // PutLocal gave the document, so a checkpoint update needs no re-read.
 type LocalRevver interface {
 	LocalRev(id string) (rev string, ok bool)
+}
+
+// AttachmentOpener is an optional Source ability: one attachment's stored
+// bytes as a stream (the caller closes it), for attachments too large to
+// hold. The bytes are those whose md5 is att.Digest.
+type AttachmentOpener interface {
+	OpenAttachment(ctx context.Context, docID, rev string, att *Attachment) (io.ReadCloser, error)
+}
+
+// StreamWriter is an optional Target ability: write one revision whose
+// attachments marked Stream are piped from open while the request is
+// sent (opened again if the request is retried). CanStream says whether
+// an attachment can go that way (a target that must re-encode bytes
+// cannot take them raw).
+type StreamWriter interface {
+	CanStream(att *Attachment) bool
+	WriteStreamed(ctx context.Context, doc *Doc, open func(*Attachment) (io.ReadCloser, error)) (*DocError, error)
 }

@@ -31,6 +31,7 @@ const (
 	DefaultWriteBatchBytes    = 4 << 20          // bytes per _bulk_docs request (4 MiB)
 	DefaultMaxInflightBytes   = 256 << 20        // document and attachment bytes held at once (256 MiB)
 	DefaultCheckpointInterval = 10 * time.Second // time between checkpoints
+	DefaultStreamThreshold    = 8 << 20          // attachments this large are piped, not held (8 MiB)
 )
 
 // Options tunes one replication. Zero values select the defaults above.
@@ -55,6 +56,11 @@ type Options struct {
 	// CheckpointInterval is the time between checkpoint writes while
 	// running (one is always written at the end). Zero: 10 s.
 	CheckpointInterval time.Duration
+	// StreamThreshold: an attachment of at least this many stored bytes is
+	// piped from the source into the target's multipart PUT instead of
+	// being held in memory, when both ends can. Zero: 8 MiB; negative:
+	// never.
+	StreamThreshold int64
 	// NoCheckpoints disables reading and writing `_local` checkpoints:
 	// every run starts from the beginning.
 	NoCheckpoints bool
@@ -106,6 +112,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxInflightBytes <= 0 {
 		o.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if o.StreamThreshold == 0 {
+		o.StreamThreshold = DefaultStreamThreshold
 	}
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = DefaultCheckpointInterval

@@ -16,6 +16,7 @@ type Stats struct {
 	Bytes            int64 `json:"bytes"`               // body and attachment bytes written
 	AttachmentsRead  int64 `json:"attachments_read"`    // attachments whose bytes were read
 	AttachmentsSkip  int64 `json:"attachments_skipped"` // attachments sent as stubs (target had them)
+	AttachmentsPiped int64 `json:"attachments_piped"`   // of those read, piped source -> target without being held
 	Batches          int64 `json:"batches"`             // batches completed
 	Checkpoints      int64 `json:"checkpoints"`         // checkpoint writes
 }
@@ -25,6 +26,7 @@ type Stats struct {
 type Counters struct {
 	changesRead, missingChecked, missingFound, docsRead, docsWritten  atomic.Int64
 	docWriteFailures, bytes, attsRead, attsSkip, batches, checkpoints atomic.Int64
+	attsPiped                                                         atomic.Int64
 }
 
 // Snapshot returns the current values.
@@ -36,7 +38,7 @@ func (c *Counters) Snapshot() Stats {
 		ChangesRead: c.changesRead.Load(), MissingChecked: c.missingChecked.Load(),
 		MissingFound: c.missingFound.Load(), DocsRead: c.docsRead.Load(),
 		DocsWritten: c.docsWritten.Load(), DocWriteFailures: c.docWriteFailures.Load(),
-		Bytes: c.bytes.Load(), AttachmentsRead: c.attsRead.Load(), AttachmentsSkip: c.attsSkip.Load(),
+		Bytes: c.bytes.Load(), AttachmentsRead: c.attsRead.Load(), AttachmentsSkip: c.attsSkip.Load(), AttachmentsPiped: c.attsPiped.Load(),
 		Batches: c.batches.Load(), Checkpoints: c.checkpoints.Load(),
 	}
 }

@@ -21,6 +21,7 @@ type engineFlags struct {
 	maxInflight     int64
 	checkpointEvery time.Duration
 	noCheckpoints   bool
+	streamThreshold int64
 }
 
 func (f *engineFlags) register(fs *pflag.FlagSet) {
@@ -31,6 +32,7 @@ func (f *engineFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&f.writeBytes, "write-batch-bytes", replicate.DefaultWriteBatchBytes, "flush the write buffer at this many bytes")
 	fs.Int64Var(&f.maxInflight, "max-inflight-bytes", replicate.DefaultMaxInflightBytes, "bytes of documents and attachments held in memory at once, shared by all databases in flight (default 256 MiB)")
 	fs.DurationVar(&f.checkpointEvery, "checkpoint-interval", replicate.DefaultCheckpointInterval, "time between checkpoints while running")
+	fs.Int64Var(&f.streamThreshold, "stream-threshold", replicate.DefaultStreamThreshold, "attachments of at least this many bytes are piped from source to target, never held in memory (-1: never)")
 	fs.BoolVar(&f.noCheckpoints, "no-checkpoints", false, "neither read nor write _local checkpoints (always start from the beginning)")
 }
 
@@ -51,7 +53,7 @@ func (f *engineFlags) options() replicate.Options {
 		Workers: f.workers, BatchSize: f.batchSize, FetchBatch: f.fetchBatch,
 		WriteBatchDocs: f.writeDocs, WriteBatchBytes: f.writeBytes,
 		MaxInflightBytes: f.maxInflight, CheckpointInterval: f.checkpointEvery,
-		NoCheckpoints: f.noCheckpoints,
+		NoCheckpoints: f.noCheckpoints, StreamThreshold: f.streamThreshold,
 	}
 }
 

@@ -68,3 +68,38 @@ func TestPeakRSSBoundedByBudget(t *testing.T) {
 	}
 	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt), couchtest.CompareOptions{PouchDBRevpos: true})
 }
+
+// TestPeakRSSStreamsLargeAttachment copies one 64 MB attachment under an
+// 8 MiB budget: it is piped from the source's answer into the target's
+// multipart/related PUT, so the process never holds it (peak RSS measured
+// from /proc, see arPeakRSS).
+func TestPeakRSSStreamsLargeAttachment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads 64 MB")
+	}
+	srv := couchtest.Start(t)
+	c := srv.Client()
+	if err := c.CreateDB(t.Context(), "huge"); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := c.PutDoc(t.Context(), "huge", "doc", map[string]any{"k": "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 64<<20)
+	rand.Read(data)
+	if _, err := c.PutAttachment(t.Context(), "huge", "doc", rev, "huge.bin", "application/octet-stream", data); err != nil {
+		t.Fatal(err)
+	}
+	data = nil
+	bin := buildSofa(t)
+	const budget = 8 << 20
+	peak := arPeakRSS(t, bin, "replicate", srv.DBURL("huge"), srv.DBURL("huge-copy"), "--create-target", "-q",
+		fmt.Sprint("--max-inflight-bytes=", budget))
+	bound := int64(budget + 48<<20)
+	t.Logf("peak RSS %.1f MiB for a 64 MiB attachment; bound %.1f MiB", float64(peak)/(1<<20), float64(bound)/(1<<20))
+	if peak > bound {
+		t.Errorf("peak RSS %d bytes exceeds budget+overhead %d: the attachment was held", peak, bound)
+	}
+	couchtest.AssertEqual(t, srv.DBURL("huge"), srv.DBURL("huge-copy"), couchtest.CompareOptions{PouchDBRevpos: true})
+}
