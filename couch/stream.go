@@ -147,8 +147,9 @@ func (d *DB) CanStream(att *replicate.Attachment) bool {
 }
 
 // WriteStreamed writes one revision as a multipart/related `PUT
-// ?new_edits=false` whose Stream attachments are piped from open; a
-// retried request opens them again. Per-document refusals come back as a
+// ?new_edits=false` whose Stream attachments are piped from open (nil
+// when none is marked Stream); a retried request opens them again. The
+// other attachment bytes are sent from doc without being copied. Per-document refusals come back as a
 // DocError, like WriteDocs.
 func (d *DB) WriteStreamed(ctx context.Context, doc *replicate.Doc, open func(*replicate.Attachment) (io.ReadCloser, error)) (*replicate.DocError, error) {
 	body := NewRelatedBody(doc)

@@ -119,29 +119,7 @@ func (d *DB) bulkDocs(ctx context.Context, docs []*replicate.Doc) ([]replicate.D
 // multipart/related. Per-document refusals (401, 403, 412 missing_stub,
 // 413, 415) come back as a DocError.
 func (d *DB) putMultipart(ctx context.Context, doc *replicate.Doc) (*replicate.DocError, error) {
-	var buf bytes.Buffer
-	ct, err := WriteRelated(&buf, doc)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.path + "/" + EscapeDocID(doc.ID), Query: "new_edits=false",
-		Body: buf.Bytes(), ContentType: ct})
-	if err != nil {
-		var e *Error
-		if asError(err, &e) {
-			switch e.Status {
-			case 400, 401, 403, 409, 412, 413, 415:
-				name := e.Name
-				if name == "" {
-					name = fmt.Sprintf("http_%d", e.Status)
-				}
-				return &replicate.DocError{ID: doc.ID, Rev: doc.Rev, Error: name, Reason: e.Reason}, nil
-			}
-		}
-		return nil, d.fail("PUT "+shortID(doc.ID), err)
-	}
-	resp.Body.Close()
-	return nil, nil
+	return d.WriteStreamed(ctx, doc, nil) // no attachment is marked Stream: all bytes are in doc
 }
 
 // decodeGzipAtts turns gzip-stored attachment bytes into identity bytes,
