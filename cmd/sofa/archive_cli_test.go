@@ -37,16 +37,6 @@ import (
 // shared helpers, `sofa ls`, and bad archives; backup_test.go and
 // restore_test.go hold the rest.
 
-// arBin compiles the CLI into the test's temporary directory.
-func arBin(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sofa")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // arRun is one finished sofa process.
 type arRun struct {
 	args           []string
@@ -299,7 +289,7 @@ func withCreds(base, like string) string {
 // --- sofa ls ---
 
 func TestArchiveCLI_Ls(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	srv := couchtest.Start(t)
 	arCreate(t, srv, "alpha", true, arSmallDocs("a", 20)...)
 	arCreate(t, srv, "beta", false,
@@ -455,7 +445,7 @@ func (c *countReader) Read(p []byte) (int, error) {
 // non-zero exit, and a JSON summary that claims no database restored that
 // was not (case C1, scaled: 3,000 docs in several chunks).
 func TestArchiveCLI_BadArchives(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	src := couchtest.Start(t)
 	// "first" is small and sorts first; "second" holds the chunks we damage.
 	arCreate(t, src, "first", true, arSmallDocs("f", 10)...)

@@ -41,7 +41,7 @@ func readOnlyRequest(r recorded) bool {
 // request the source receives only reads, none touches a _local document
 // other than to GET it, and both backups succeed.
 func TestBackup_NeverWritesSource(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	const pw = "admin-pw"
 	srv := couchtest.StartWith(t, couchtest.Options{AdminUser: "admin", AdminPassword: pw, Users: map[string]string{"reader": "reader-pw"}})
 	arCreate(t, srv, "ro", true, arSmallDocs("d", 200)...)
@@ -81,7 +81,7 @@ func TestBackup_NeverWritesSource(t *testing.T) {
 // _replicator included, _global_changes never; --include/--exclude select;
 // a database URL backs up that one database.
 func TestBackup_Selection(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	srv := couchtest.Start(t)
 	for _, db := range []string{"app-1", "app-2", "logs", "_global_changes"} {
 		arCreate(t, srv, db, true, arSmallDocs("x", 3)...)
@@ -155,7 +155,7 @@ func arNoTemps(t *testing.T, dir string) {
 // --force; --force replaces it; no temporary file remains; a backup killed
 // with SIGKILL leaves nothing under the final name.
 func TestBackup_FileSafety(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	srv := couchtest.Start(t)
 	arCreate(t, srv, "db", true, arSmallDocs("d", 2000)...)
 	dir := t.TempDir()
@@ -225,7 +225,7 @@ func TestBackup_FileSafety(t *testing.T) {
 // written. Conformance case A5 rides along: a body-only change of a
 // document with a large attachment.
 func TestBackup_Incremental(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	src := couchtest.Start(t)
 	c := src.Client()
 	ctx := t.Context()
@@ -344,7 +344,7 @@ func TestBackup_Incremental(t *testing.T) {
 // first change) is gone from the new database, so the engine starts over
 // and the archive stores it in full.
 func TestBackup_RecreatedGrownPouchDB(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	src := couchtest.Start(t)
 	arCreate(t, src, "re", true, arSmallDocs("old", 10)...)
 	dir := t.TempDir()
@@ -364,7 +364,7 @@ func TestBackup_RecreatedGrownPouchDB(t *testing.T) {
 // is kept in the archive marked incomplete (exit 3, `sofa ls` says so),
 // and a restore of it reports it failed, never ok.
 func TestBackup_FailedDatabaseMarked(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	src := couchtest.Start(t)
 	arCreate(t, src, "fine", true, arSmallDocs("f", 20)...)
 	arCreate(t, src, "broken", true, arSmallDocs("b", 20)...)
@@ -405,7 +405,7 @@ func TestBackup_FailedDatabaseMarked(t *testing.T) {
 // retries carry the backup through; the archive is complete and
 // verifiable, and equal to the source.
 func TestBackup_C4_ResetsAndDelays(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	src := couchtest.Start(t)
 	arCreate(t, src, "c4", true, arSmallDocs("c4", 1500)...)
 	var hist []json.RawMessage

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,16 +24,6 @@ import (
 
 // Faults and bad input (issue 3), end to end: the sofa binary against
 // PouchDB Server, through the fault proxy where the case needs one.
-
-// cliBuild compiles the CLI into the test's temporary directory.
-func cliBuild(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sofa")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 type cliResult struct {
 	code           int
@@ -114,7 +103,7 @@ func fakeServer(t *testing.T, h http.HandlerFunc) string {
 // (credentials removed), the documented exit code, no panic and no stack
 // trace.
 func TestCLI_BadInput(t *testing.T) {
-	bin := cliBuild(t)
+	bin := sofaBin(t)
 	const pw = "s3cret-pw"
 	srv := couchtest.StartWith(t, couchtest.Options{AdminUser: "admin", AdminPassword: pw})
 	if err := srv.Client().CreateDB(t.Context(), "src"); err != nil {
@@ -206,7 +195,7 @@ func TestCLI_BadInput(t *testing.T) {
 // proxy) are counted in doc_write_failures and listed; the run goes on and
 // exits 3. A later run without the fault copies them and exits 0.
 func TestCLI_RejectedDocsExit3(t *testing.T) {
-	bin := cliBuild(t)
+	bin := sofaBin(t)
 	srv := couchtest.Start(t)
 	c := srv.Client()
 	if err := c.CreateDB(t.Context(), "src"); err != nil {
@@ -255,7 +244,7 @@ func TestCLI_RejectedDocsExit3(t *testing.T) {
 // 10 s; the run absorbs it, the target ends equal, and the summary counts
 // retries, throttled answers and the time waited (JSON and text).
 func TestCLI_Throttled30PercentSummary(t *testing.T) {
-	bin := cliBuild(t)
+	bin := sofaBin(t)
 	srv := couchtest.Start(t)
 	if err := srv.Client().CreateDB(t.Context(), "src"); err != nil {
 		t.Fatal(err)
@@ -311,7 +300,7 @@ func TestCLI_C3_KillAndRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts sofa 10 times")
 	}
-	bin := cliBuild(t)
+	bin := sofaBin(t)
 	srv := couchtest.Start(t)
 	c := srv.Client()
 	for _, db := range []string{"src", "tgt"} {
@@ -456,7 +445,7 @@ func docCount(t *testing.T, srv *couchtest.Server, db string) int64 {
 // always throttles its changes feed makes the run fail with a line saying
 // so, soon after the bound, not after the retry budget or never.
 func TestCLI_Max429WaitBounded(t *testing.T) {
-	bin := cliBuild(t)
+	bin := sofaBin(t)
 	srv := couchtest.Start(t)
 	if err := srv.Client().CreateDB(t.Context(), "src"); err != nil {
 		t.Fatal(err)

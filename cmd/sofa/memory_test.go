@@ -5,23 +5,11 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 
 	"github.com/sofadb/sofa/internal/couchtest"
 )
-
-// buildSofa compiles the CLI once per test binary.
-func buildSofa(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sofa")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // TestPeakRSSBoundedByBudget copies documents with large attachments under
 // a small --max-inflight-bytes and checks the peak RSS of the sofa process
@@ -51,7 +39,7 @@ func TestPeakRSSBoundedByBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bin := buildSofa(t)
+	bin := sofaBin(t)
 	const budget, writeBatch, workers = 16 << 20, 2 << 20, 2
 	cmd := exec.Command(bin, "replicate", srv.DBURL(src), srv.DBURL(tgt), "--create-target", "-q",
 		fmt.Sprint("--max-inflight-bytes=", budget), fmt.Sprint("--write-batch-bytes=", writeBatch), fmt.Sprint("--workers=", workers))
@@ -92,7 +80,7 @@ func TestPeakRSSStreamsLargeAttachment(t *testing.T) {
 		t.Fatal(err)
 	}
 	data = nil
-	bin := buildSofa(t)
+	bin := sofaBin(t)
 	const budget = 8 << 20
 	peak := arPeakRSS(t, bin, "replicate", srv.DBURL("huge"), srv.DBURL("huge-copy"), "--create-target", "-q",
 		fmt.Sprint("--max-inflight-bytes=", budget))

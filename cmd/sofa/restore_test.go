@@ -121,7 +121,7 @@ func arConformance() []arCase {
 // once per compression, and checks Equal (bodies, leaves, histories,
 // attachments with digests, _security).
 func TestRestore_Conformance(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	src := couchtest.Start(t)
 	var dbs []string
 	for _, c := range arConformance() {
@@ -164,7 +164,7 @@ func TestRestore_Conformance(t *testing.T) {
 // _users (with a user) and _replicator: _users is restored, _replicator
 // only with --with-replicator.
 func TestRestore_WholeServer50(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	src := couchtest.Start(t)
 
 	var names []string
@@ -245,7 +245,7 @@ func TestRestore_WholeServer50(t *testing.T) {
 // last. A validate_doc_update that refuses every other document must not
 // block the restore (it would, written first).
 func TestRestore_Order(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	src := couchtest.Start(t)
 	docs := arSmallDocs("d", 300)
 	docs = append(docs, arRaw(`{"_id":"_design/guard","validate_doc_update":"function(newDoc){ if (newDoc._id.indexOf('_design/') !== 0 && !newDoc.allowed) { throw({forbidden: 'not allowed'}); } }"}`))
@@ -373,7 +373,7 @@ func fixManifest(t *testing.T, data []byte) []byte {
 // TestRestore_NonEmptyTargetRefused: a target database holding other
 // documents is refused (exit 3, named, untouched) unless --reuse-existing.
 func TestRestore_NonEmptyTargetRefused(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	src := couchtest.Start(t)
 	arCreate(t, src, "db", true, arSmallDocs("s", 20)...)
 	arCreate(t, src, "other", true, arSmallDocs("o", 5)...)
@@ -418,7 +418,7 @@ func TestRestore_NonEmptyTargetRefused(t *testing.T) {
 // a design document early in its history, which the restore holds back to
 // the end.
 func TestRestore_KillAndResume(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	src := couchtest.Start(t)
 	docs := append([]json.RawMessage{arRaw(`{"_id":"_design/early","views":{"v":{"map":"function(d){emit(d.i)}"}}}`)}, arSmallDocs("k", 3000)...)
 	arCreate(t, src, "big", true, docs...)
@@ -461,7 +461,7 @@ func TestRestore_KillAndResume(t *testing.T) {
 // --rename OLD=NEW restores under another name, a database URL target
 // takes one database.
 func TestRestore_SelectAndRename(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	src := couchtest.Start(t)
 	for _, db := range []string{"app-a", "app-b", "log"} {
 		arCreate(t, src, db, true, arSmallDocs(db, 4)...)
@@ -500,7 +500,7 @@ func TestRestore_SelectAndRename(t *testing.T) {
 // TestRestore_Pipe: `sofa backup URL - | sofa restore - URL`, for one
 // database and for a server.
 func TestRestore_Pipe(t *testing.T) {
-	bin := arBin(t)
+	bin := sofaBin(t)
 	src := couchtest.Start(t)
 	arCreate(t, src, "p1", true, append(arSmallDocs("x", 500), arRaw(`{"_id":"att","_attachments":{"a.bin":{"content_type":"application/octet-stream","data":%q}}}`, b64s(arRandom(100<<10))))...)
 	arCreate(t, src, "p2", false, arRaw(`{"_id":"r","_rev":"3-c","_revisions":{"start":3,"ids":["c","b","a"]}}`), arRaw(`{"_id":"r","_rev":"2-z","_deleted":true,"_revisions":{"start":2,"ids":["z","a"]}}`))
@@ -596,7 +596,7 @@ func TestRestore_Memory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads 36 MB")
 	}
-	bin := arBin(t)
+	bin := sofaBin(t)
 	src := couchtest.Start(t)
 	ctx := t.Context()
 	c := src.Client()

@@ -11,7 +11,6 @@ import (
 	"math"
 	"net/url"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -30,16 +29,6 @@ import (
 
 // Whole-server replication (issue 4), end to end: the sofa binary against
 // PouchDB Server, checked with couchtest's independent equality oracle.
-
-// sofaBinary compiles the CLI into the test's temporary directory.
-func sofaBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sofa")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 type sofaRun struct {
 	code           int
@@ -265,7 +254,7 @@ func TestServers_200MixedDatabases(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three PouchDB Servers and copies 200 databases")
 	}
-	bin := sofaBinary(t)
+	bin := sofaBin(t)
 	src, tgt := couchtest.Start(t), couchtest.Start(t)
 	all, copied := mixedNames()
 	loadServer(t, src, all)
@@ -351,7 +340,7 @@ func TestServers_VerifyRetriesAndReports(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PouchDB Server")
 	}
-	bin := sofaBinary(t)
+	bin := sofaBin(t)
 	src, tgt := couchtest.Start(t), couchtest.Start(t)
 	// Both "plain" (case 0): doc-0..doc-4 at revs 1-a0..1-a4.
 	loadServer(t, src, []string{"lost"})
@@ -433,7 +422,7 @@ func TestServers_InterruptAndResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PouchDB Server")
 	}
-	bin := sofaBinary(t)
+	bin := sofaBin(t)
 	src, tgt := couchtest.Start(t), couchtest.Start(t)
 	var names []string
 	for i := range 40 {
@@ -552,7 +541,7 @@ func TestServers_AdaptsTo429Proxy(t *testing.T) {
 		t.Skip("starts PouchDB Server")
 	}
 	const k = 12
-	bin := sofaBinary(t)
+	bin := sofaBin(t)
 	src, tgt := couchtest.Start(t), couchtest.Start(t)
 	var names []string
 	for i := range 120 {
