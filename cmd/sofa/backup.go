@@ -56,10 +56,7 @@ The format is described in docs/archive-format.md.
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := applyEnvAndConfig(cmd); err != nil {
-				return err
-			}
-			if err := bc.engine.validate(); err != nil {
+			if err := configure(cmd, &bc.engine); err != nil {
 				return err
 			}
 			return bc.run(cmd.Context(), args[0], args[1])

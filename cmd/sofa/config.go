@@ -54,3 +54,12 @@ func applyEnvAndConfig(cmd *cobra.Command) error {
 	})
 	return ferr
 }
+
+// configure applies env and config file to the flags of a copying verb
+// and checks its engine options.
+func configure(cmd *cobra.Command, e *engineFlags) error {
+	if err := applyEnvAndConfig(cmd); err != nil {
+		return err
+	}
+	return e.validate()
+}

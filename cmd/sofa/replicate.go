@@ -66,10 +66,7 @@ resumes where it stopped; a second run after a success copies nothing.
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := applyEnvAndConfig(cmd); err != nil {
-				return err
-			}
-			if err := rc.engine.validate(); err != nil {
+			if err := configure(cmd, &rc.engine); err != nil {
 				return err
 			}
 			return rc.run(cmd.Context(), args[0], args[1])

@@ -65,10 +65,7 @@ that holds it in full.
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := applyEnvAndConfig(cmd); err != nil {
-				return err
-			}
-			if err := c.engine.validate(); err != nil {
+			if err := configure(cmd, &c.engine); err != nil {
 				return err
 			}
 			return c.run(cmd.Context(), args[:len(args)-1], args[len(args)-1])
