@@ -85,6 +85,7 @@ type Counters struct {
 	WaitNanos atomic.Int64 // time spent waiting before retries
 	BytesIn   atomic.Int64 // response body bytes read through this client
 	BytesOut  atomic.Int64 // request body bytes sent
+	kinds     kindCounts   // attempts by kind; see Kinds
 }
 
 // Client talks to one CouchDB server (scheme, host, port, path prefix).
@@ -339,6 +340,7 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, conte
 		return nil, func() {}, err
 	}
 	c.Stats.Requests.Add(1)
+	c.Stats.kinds.add(r.Method, r.Path)
 	c.Stats.BytesOut.Add(int64(len(r.Body)))
 	t0 := time.Now()
 	resp, err := c.hc.Do(req)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -573,6 +574,9 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 		}
 	case replicate.AfterDocs:
 		if len(m.Security) > 0 {
+			if d.Fresh && d.holdsDefaultSecurity(ctx, m.Security) {
+				return nil // what a PUT would write is already there
+			}
 			resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.path + "/_security", Body: m.Security, ContentType: "application/json"})
 			if err != nil {
 				return d.fail("set _security", err)
@@ -581,6 +585,34 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 		}
 	}
 	return nil
+}
+
+// holdsDefaultSecurity reports whether sec equals the `_security` a new
+// database on this server starts with, which a database this client has
+// just created (Fresh) still holds. The default is read once per server,
+// from the first such database; a failed read answers false (the caller
+// then writes sec).
+func (d *DB) holdsDefaultSecurity(ctx context.Context, sec []byte) bool {
+	var want any
+	if json.Unmarshal(sec, &want) != nil {
+		return false
+	}
+	def := d.srv.freshSecurity.Load()
+	if def == nil {
+		resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_security"})
+		if err != nil {
+			return false
+		}
+		var got any
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if err != nil {
+			return false
+		}
+		d.srv.freshSecurity.CompareAndSwap(nil, &got)
+		def = &got
+	}
+	return reflect.DeepEqual(*def, want)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

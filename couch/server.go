@@ -41,6 +41,11 @@ type Server struct {
 	// noRevsLimit: the server answered 404 to `_revs_limit` (PouchDB
 	// Server has no such route); it is not asked again.
 	noRevsLimit atomic.Bool
+	// freshSecurity is the `_security` object of a database this client
+	// created, before anything set it: the server's default for new
+	// databases (`{}` on CouchDB 2.x and PouchDB Server, admin-only on
+	// CouchDB 3.x). Nil until learned; see DB.SetMetadata.
+	freshSecurity atomic.Pointer[any]
 }
 
 // Endpoint is a probed URL: a server, or a database on a server.

@@ -92,6 +92,10 @@ type Summary struct {
 	Hosts []limit.Stats `json:"hosts,omitempty"`
 	// Concurrency tells how many databases ran at once and why.
 	Concurrency Concurrency `json:"concurrency"`
+	// RequestsByKind holds, per endpoint ("source", "target"), the HTTP
+	// attempts sent by kind, e.g. {"target": {"PUT /db": 1000}} (see
+	// couch.Counters.Kinds). Set by the caller; nil when unknown.
+	RequestsByKind map[string]map[string]int64 `json:"requests_by_kind,omitempty"`
 }
 
 // Complete reports whether every database finished with status ok.

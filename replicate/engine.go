@@ -125,7 +125,7 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 		if cp.tgtLog, err = readCheckpoint(ctx, tgt, cp.id); err != nil {
 			return res, fmt.Errorf("target: read checkpoint: %w", err)
 		}
-		if cp.tgtLog != nil {
+		if cp.tgtLog != nil && !(opts.SourceReadOnly && cp.tgtLog.TargetOnly) {
 			if cp.srcLog, err = readCheckpoint(ctx, src, cp.id); err != nil {
 				return res, fmt.Errorf("source: read checkpoint: %w", err)
 			}

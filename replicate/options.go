@@ -73,8 +73,11 @@ type Options struct {
 	// target database (empty, no checkpoint) and describes it: the engine
 	// neither reads its info nor looks for checkpoints.
 	TargetCreated *DBInfo
-	// SourceReadOnly never writes checkpoints to the source (backups);
-	// they go to the target only, and nothing is said about it.
+	// SourceReadOnly never writes checkpoints to the source (backups,
+	// `replicate --checkpoints=target`); they go to the target only, and
+	// nothing is said about it. A resumed run then trusts the target's
+	// checkpoint after checking that the source database is the one it
+	// recorded (instance_start_time, update_seq, anchor revision).
 	SourceReadOnly bool
 	// CopyMetadata copies `_revs_limit` before the documents and
 	// `_security` after them (new targets, --copy-security, restore).

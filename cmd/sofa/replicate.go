@@ -31,6 +31,7 @@ type replicateCmd struct {
 	reuseExisting bool
 	q, n          int
 	verifyMode    string
+	checkpoints   string
 	budget        *replicate.Budget
 	// counters are the HTTP clients' counters of a one-database run,
 	// summed into the summary.
@@ -89,6 +90,7 @@ resumes where it stopped; a second run after a success copies nothing.
 	fs.BoolVar(&rc.reuseExisting, "reuse-existing", false, "server mode: write into existing non-empty target databases (without it they are reported and skipped, unless they hold this job's checkpoint)")
 	fs.IntVar(&rc.q, "q", 0, "server mode: shards (q) of created databases (0: the target's default)")
 	fs.IntVar(&rc.n, "n", 0, "server mode: replicas (n) of created databases (0: the target's default)")
+	fs.StringVar(&rc.checkpoints, "checkpoints", checkpointsTarget, "where checkpoints are written: target (only the target is written to; the source needs read access only) or both (source and target, as CouchDB's replicator does)")
 	fs.StringVar(&rc.verifyMode, "verify", "cheap", "server mode: check each database after copying it: cheap (doc counts; on a mismatch every document is compared, the database copied once more, and each remaining difference reported), full (compare every document and leaf revision, same retry), none")
 	return cmd
 }
@@ -99,7 +101,20 @@ func (rc *replicateCmd) logf(format string, args ...any) {
 	}
 }
 
+// Values of `replicate --checkpoints`. Target-only is the default: it
+// spares the source a write per checkpoint and lets read-only credentials
+// work, and a source database recreated since the checkpoint is still
+// caught (instance_start_time, update_seq, and the anchor revision the
+// checkpoint records, checked with `_revs_diff`).
+const (
+	checkpointsTarget = "target"
+	checkpointsBoth   = "both"
+)
+
 func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
+	if rc.checkpoints != checkpointsTarget && rc.checkpoints != checkpointsBoth {
+		return usageErr("--checkpoints %q: want target or both", rc.checkpoints)
+	}
 	copts := rc.client.options()
 	copts.Log = rc.logf
 	// Per-host adaptive limits: fewer requests in flight on 429, 503 and
@@ -139,6 +154,7 @@ func (rc *replicateCmd) replicateDB(ctx context.Context, sdb, tdb *couch.DB, cou
 	opts := rc.engine.options()
 	opts.Counters = counters
 	opts.CopyMetadata = rc.copySecurity
+	opts.SourceReadOnly = rc.checkpoints == checkpointsTarget
 	opts.Warn = func(s string) {
 		if !rc.quiet {
 			fmt.Fprintln(os.Stderr, "sofa: warning: "+s)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,18 @@ func (rc *replicateCmd) runServers(ctx context.Context, src, tgt *couch.Endpoint
 		}
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	}
+	// The target's databases, listed once: a database it lacks is created
+	// straight away, without asking for it first (one request less per
+	// database on a first run). Without the list every one is asked for.
+	var onTarget map[string]bool
+	if tnames, err := fleet.ListDBs(ctx, tgt.Server, 1000); err == nil {
+		onTarget = make(map[string]bool, len(tnames))
+		for _, n := range tnames {
+			onTarget[n] = true
+		}
+	} else {
+		rc.logf("target: list databases: %v (asking for each database instead)", err)
+	}
 	// One memory budget for all databases in flight.
 	rc.budget = replicate.NewBudget(rc.engine.maxInflight)
 	rc.engine.setMemoryLimit(int64(rc.control.maxDBs) << 20)
@@ -50,13 +63,14 @@ func (rc *replicateCmd) runServers(ctx context.Context, src, tgt *couch.Endpoint
 	if !rc.quiet && !rc.jsonOut {
 		display = progress.Start(tracker, os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), progress.Options{})
 	}
-	sum, runErr := fleet.Run(ctx, dbs, rc.dbJob(src.Server, tgt.Server), fleet.Options{
+	sum, runErr := fleet.Run(ctx, dbs, rc.dbJob(src.Server, tgt.Server, onTarget), fleet.Options{
 		Limiters: []*limit.Limiter{sl, tl}, MaxDBs: rc.control.maxDBs, Fixed: rc.control.fixed,
 		IdealDuration: rc.control.idealDuration, Progress: tracker, Logger: logger,
 	})
 	if display != nil {
 		display.Stop()
 	}
+	sum.RequestsByKind = map[string]map[string]int64{"source": src.Server.Stats.Kinds(), "target": tgt.Server.Stats.Kinds()}
 	if rc.jsonOut {
 		printJSON(os.Stdout, sum)
 	} else if !rc.quiet {
@@ -90,7 +104,9 @@ func withoutUsers(skip []string, withUsers bool) []string {
 // the source's properties (or accept an existing one that is empty, holds
 // this job's checkpoint, or --reuse-existing), copy documents with
 // `_revs_limit` set first and `_security` last, then check doc counts.
-func (rc *replicateCmd) dbJob(src, tgt *couch.Server) fleet.Job {
+//
+// onTarget, when not nil, holds the names the target listed at the start.
+func (rc *replicateCmd) dbJob(src, tgt *couch.Server, onTarget map[string]bool) fleet.Job {
 	return func(ctx context.Context, name string, p *progress.DB) (fleet.DBResult, error) {
 		r := fleet.DBResult{Name: name}
 		sdb, tdb := src.DB(name), tgt.DB(name)
@@ -99,11 +115,12 @@ func (rc *replicateCmd) dbJob(src, tgt *couch.Server) fleet.Job {
 			return r, fmt.Errorf("source: %w", err)
 		}
 		p.SetDocsTotal(sinfo.DocCount + sinfo.DelCount)
-		if err := rc.prepareTarget(ctx, sdb, tdb, sinfo); err != nil {
+		if err := rc.prepareTarget(ctx, sdb, tdb, sinfo, onTarget != nil && !onTarget[name]); err != nil {
 			return r, asInterrupted(ctx, err)
 		}
 		opts := rc.engine.options()
 		opts.CopyMetadata = true
+		opts.SourceReadOnly = rc.checkpoints == checkpointsTarget
 		opts.SourceInfo = &sinfo
 		if tdb.Fresh {
 			opts.TargetCreated = tdb.Created()
@@ -124,7 +141,13 @@ func (rc *replicateCmd) dbJob(src, tgt *couch.Server) fleet.Job {
 			return r, err
 		}
 		if len(res.Failures) == 0 {
-			if err := rc.verifyCopy(ctx, sdb, tdb, opts, &r); err != nil {
+			// The source's counts read before the copy still hold when
+			// the copy reached the update_seq read with them.
+			var srcCounts *replicate.DBInfo
+			if len(res.EndSeq) > 0 && bytes.Equal(res.EndSeq, sinfo.UpdateSeq) {
+				srcCounts = &sinfo
+			}
+			if err := rc.verifyCopy(ctx, sdb, tdb, opts, srcCounts, &r); err != nil {
 				return r, err
 			}
 		}
@@ -137,18 +160,34 @@ func (rc *replicateCmd) dbJob(src, tgt *couch.Server) fleet.Job {
 // merge by revision like any replication.
 var errNotEmpty = errors.New("target database exists and is not empty (use --reuse-existing to write into it)")
 
-func (rc *replicateCmd) prepareTarget(ctx context.Context, sdb, tdb *couch.DB, sinfo replicate.DBInfo) error {
-	tinfo, err := tdb.Info(ctx)
-	if errors.Is(err, replicate.ErrNotFound) {
+// prepareTarget creates the target database or decides whether an
+// existing one may be written into. absent says the target did not list
+// it: it is then created without asking for it first.
+func (rc *replicateCmd) prepareTarget(ctx context.Context, sdb, tdb *couch.DB, sinfo replicate.DBInfo, absent bool) error {
+	create := func() (bool, error) {
 		err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: sinfo.Partitioned, Q: rc.q, N: rc.n})
 		if errors.Is(err, couch.ErrExists) {
-			return claimTarget(ctx, sinfo, tdb) // created meanwhile
+			return false, nil
 		}
 		if err != nil {
-			return fmt.Errorf("target: %w", err)
+			return false, fmt.Errorf("target: %w", err)
 		}
 		tdb.Fresh = true
-		return claimNew(ctx, sinfo, tdb)
+		return true, claimNew(ctx, sinfo, tdb)
+	}
+	if absent {
+		if created, err := create(); created || err != nil {
+			return err
+		}
+		// created meanwhile: judged as any existing database below
+	}
+	tinfo, err := tdb.Info(ctx)
+	if errors.Is(err, replicate.ErrNotFound) {
+		created, err := create()
+		if created || err != nil {
+			return err
+		}
+		return claimTarget(ctx, sinfo, tdb) // created meanwhile
 	}
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
@@ -168,11 +207,18 @@ func (rc *replicateCmd) prepareTarget(ctx context.Context, sdb, tdb *couch.DB, s
 
 // verifyCounts is the cheap check after each database: the target holds
 // at least the source's live and deleted documents (the source may have
-// grown meanwhile, the target may have had more).
-func (rc *replicateCmd) verifyCounts(ctx context.Context, sdb, tdb *couch.DB) error {
-	s, err := sdb.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("verify: source: %w", err)
+// grown meanwhile, the target may have had more). srcCounts, when not
+// nil, are the source's counts at the seq the copy reached; otherwise
+// the source is asked.
+func (rc *replicateCmd) verifyCounts(ctx context.Context, sdb, tdb *couch.DB, srcCounts *replicate.DBInfo) error {
+	var s replicate.DBInfo
+	if srcCounts != nil {
+		s = *srcCounts
+	} else {
+		var err error
+		if s, err = sdb.Info(ctx); err != nil {
+			return fmt.Errorf("verify: source: %w", err)
+		}
 	}
 	t, err := tdb.Info(ctx)
 	if err != nil {

@@ -656,3 +656,76 @@ func minTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// TestServers_RequestsPerDatabase pins the requests a whole-server copy
+// needs per database, by kind (the JSON summary's requests_by_kind): on a
+// first run the source serves `GET /db`, `_security` and `_changes` and
+// is never written to (target-only checkpoints, the default); the target
+// gets `PUT /db` (no `GET /db` first: it did not list the database), the
+// claim and the checkpoint, `_bulk_docs`, `GET /db` for the count check,
+// and `PUT _security` only where the source's differs from a new
+// database's default (read once). A rerun creates nothing and writes no
+// document; --checkpoints both also checkpoints on the source.
+func TestServers_RequestsPerDatabase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PouchDB Servers")
+	}
+	bin := sofaBin(t)
+	src, tgt := couchtest.Start(t), couchtest.Start(t)
+	names := []string{"a$b", "a(b)", "a-b_c"} // S1: two non-default _security objects, one {}
+	for i := range 17 {
+		names = append(names, fmt.Sprintf("plain-%02d", i))
+	}
+	loadServer(t, src, names)
+	n := int64(len(names))
+
+	r := runSofa(t, bin, "replicate", src.URL, tgt.URL, "--json")
+	r.want(t, exitOK)
+	sum := r.summary(t)
+	kinds := sum.RequestsByKind
+	wantKinds(t, "first run: source", kinds["source"], map[string]int64{
+		"GET /db": n, "GET /db/_changes": n, "GET /db/_security": n})
+	wantKinds(t, "first run: target", kinds["target"], map[string]int64{
+		"PUT /db": n, "PUT /db/_local": 2 * n, "POST /db/_bulk_docs": n, "GET /db": n,
+		"PUT /db/_security": 2, "GET /db/_security": 1})
+	for k := range kinds["source"] {
+		if !strings.HasPrefix(k, "GET ") && !strings.HasPrefix(k, "POST /db/_revs_diff") && !strings.HasPrefix(k, "POST /db/_bulk_get") {
+			t.Errorf("first run wrote to the source: %s x%d", k, kinds["source"][k])
+		}
+	}
+	assertCopied(t, src, tgt, names)
+
+	r = runSofa(t, bin, "replicate", src.URL, tgt.URL, "--json")
+	r.want(t, exitOK)
+	sum = r.summary(t)
+	if sum.DocsWritten != 0 || sum.DBsOK != len(names) {
+		t.Errorf("rerun: %d ok, %d revisions written; want %d ok, 0 written", sum.DBsOK, sum.DocsWritten, len(names))
+	}
+	for _, k := range []string{"PUT /db", "POST /db/_bulk_docs"} {
+		if c := sum.RequestsByKind["target"][k]; c != 0 {
+			t.Errorf("rerun: %s x%d on the target, want none", k, c)
+		}
+	}
+	if c := sum.RequestsByKind["source"]["PUT /db/_local"]; c != 0 {
+		t.Errorf("rerun: %d checkpoints written on the source, want none", c)
+	}
+
+	tgt2 := couchtest.Start(t)
+	r = runSofa(t, bin, "replicate", src.URL, tgt2.URL, "--checkpoints", "both", "--json")
+	r.want(t, exitOK)
+	if c := r.summary(t).RequestsByKind["source"]["PUT /db/_local"]; c != n {
+		t.Errorf("--checkpoints both: %d checkpoints written on the source, want %d", c, n)
+	}
+	r = runSofa(t, bin, "replicate", src.URL, tgt2.URL, "--checkpoints", "sometimes")
+	r.want(t, exitUsage)
+}
+
+// wantKinds checks the counts of the kinds named in want.
+func wantKinds(t *testing.T, what string, got, want map[string]int64) {
+	t.Helper()
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: %s x%d, want %d (all: %v)", what, k, got[k], w, got)
+		}
+	}
+}

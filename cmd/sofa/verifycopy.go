@@ -34,12 +34,14 @@ func validVerifyMode(m string) error {
 // still differs is reported per document in r.Failures (error
 // "verify_<kind>"), which marks the database partial. The target may hold
 // more than the source (--reuse-existing): only what it lacks counts.
-func (rc *replicateCmd) verifyCopy(ctx context.Context, sdb, tdb *couch.DB, opts replicate.Options, r *fleet.DBResult) error {
+// srcCounts, when not nil, are the source's doc counts at the seq the
+// copy reached (see verifyCounts).
+func (rc *replicateCmd) verifyCopy(ctx context.Context, sdb, tdb *couch.DB, opts replicate.Options, srcCounts *replicate.DBInfo, r *fleet.DBResult) error {
 	switch rc.verifyMode {
 	case verifyNone:
 		return nil
 	case verifyCheap:
-		err := rc.verifyCounts(ctx, sdb, tdb)
+		err := rc.verifyCounts(ctx, sdb, tdb, srcCounts)
 		if err == nil {
 			return nil
 		}
