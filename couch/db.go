@@ -562,7 +562,10 @@ func (d *DB) Metadata(ctx context.Context) (replicate.Metadata, error) {
 func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replicate.MetadataPhase) error {
 	switch phase {
 	case replicate.BeforeDocs:
-		if m.RevsLimit > 0 {
+		// A database this client has just created has CouchDB's fixed
+		// default (1000): setting it again would cost a request per
+		// database for nothing.
+		if m.RevsLimit > 0 && !(d.Fresh && m.RevsLimit == defaultRevsLimit) {
 			resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.path + "/_revs_limit", Body: []byte(strconv.Itoa(m.RevsLimit)), ContentType: "application/json"})
 			if err != nil {
 				if st := StatusOf(err); st == 404 || st == 405 || st == 400 {
@@ -586,6 +589,10 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 	}
 	return nil
 }
+
+// defaultRevsLimit is the `_revs_limit` of a new CouchDB database (not
+// configurable).
+const defaultRevsLimit = 1000
 
 // holdsDefaultSecurity reports whether sec equals the `_security` a new
 // database on this server starts with, which a database this client has

@@ -16,8 +16,8 @@ import (
 // answers: PouchDB Server's default is `{}`). Copying a source's `{}`
 // into a database just created there must therefore write it, while a
 // source object equal to the default needs no write. The default is read
-// once per server.
-func TestSetMetadata_FreshDatabaseSecurity(t *testing.T) {
+// once per server. Likewise a new database's `_revs_limit` is 1000.
+func TestSetMetadata_FreshDatabase(t *testing.T) {
 	const adminOnly = `{"members":{"roles":["_admin"]},"admins":{"roles":["_admin"]}}`
 	var mu sync.Mutex
 	var log []string
@@ -52,6 +52,18 @@ func TestSetMetadata_FreshDatabaseSecurity(t *testing.T) {
 	set("a", `{}`, true)                                                             // differs from the default: written
 	set("b", `{"admins":{"roles":["_admin"]},"members":{"roles":["_admin"]}}`, true) // equal (key order aside): skipped
 	set("c", adminOnly, false)                                                       // not created by us: written
+	// _revs_limit: the default of a new database is not set again.
+	for _, c := range []struct {
+		name  string
+		limit int
+		fresh bool
+	}{{"d", 1000, true}, {"e", 1000, false}, {"f", 7, true}} {
+		d := ep.Server.DB(c.name)
+		d.Fresh = c.fresh
+		if err := d.SetMetadata(ctx, replicate.Metadata{RevsLimit: c.limit}, replicate.BeforeDocs); err != nil {
+			t.Fatal(err)
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	want := []string{
@@ -59,6 +71,8 @@ func TestSetMetadata_FreshDatabaseSecurity(t *testing.T) {
 		"GET /a/_security ",
 		"PUT /a/_security {}",
 		"PUT /c/_security " + adminOnly,
+		"PUT /e/_revs_limit 1000",
+		"PUT /f/_revs_limit 7",
 	}
 	if strings.Join(log, "\n") != strings.Join(want, "\n") {
 		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(log, "\n"), strings.Join(want, "\n"))
