@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 )
@@ -11,7 +12,8 @@ import (
 // replicator over a fixed pool of cfg.pool databases (coucharchive's
 // design), for cfg.fleetDBs databases of one document and cfg.fleetBigDBs
 // databases of cfg.fleetBigDoc documents. Also sofa's requests per
-// database and the bound they imply at the server's measured request rate.
+// database and the bound they imply at the servers' measured rate of each
+// kind of request (bound.go).
 func benchFleet(ctx context.Context, e *env) error {
 	cases := []struct{ dbs, docs int }{{e.cfg.fleetDBs, 1}}
 	if e.cfg.fleetBigDBs > 0 {
@@ -26,25 +28,31 @@ func benchFleet(ctx context.Context, e *env) error {
 	return nil
 }
 
+// fleetDocSize is the body size in bytes of every fleet document.
+const fleetDocSize = 256
+
 func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 	src, err := e.startServer(ctx)
 	if err != nil {
 		return err
 	}
-	if err := e.load(ctx, src.URL, synthDBs("fleet", nDBs, docs, 256), 8); err != nil {
+	if err := e.load(ctx, src.URL, synthDBs("fleet", nDBs, docs, fleetDocSize), 8); err != nil {
 		return err
 	}
-	// The server's rate of cheap requests, the ceiling on requests/s.
-	rate, err := requestRate(ctx, src.URL+"/fleet-0000", 16, e.cfg.rateProbe)
+	// The server's rate of cheap requests (GET /db), for the records.
+	rate, _, err := requestRate(ctx, boundInFlight, e.cfg.rateProbe, 0, func(ctx context.Context, _ int) (*http.Request, error) {
+		return newRequest(ctx, http.MethodGet, src.URL+"/fleet-0000", nil)
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("request rate probe: %w", err)
 	}
-	base := record{Bench: "fleet", Case: fmt.Sprintf("%d dbs x %d docs of 256 B", nDBs, docs)}
+	base := record{Bench: "fleet", Case: fmt.Sprintf("%d dbs x %d docs of %d B", nDBs, docs, fleetDocSize)}
 	t := &table{title: "fleet: " + base.Case + ", whole server",
 		head: append([]string{"tool"}, append(usageHead, "requests", "req/db", "verify")...)}
 	pool := strconv.Itoa(e.cfg.pool)
 	times := map[string]int64{}
 	var sofaRes *sofaResult
+	var sofaOut *outcome
 	for _, tool := range []string{"sofa", "pool"} {
 		tgt, err := e.startServer(ctx)
 		if err != nil {
@@ -56,7 +64,7 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 			b.Tool = "sofa"
 			var o *outcome
 			r, o = e.runTool(ctx, b, []*server{src, tgt}, e.sofa, "replicate", src.URL, tgt.URL, "--json")
-			sofaRes = applySofa(&r, o)
+			sofaRes, sofaOut = applySofa(&r, o), o
 		} else {
 			b.Tool = "pouchdb-replicate pool " + pool
 			name, args := e.node("pool-replicate.js", src.URL, tgt.URL, "--pool", pool)
@@ -79,20 +87,53 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 		e.stopServer(tgt)
 	}
 	t.note("pool/sofa      = %s", check(ratio(times["pool"], times["sofa"]), times["pool"], times["sofa"], ">=", 3))
-	if sofaRes != nil && rate > 0 {
-		// Each server is one single-threaded node process: the busier
-		// one bounds the run at its request rate.
-		var busiest int64
+	if sofaRes != nil {
 		for _, h := range sofaRes.Hosts {
 			t.note("sofa requests on %s: %d (%.1f per db), limit peak %d", h.Host, h.Requests, float64(h.Requests)/float64(nDBs), h.MaxLimit)
-			busiest = max(busiest, h.Requests)
 		}
-		boundMS := int64(float64(busiest) / rate * 1000)
-		t.note("server request rate (GET /db, 16 in flight): %.0f req/s -> request-rate bound = %d requests on the busier server / rate = %s s", rate, busiest, secs(boundMS))
-		t.note("sofa/bound     = %s (peak databases in flight %d)", ratio(times["sofa"], boundMS), sofaRes.Concurrency.Peak)
-		e.sink.write(record{Bench: "fleet", Case: base.Case, Tool: "request-rate bound", OK: true, TimeMS: boundMS,
-			Requests: busiest, Extra: map[string]any{"server_rate_rps": rate}})
 	}
 	t.print(os.Stdout)
+	if sofaRes != nil {
+		return e.fleetBound(ctx, base, src, nDBs, docs, sofaOut, times["sofa"], sofaRes.Concurrency.Peak, rate)
+	}
+	return nil
+}
+
+// fleetBound measures and prints the request-rate bound of sofa's run (see
+// bound.go) and records it as tool "request-rate bound". A failed
+// measurement is printed and recorded, not returned: only a cancelled ctx
+// is.
+func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, docs int, sofaOut *outcome, sofaMS int64, peak int, getRate float64) error {
+	rec := base
+	rec.Tool = "request-rate bound"
+	rec.Extra = map[string]any{"server_rate_rps": getRate}
+	title := "fleet: " + base.Case + ", request-rate bound"
+	kinds, err := sofaKinds(sofaOut)
+	var b *bound
+	if err == nil {
+		rec.Extra["requests_by_kind"] = kinds
+		b, err = e.requestBound(ctx, boundCase{nDBs: nDBs, docs: docs, docSize: fleetDocSize, srcURL: src.URL,
+			srcDB: func(i int) string { return fmt.Sprintf("fleet-%04d", i) }, kinds: kinds})
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		rec.Error = err.Error()
+		e.sink.write(rec)
+		fmt.Fprintf(os.Stdout, "\n== %s\n  not measured: %v\n", title, err)
+		return nil
+	}
+	rec.OK, rec.TimeMS = true, b.ms
+	for _, c := range b.costs {
+		if c.Server == b.server {
+			rec.Requests += c.Count
+		}
+	}
+	rec.Extra["rates_rps"] = b.rates
+	rec.Extra["bound_s"] = b.secs
+	rec.Extra["bound_server"] = b.server
+	e.sink.write(rec)
+	b.table(title, sofaMS, peak).print(os.Stdout)
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -113,40 +114,78 @@ func synthDBs(prefix string, n, docs, size int) []dataset.DB {
 	return out
 }
 
-// requestRate measures how many cheap requests (GET /db) per second the
-// server at dbURL answers with workers requests in flight, over d.
-func requestRate(ctx context.Context, dbURL string, workers int, d time.Duration) (float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	var n, failed atomic.Int64
+// requestRate measures how many requests per second a server answers with
+// workers requests in flight. It issues next(ctx, 0), next(ctx, 1), ...
+// until d has passed or n requests were issued (n <= 0: no cap), lets the
+// ones in flight finish, and returns the answers per second over that time
+// and how many requests were answered (requests 0..done-1, each with a
+// 2xx). The first transport error or non-2xx answer stops every worker and
+// is returned.
+func requestRate(ctx context.Context, workers int, d time.Duration, n int, next func(ctx context.Context, i int) (*http.Request, error)) (rate float64, done int, err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var issued, answered atomic.Int64
 	var wg sync.WaitGroup
 	t0 := time.Now()
+	deadline := t0.Add(d)
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, dbURL, nil)
-				resp, err := httpClient.Do(req)
-				if err != nil {
-					if ctx.Err() == nil {
-						failed.Add(1)
-					}
-					continue
+		wg.Go(func() {
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				i := int(issued.Add(1) - 1)
+				if n > 0 && i >= n {
+					return
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					n.Add(1)
+				if err := doDrain(ctx, next, i); err != nil {
+					cancel(err)
+					return
 				}
+				answered.Add(1)
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	if f := failed.Load(); f > 0 && n.Load() == 0 {
-		return 0, fmt.Errorf("request rate probe: %d requests failed", f)
+	elapsed := time.Since(t0)
+	if err := context.Cause(ctx); err != nil {
+		return 0, 0, err
 	}
-	return float64(n.Load()) / time.Since(t0).Seconds(), nil
+	done = int(answered.Load())
+	return float64(done) / elapsed.Seconds(), done, nil
+}
+
+// doDrain sends next(ctx, i), reads the answer to its end and fails on
+// anything but a 2xx.
+func doDrain(ctx context.Context, next func(ctx context.Context, i int) (*http.Request, error), i int) error {
+	req, err := next(ctx, i)
+	if err != nil {
+		return err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", req.Method, redact(req.URL.String()), err)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: HTTP %d", req.Method, redact(req.URL.String()), resp.StatusCode)
+	}
+	return err
+}
+
+// newRequest builds a request with a JSON body (nil: none) that can be
+// sent once.
+func newRequest(ctx context.Context, method, u string, body []byte) (*http.Request, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, r)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, nil
 }
 
 // gzipSize returns the size of path after gzip -6.
