@@ -606,6 +606,11 @@ func (d *DB) holdsDefaultSecurity(ctx context.Context, sec []byte) bool {
 	}
 	def := d.srv.freshSecurity.Load()
 	if def == nil {
+		d.srv.freshSecMu.Lock() // databases finishing together ask once
+		defer d.srv.freshSecMu.Unlock()
+		def = d.srv.freshSecurity.Load()
+	}
+	if def == nil {
 		resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_security"})
 		if err != nil {
 			return false
@@ -616,7 +621,7 @@ func (d *DB) holdsDefaultSecurity(ctx context.Context, sec []byte) bool {
 		if err != nil {
 			return false
 		}
-		d.srv.freshSecurity.CompareAndSwap(nil, &got)
+		d.srv.freshSecurity.Store(&got)
 		def = &got
 	}
 	return reflect.DeepEqual(*def, want)

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -46,6 +47,7 @@ type Server struct {
 	// databases (`{}` on CouchDB 2.x and PouchDB Server, admin-only on
 	// CouchDB 3.x). Nil until learned; see DB.SetMetadata.
 	freshSecurity atomic.Pointer[any]
+	freshSecMu    sync.Mutex // one reader of freshSecurity at a time
 }
 
 // Endpoint is a probed URL: a server, or a database on a server.

@@ -73,6 +73,12 @@ that holds it in full.
 	}
 	fs := cmd.Flags()
 	c.engine.register(fs)
+	// 0 picks per target (restoreWorkers) once the target has answered.
+	c.engine.workers = 0
+	if f := fs.Lookup("workers"); f != nil {
+		f.DefValue = "0"
+		f.Usage = fmt.Sprintf("batches in flight at once per database (0: %d into PouchDB Server, %d into others)", pouchDBRestoreWorkers, replicate.DefaultWorkers)
+	}
 	c.client.register(fs)
 	c.control.register(fs)
 	registerOutput(fs, &c.out)
@@ -119,6 +125,7 @@ func (c *restoreCmd) run(ctx context.Context, archives []string, tgtURL string) 
 	if err := c.checkSelection(archives, filter, renames, tgt.DBName != ""); err != nil {
 		return err
 	}
+	c.engine.workers = restoreWorkers(c.engine.workers, tgt.Server.Vendor)
 	c.engine.setMemoryLimit(64 << 20)
 	sum := fleet.Summary{Started: time.Now()}
 	var fatalErr error
@@ -143,6 +150,28 @@ func (c *restoreCmd) run(ctx context.Context, archives []string, tgtURL string) 
 		return &exitError{code: exitPartial, err: fmt.Errorf("%d of %d databases were not restored completely (listed above)", sum.DBsTotal-sum.DBsOK, sum.DBsTotal)}
 	}
 	return nil
+}
+
+// pouchDBRestoreWorkers is restore's default --workers into PouchDB
+// Server. Its ingest is one Node.js process whose CPU is the limit: more
+// _bulk_docs bodies in flight only give it more parsed bodies to hold and
+// collect. Measured on PouchDB Server 4.2 (in memory, 2 cores, 100,000
+// revisions of 1 KiB): 2 workers took 8-10% less server CPU and 4-8% less
+// wall time than 4, and 8 took more than 4; 10,000 revisions were equal.
+const pouchDBRestoreWorkers = 2
+
+// restoreWorkers returns the batches in flight per database: n when set
+// (> 0), else pouchDBRestoreWorkers for PouchDB Server and
+// replicate.DefaultWorkers for every other server.
+func restoreWorkers(n int, v couch.Vendor) int {
+	switch {
+	case n > 0:
+		return n
+	case v == couch.VendorPouchDB:
+		return pouchDBRestoreWorkers
+	default:
+		return replicate.DefaultWorkers
+	}
 }
 
 // checkSelection reads the manifests of archive files before anything is
@@ -308,6 +337,7 @@ func (c *restoreCmd) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *
 	target := &restoreTarget{DesignLast: replicate.NewDesignLast(tdb)}
 	opts := c.engine.options()
 	opts.CopyMetadata = true
+	opts.SourceReadOnly = true // an archive takes no checkpoint
 	opts.Counters = &replicate.Counters{}
 	opts.Warn = func(s string) { c.out.logf("%s: %s", tdb.Name(), s) }
 	if tdb.Fresh {
