@@ -44,6 +44,7 @@ type DBWriter struct {
 	meta        replicate.Metadata
 	buf         []byte
 	nchunk      int
+	tail        chan struct{} // closed once the last chunk handed to the pool is written
 	blobs       map[[32]byte]*blobWait
 	prev        *DBState // this database in the archive Since names
 	locals      map[string][]byte
@@ -53,6 +54,11 @@ type DBWriter struct {
 
 	// counted outside mu, by emitters
 	storedBytes, nblobs, blobBytes, chunks, docBytes atomic.Int64
+
+	// the first error of a chunk written by the pool; a chunk job never
+	// takes mu, which WriteDocs holds while it waits for a pool slot.
+	jobMu  sync.Mutex
+	jobErr error
 }
 
 // blobWait lets writers referencing a blob another goroutine is still
@@ -255,12 +261,15 @@ func (d *DBWriter) WriteDocs(ctx context.Context, docs []*replicate.Doc) ([]repl
 	}
 	err := d.startLocked()
 	d.mu.Unlock()
+	if err == nil {
+		err = d.jobError()
+	}
 	if err != nil {
 		return nil, err
 	}
 	var rejected []replicate.DocError
 	for _, doc := range docs {
-		body, sums, derr := d.prepare(doc)
+		body, sums, form, derr := d.prepare(doc)
 		if derr != nil {
 			rejected = append(rejected, *derr)
 			continue
@@ -271,40 +280,40 @@ func (d *DBWriter) WriteDocs(ctx context.Context, docs []*replicate.Doc) ([]repl
 			}
 		}
 		d.mu.Lock()
-		d.buf = appendRecord(d.buf, doc, body, sums)
+		d.buf = appendRecord(d.buf, doc, body, sums, form)
 		d.summary.Revisions++
 		d.summary.Attachments += int64(len(doc.Atts))
 		if doc.Deleted {
 			d.summary.Tombstones++
 		}
-		var full []byte
-		var n int
 		if len(d.buf) >= d.w.chunk {
-			full, d.buf = d.buf, make([]byte, 0, d.w.chunk+d.w.chunk/4)
-			d.nchunk++
-			n = d.nchunk
-		}
-		d.mu.Unlock()
-		if full != nil {
-			if err := d.writeChunk(n, full); err != nil {
+			if err := d.queueChunkLocked(ctx); err != nil {
+				d.mu.Unlock()
 				return rejected, err
 			}
 		}
+		d.mu.Unlock()
 	}
 	return rejected, nil
 }
 
 // prepare checks one revision and returns its body (trimmed of outer
-// whitespace) and the SHA-256 of each attachment's stored bytes.
-func (d *DBWriter) prepare(doc *replicate.Doc) ([]byte, [][32]byte, *replicate.DocError) {
-	reject := func(e, reason string) ([]byte, [][32]byte, *replicate.DocError) {
-		return nil, nil, &replicate.DocError{ID: doc.ID, Rev: doc.Rev, Error: e, Reason: reason}
+// whitespace), the SHA-256 of each attachment's stored bytes and the
+// record form (which fields the body makes redundant).
+func (d *DBWriter) prepare(doc *replicate.Doc) ([]byte, [][32]byte, recordForm, *replicate.DocError) {
+	reject := func(e, reason string) ([]byte, [][32]byte, recordForm, *replicate.DocError) {
+		return nil, nil, recordForm{}, &replicate.DocError{ID: doc.ID, Rev: doc.Rev, Error: e, Reason: reason}
 	}
 	body := bytes.TrimSpace(doc.Body)
 	if doc.ID == "" || doc.Rev == "" {
 		return reject("bad_request", "revision without _id or _rev")
 	}
-	if len(body) < 2 || body[0] != '{' || !jsontext.Value(body).IsValid(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)) {
+	var form recordForm
+	env, err := scanEnvelope(body)
+	switch {
+	case err == nil:
+		form.lean, form.omitRevs, form.omitDeleted = leanForm(doc, env)
+	case len(body) < 2 || body[0] != '{' || !jsontext.Value(body).IsValid(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)):
 		return reject("bad_request", "body is not one JSON object")
 	}
 	sums := make([][32]byte, len(doc.Atts))
@@ -320,7 +329,7 @@ func (d *DBWriter) prepare(doc *replicate.Doc) ([]byte, [][32]byte, *replicate.D
 		}
 		sums[i] = sha256.Sum256(a.Data)
 	}
-	return body, sums, nil
+	return body, sums, form, nil
 }
 
 // ensureBlob writes a's bytes as blob member sum unless this group or the
@@ -363,16 +372,64 @@ func (d *DBWriter) ensureBlob(sum [32]byte, a *replicate.Attachment) error {
 	return b.err
 }
 
-// writeChunk compresses and writes doc chunk number n.
-func (d *DBWriter) writeChunk(n int, raw []byte) error {
-	codec := d.w.opts.Compression
-	stored := compress(codec, nil, raw)
-	if err := d.emit(chunkName(d.dir, n, codec), stored, int64(len(raw)), sha256.Sum256(raw), codec == None); err != nil {
+// queueChunkLocked hands the pending records (d.mu held) to the archive's
+// chunk pool as the next doc chunk. It waits for a free pool slot, so the
+// chunks held in memory stay bounded; other WriteDocs calls on this
+// database wait meanwhile. Chunks take slots in number order, and each is
+// written only after the one before it: the group's chunks appear in
+// order, and the oldest chunk of every database always holds a slot.
+func (d *DBWriter) queueChunkLocked(ctx context.Context) error {
+	pool := d.w.pool
+	if err := pool.acquire(ctx); err != nil {
 		return err
 	}
-	d.chunks.Add(1)
-	d.docBytes.Add(int64(len(raw)))
+	raw := d.buf
+	d.buf = pool.buffer()
+	d.nchunk++
+	prev, done := d.tail, make(chan struct{})
+	d.tail = done
+	go d.writeChunk(d.nchunk, raw, prev, done)
 	return nil
+}
+
+// writeChunk compresses doc chunk number n, waits until chunk n-1 is
+// written (prev closed; nil for the first), writes it and closes done. It
+// holds a pool slot, released on return.
+func (d *DBWriter) writeChunk(n int, raw []byte, prev, done chan struct{}) {
+	defer d.w.pool.release()
+	defer close(done)
+	codec := d.w.opts.Compression
+	rawSize, rawSum := int64(len(raw)), sha256.Sum256(raw)
+	stored := raw
+	if codec != None {
+		stored = d.w.pool.compress(raw)
+		d.w.pool.recycle(raw, true)
+		raw = nil // only the compressed bytes wait for the previous chunk
+	}
+	defer d.w.pool.recycle(stored, codec == None)
+	if prev != nil {
+		<-prev
+	}
+	if d.jobError() != nil {
+		return // the stream or spool failed already
+	}
+	if err := d.emit(chunkName(d.dir, n, codec), stored, rawSize, rawSum, codec == None); err != nil {
+		d.jobMu.Lock()
+		if d.jobErr == nil {
+			d.jobErr = err
+		}
+		d.jobMu.Unlock()
+		return
+	}
+	d.chunks.Add(1)
+	d.docBytes.Add(rawSize)
+}
+
+// jobError returns the first error of a chunk written by the pool.
+func (d *DBWriter) jobError() error {
+	d.jobMu.Lock()
+	defer d.jobMu.Unlock()
+	return d.jobErr
 }
 
 // startLocked writes the meta member once (d.mu held).
@@ -460,15 +517,18 @@ func (d *DBWriter) finish(reason string) error {
 	}
 	d.closed = true
 	err := d.startLocked()
-	rest := d.buf
-	d.buf = nil
-	if len(rest) > 0 {
-		d.nchunk++
+	if err == nil && len(d.buf) > 0 {
+		err = d.queueChunkLocked(context.Background())
 	}
-	n := d.nchunk
+	d.w.pool.recycle(d.buf, true)
+	d.buf = nil
+	tail := d.tail
 	d.mu.Unlock()
-	if err == nil && len(rest) > 0 {
-		err = d.writeChunk(n, rest)
+	if tail != nil {
+		<-tail // every chunk handed to the pool is written
+	}
+	if err == nil {
+		err = d.jobError()
 	}
 	d.mu.Lock()
 	d.summary.Seq = d.seq

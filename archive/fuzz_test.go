@@ -61,12 +61,16 @@ func FuzzReader(f *testing.F) {
 // record accepted has an id, a rev and a body that is a JSON object.
 func FuzzRecords(f *testing.F) {
 	var seed []byte
+	var lean []byte
 	for _, d := range sampleDocs() {
 		sums := make([][32]byte, len(d.Atts))
-		seed = appendRecord(seed, d, d.Body, sums)
+		seed = appendRecord(seed, d, d.Body, sums, recordForm{})
+		lean = appendRecord(lean, d, d.Body, sums, recordForm{lean: true, omitRevs: true, omitDeleted: true})
 	}
 	f.Add(seed)
+	f.Add(lean)
 	f.Add([]byte(`{"id":"a","rev":"1-a","body":{}}`))
+	f.Add([]byte(`{"body":{"_id":"a","_rev":"1-a","_revisions":{"start":1,"ids":["a"]}}}`))
 	f.Fuzz(func(t *testing.T, chunk []byte) {
 		_ = decodeRecords(chunk, func(d *replicate.Doc, refs []attRef) error {
 			if d.ID == "" || d.Rev == "" || len(d.Body) < 2 || d.Body[0] != '{' || len(refs) != len(d.Atts) {

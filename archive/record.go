@@ -25,19 +25,44 @@ import (
 // "body" is last and embedded raw, so it is stored byte for byte. A body
 // may hold newlines as whitespace: read records with a JSON stream decoder
 // (jq does), not line by line.
+//
+// A record whose body carries `_id` and `_rev` (once each, as strings)
+// equal to the revision's leaves "id" and "rev" out (the lean form); it then also leaves out "revisions" when the body's
+// `_revisions` says the same or, without one, when the history is the rev
+// alone, and "deleted" when the body's `_deleted` agrees. A reader takes
+// what a record lacks from its body (see decodeRecord).
 
-// appendRecord appends one record for d; sums are the SHA-256s of its
-// attachments' stored bytes, in d.Atts order.
-func appendRecord(dst []byte, d *replicate.Doc, body []byte, sums [][32]byte) []byte {
-	dst = append(dst, `{"id":`...)
-	dst = jsonx.Quote(dst, d.ID)
-	dst = append(dst, `,"rev":`...)
-	dst = jsonx.Quote(dst, d.Rev)
-	if d.Deleted {
+// recordForm says which fields a record leaves to its body.
+type recordForm struct {
+	lean        bool // no "id" and "rev"
+	omitRevs    bool // no "revisions" (lean only)
+	omitDeleted bool // no "deleted" (lean only)
+}
+
+// appendRecord appends one record for d in form f; sums are the SHA-256s
+// of its attachments' stored bytes, in d.Atts order.
+func appendRecord(dst []byte, d *replicate.Doc, body []byte, sums [][32]byte, f recordForm) []byte {
+	dst = append(dst, '{')
+	sep := false
+	if !f.lean {
+		dst = append(dst, `"id":`...)
+		dst = jsonx.Quote(dst, d.ID)
+		dst = append(dst, `,"rev":`...)
+		dst = jsonx.Quote(dst, d.Rev)
+		sep = true
+	}
+	if f.lean && !f.omitDeleted {
+		dst = append(dst, `"deleted":`...)
+		dst = strconv.AppendBool(dst, d.Deleted)
+		sep = true
+	} else if !f.lean && d.Deleted {
 		dst = append(dst, `,"deleted":true`...)
 	}
-	if len(d.Revisions.IDs) > 0 {
-		dst = append(dst, `,"revisions":{"start":`...)
+	if len(d.Revisions.IDs) > 0 && !(f.lean && f.omitRevs) {
+		if sep {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"revisions":{"start":`...)
 		dst = strconv.AppendInt(dst, int64(d.Revisions.Start), 10)
 		dst = append(dst, `,"ids":[`...)
 		for i, id := range d.Revisions.IDs {
@@ -47,9 +72,14 @@ func appendRecord(dst []byte, d *replicate.Doc, body []byte, sums [][32]byte) []
 			dst = jsonx.Quote(dst, id)
 		}
 		dst = append(dst, "]}"...)
+		sep = true
 	}
 	if len(d.Atts) > 0 {
-		dst = append(dst, `,"atts":[`...)
+		if sep {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"atts":[`...)
+		sep = true
 		for i, a := range d.Atts {
 			if i > 0 {
 				dst = append(dst, ',')
@@ -78,7 +108,10 @@ func appendRecord(dst []byte, d *replicate.Doc, body []byte, sums [][32]byte) []
 		}
 		dst = append(dst, ']')
 	}
-	dst = append(dst, `,"body":`...)
+	if sep {
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"body":`...)
 	dst = append(dst, body...)
 	return append(dst, "}\n"...)
 }
@@ -121,7 +154,7 @@ func decodeRecord(dec *jsontext.Decoder) (*replicate.Doc, []attRef, error) {
 	}
 	d := &replicate.Doc{}
 	var refs []attRef
-	var haveID, haveRev, haveBody bool
+	var haveID, haveRev, haveBody, haveDeleted, haveRevs bool
 	for dec.PeekKind() != '}' {
 		kt, err := dec.ReadToken()
 		if err != nil {
@@ -143,11 +176,12 @@ func decodeRecord(dec *jsontext.Decoder) (*replicate.Doc, []attRef, error) {
 			if err != nil {
 				return nil, nil, err
 			}
-			d.Deleted = vt.Kind() == 't'
+			d.Deleted, haveDeleted = vt.Kind() == 't', true
 		case "revisions":
 			if err := decodeRevisions(dec, &d.Revisions); err != nil {
 				return nil, nil, err
 			}
+			haveRevs = true
 		case "atts":
 			if refs, err = decodeAtts(dec); err != nil {
 				return nil, nil, err
@@ -170,13 +204,42 @@ func decodeRecord(dec *jsontext.Decoder) (*replicate.Doc, []attRef, error) {
 	if _, err := dec.ReadToken(); err != nil {
 		return nil, nil, err
 	}
-	if !haveID || !haveRev || !haveBody || d.ID == "" || d.Rev == "" {
+	if !haveID && !haveRev && haveBody {
+		if err := fromBody(d, haveDeleted, haveRevs); err != nil {
+			return nil, nil, err
+		}
+	} else if !haveID || !haveRev || !haveBody || d.ID == "" || d.Rev == "" {
 		return nil, nil, errors.New("record lacks id, rev or body")
 	}
 	for _, r := range refs {
 		d.Atts = append(d.Atts, r.att)
 	}
 	return d, refs, nil
+}
+
+// fromBody completes a lean record (no "id" and "rev") from its body: id
+// and rev always, deleted and revisions unless the record has them. A
+// revisions the body lacks too is the rev alone.
+func fromBody(d *replicate.Doc, haveDeleted, haveRevs bool) error {
+	env, err := scanEnvelope(d.Body)
+	if err != nil {
+		return fmt.Errorf("body: %w", err)
+	}
+	if !env.hasID || !env.hasRev || env.id == "" || env.rev == "" {
+		return errors.New("record lacks id and rev, and its body has no unambiguous _id and _rev")
+	}
+	d.ID, d.Rev = env.id, env.rev
+	if !haveDeleted {
+		d.Deleted = env.deleted
+	}
+	if !haveRevs {
+		if env.hasRevs {
+			d.Revisions = env.revisions
+		} else if d.Revisions = revOnly(d.Rev); len(d.Revisions.IDs) == 0 {
+			return fmt.Errorf("rev %q is malformed", d.Rev)
+		}
+	}
+	return nil
 }
 
 func decodeRevisions(dec *jsontext.Decoder, r *replicate.Revisions) error {

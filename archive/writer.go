@@ -18,10 +18,10 @@ import (
 // DefaultChunkSize is the uncompressed size at which a database's pending
 // records are cut into a doc chunk member. A revision larger than this
 // makes one chunk of its own.
-const DefaultChunkSize = 4 << 20
+const DefaultChunkSize = 2 << 20
 
 // Options configure a Writer. The zero value writes a full backup with
-// zstd, 4 MiB chunks and temporary files in os.TempDir().
+// zstd, 2 MiB chunks and temporary files in os.TempDir().
 type Options struct {
 	// Compression of doc chunks and blobs; "" means Zstd.
 	Compression Compression
@@ -38,6 +38,12 @@ type Options struct {
 	Since *Since
 	// Now returns the creation time; nil means time.Now.
 	Now func() time.Time
+	// ChunkWorkers is the number of doc chunks of the whole archive
+	// compressed at once, off the callers of WriteDocs; it bounds the
+	// chunks held in memory (each up to ChunkSize plus one revision, with
+	// its compressed form and, for zstd, a 38 MiB encoder). 0 means half
+	// of GOMAXPROCS, at least 1; at most MaxChunkWorkers.
+	ChunkWorkers int
 }
 
 // Writer writes one archive as a tar stream to an io.Writer, sequentially
@@ -57,6 +63,7 @@ type Writer struct {
 	opts  Options
 	hdr   Header
 	chunk int
+	pool  *chunkPool
 
 	mu        sync.Mutex
 	tw        *tar.Writer
@@ -95,6 +102,7 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 	aw := &Writer{
 		opts:  opts,
 		chunk: opts.ChunkSize,
+		pool:  newChunkPool(c, opts.ChunkSize, opts.ChunkWorkers),
 		hdr: Header{
 			Format: FormatName, Version: FormatVersion, Tool: opts.Tool,
 			Created: now().UTC().Truncate(time.Second), Compression: c,
@@ -165,6 +173,7 @@ func (w *Writer) Close() error {
 	}
 	w.closed = true
 	defer w.members.close()
+	defer w.pool.close()
 	if w.err != nil {
 		return w.err
 	}
