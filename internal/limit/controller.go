@@ -165,7 +165,7 @@ func (c *controller) addSample(now time.Time, t *Token, lat time.Duration) {
 	}
 	ratio := float64(p50) / float64(base)
 	c.hold = ratio > c.holdTolerance()
-	if ratio <= c.o.LatencyTolerance || c.cur() <= c.o.Min {
+	if ratio <= c.o.LatencyTolerance || c.cur() <= c.o.LatencyFloor {
 		c.slowRounds = 0
 		return
 	}
@@ -178,7 +178,7 @@ func (c *controller) addSample(now time.Time, t *Token, lat time.Duration) {
 	// One latency decision at most halves the limit: a single-threaded
 	// server (PouchDB) queues every request, so its latency grows with any
 	// load and the estimate alone would collapse the limit to 1.
-	est := max(avg/ratio, float64(c.cur())/2)
+	est := max(avg/ratio, float64(c.cur())/2, float64(c.o.LatencyFloor)/c.o.Decrease+1e-9) // floor: see Options.LatencyFloor
 	c.decrease(now, 0, est, ReasonLatency,
 		fmt.Sprintf("p50 %s > %.2g x baseline %s at %.1f in flight", p50, c.o.LatencyTolerance, base, avg))
 }

@@ -17,6 +17,7 @@ const (
 	DefaultInitial          = 4
 	DefaultDecrease         = 0.9
 	DefaultLatencyTolerance = 1.5
+	DefaultLatencyFloor     = 4
 	DefaultMemory           = 2 * time.Minute
 	DefaultBaselineWindow   = time.Minute
 	DefaultMaxPause         = 30 * time.Second
@@ -47,6 +48,13 @@ type Options struct {
 	// times this factor is an overload. Zero means DefaultLatencyTolerance;
 	// negative turns latency signals off (only 429/503/timeouts count).
 	LatencyTolerance float64
+	// LatencyFloor is the lowest limit latency alone may lead to: a queue
+	// of a few requests costs a server nothing, while one or two in flight
+	// leave it idle between round trips, and latency on a busy machine
+	// rises for reasons other than queueing (CPU contention with the
+	// client, a GC pause). 429, 503 and timeouts still lower the limit
+	// down to Min. Zero means DefaultLatencyFloor (clamped to [Min, Max]).
+	LatencyFloor int
 	// Memory is how long the level that last failed is remembered (growth
 	// is slow near it). Zero means DefaultMemory.
 	Memory time.Duration
@@ -81,6 +89,10 @@ func (o Options) normalized() Options {
 	if o.LatencyTolerance == 0 {
 		o.LatencyTolerance = DefaultLatencyTolerance
 	}
+	if o.LatencyFloor <= 0 {
+		o.LatencyFloor = DefaultLatencyFloor
+	}
+	o.LatencyFloor = max(o.Min, min(o.LatencyFloor, o.Max))
 	if o.Memory <= 0 {
 		o.Memory = DefaultMemory
 	}

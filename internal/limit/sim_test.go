@@ -219,3 +219,35 @@ func TestLimiter_StaysBelowMaxAndAboveMin(t *testing.T) {
 		}
 	})
 }
+
+// A single-threaded server (PouchDB Server) queues every request beyond
+// the one it serves, so its latency rises with any load: latency alone
+// must not drive the limit below LatencyFloor, where the server would sit
+// idle between round trips. Rejections (429) still lower it further.
+func TestLimiter_LatencyFloor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := New(Options{Name: "sim", Max: 64, Initial: 1}) // baseline measured without a queue
+		srv := newSimServer(1, 2*time.Millisecond, false)
+		samples := runSim(t, l, srv, 100, 20*time.Second, nil)
+		if m := slices.Min(secondHalf(samples)); m < DefaultLatencyFloor {
+			t.Errorf("queueing server: min limit over the second half = %d, want >= %d", m, DefaultLatencyFloor)
+		}
+		if got := median(secondHalf(samples)); got > 4*DefaultLatencyFloor {
+			t.Errorf("queueing server: median limit = %d, want near the floor %d (latency rises with every request)", got, DefaultLatencyFloor)
+		}
+		var latency bool
+		for _, d := range l.Stats().Decisions {
+			latency = latency || d.Reason == ReasonLatency
+		}
+		if !latency {
+			t.Error("no latency decision against a queueing server")
+		}
+
+		l2 := New(Options{Name: "sim", Max: 64})
+		srv2 := newSimServer(1, 2*time.Millisecond, true)
+		samples = runSim(t, l2, srv2, 100, 20*time.Second, nil)
+		if got := median(secondHalf(samples)); got >= DefaultLatencyFloor {
+			t.Errorf("rejecting server of capacity 1: median limit = %d, want below the latency floor %d", got, DefaultLatencyFloor)
+		}
+	})
+}
