@@ -27,11 +27,17 @@ type Header struct {
 	// Since is nil for a full backup; for an incremental one it names the
 	// previous archive of the chain and the state each database had in it.
 	Since *Since `json:"since,omitempty"`
+	// Source identifies the server backed up: its uuid (`GET /`) when it
+	// gives one, else its URL without credentials; "" when unknown. An
+	// incremental backup is only taken against the server of its chain.
+	Source string `json:"source,omitempty"`
 }
 
 // Since links an incremental archive to the archive it continues.
 type Since struct {
-	ArchiveID string             `json:"archive_id"`
+	ArchiveID string `json:"archive_id"`
+	// Source is the previous archive's Header.Source.
+	Source    string             `json:"source,omitempty"`
 	Databases map[string]DBState `json:"databases"` // by database name
 }
 

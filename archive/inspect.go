@@ -107,7 +107,7 @@ func ReadSince(r io.Reader) (*Since, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Since{ArchiveID: hdr.ID, Databases: map[string]DBState{}}
+	s := &Since{ArchiveID: hdr.ID, Source: hdr.Source, Databases: map[string]DBState{}}
 	if hdr.Since != nil {
 		for name, st := range hdr.Since.Databases {
 			s.Databases[name] = st

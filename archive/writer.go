@@ -33,6 +33,8 @@ type Options struct {
 	TempDir string
 	// Tool is recorded in the header ("sofa v1.2.3").
 	Tool string
+	// Source is recorded in the header: see Header.Source.
+	Source string
 	// Since makes the archive an incremental one continuing the archive
 	// it describes (see ReadSeqs); nil means a full backup.
 	Since *Since
@@ -106,7 +108,7 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 		hdr: Header{
 			Format: FormatName, Version: FormatVersion, Tool: opts.Tool,
 			Created: now().UTC().Truncate(time.Second), Compression: c,
-			ID: hex.EncodeToString(id[:]), Since: opts.Since,
+			ID: hex.EncodeToString(id[:]), Since: opts.Since, Source: opts.Source,
 		},
 		tw:        tar.NewWriter(w),
 		names:     map[string]bool{},

@@ -100,10 +100,17 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	if err != nil {
 		return err
 	}
+	source := src.Server.UUID
+	if source == "" {
+		source = src.Server.URL()
+	}
 	var since *archive.Since
 	if bc.since != "" {
 		if since, err = archive.ReadSeqs(bc.since); err != nil {
 			return fatal(fmt.Errorf("--since %s: %v", bc.since, err))
+		}
+		if since.Source != "" && since.Source != source {
+			return usageErr("--since %s: that archive is a backup of another server (%s), not of %s (%s); take a full backup (without --since)", bc.since, since.Source, src.Server.URL(), source)
 		}
 	}
 	sink, err := createArchive(path, bc.force)
@@ -114,7 +121,7 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	if path != "-" {
 		tempDir = filepath.Dir(path)
 	}
-	w, err := archive.NewWriter(sink.w, archive.Options{Compression: comp, Tool: "sofa " + version, Since: since, TempDir: tempDir})
+	w, err := archive.NewWriter(sink.w, archive.Options{Compression: comp, Tool: "sofa " + version, Source: source, Since: since, TempDir: tempDir})
 	if err != nil {
 		sink.abort()
 		return fatal(fmt.Errorf("write archive: %v", err))

@@ -312,6 +312,19 @@ func TestBackup_Incremental(t *testing.T) {
 		t.Logf("note: inc1 stores the unchanged 1 MiB attachment of a5 again (%d blob bytes): archives are self-contained", d.BlobBytes)
 	}
 
+	// --since an archive of another server is refused (exit 2, no file).
+	other := couchtest.Start(t)
+	arCreate(t, other, "keep", true, arSmallDocs("o", 3)...)
+	wrong := filepath.Join(dir, "wrong.sofa")
+	r := arSofa(t, bin, nil, "backup", other.URL, wrong, "-q", "--since", full)
+	r.want(t, exitUsage)
+	if l := r.errLine(t); !strings.Contains(l, "another server") || (other.AdminPassword != "" && strings.Contains(l, other.AdminPassword)) {
+		t.Errorf("--since from another server: message %q", l)
+	}
+	if _, err := os.Stat(wrong); err == nil {
+		t.Error("a refused incremental backup left a file")
+	}
+
 	// refused chains: nothing is created on the target
 	tgt := couchtest.Start(t)
 	for _, bad := range [][]string{{inc1, full}, {full, inc2}, {inc1}, {full, inc2, inc1}, {full, full}} {
@@ -330,7 +343,7 @@ func TestBackup_Incremental(t *testing.T) {
 		}
 	}
 
-	r := arSofa(t, bin, nil, "restore", full, inc1, inc2, tgt.URL, "--json")
+	r = arSofa(t, bin, nil, "restore", full, inc1, inc2, tgt.URL, "--json")
 	r.want(t, exitOK)
 	for _, db := range []string{"keep", "gone", "still", "a5", "late"} {
 		arEqual(t, src, db, tgt, db)
