@@ -64,6 +64,10 @@ type DBResult struct {
 	Error string `json:"error,omitempty"`
 	// Failures names each revision not copied, and why.
 	Failures []replicate.DocError `json:"failures,omitempty"`
+	// Warnings are what the job noticed that did not stop it, e.g. a
+	// source database recreated since the last checkpoint, or a target
+	// holding documents the source does not.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Summary is the result of Run, ready for encoding/json.

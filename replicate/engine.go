@@ -192,24 +192,28 @@ func (r *run) trustedSince(ctx context.Context, cp *checkpointer, sinfo, tinfo D
 		return old != "" && now != "" && old != "0" && now != "0" && old != now
 	}
 	if log != nil && (changed(log.SourceInstance, sinfo.InstanceStart) || changed(log.TargetInstance, tinfo.InstanceStart)) {
-		r.warn("a database was recreated since the last checkpoint: starting over from the beginning")
+		r.warn("a database was recreated since the last checkpoint: starting over from the beginning" + keptNote)
 		return nil
 	}
 	if seqAhead(since, sinfo.UpdateSeq) {
-		r.warn("the checkpoint is ahead of the source's update_seq (database recreated?): starting over from the beginning")
+		r.warn("the checkpoint is ahead of the source's update_seq (database recreated?): starting over from the beginning" + keptNote)
 		return nil
 	}
 	if log != nil && log.Anchor != nil {
 		if gone, err := anchorGone(ctx, r.src, log.Anchor); err != nil {
 			r.warn("could not check that the source database is the one checkpointed: " + err.Error())
 		} else if gone {
-			r.warn(fmt.Sprintf("the source no longer knows revision %s of %q that it held at the first run: the database was recreated; starting over from the beginning", log.Anchor.Rev, log.Anchor.ID))
+			r.warn(fmt.Sprintf("the source no longer knows revision %s of %q that it held at the first run: the database was recreated; starting over from the beginning%s", log.Anchor.Rev, log.Anchor.ID, keptNote))
 			return nil
 		}
 		cp.setAnchor(log.Anchor)
 	}
 	return since
 }
+
+// keptNote ends the warnings about a recreated database: replication
+// only adds revisions, so what the target got from the old one stays.
+const keptNote = " (documents the target got from the old database stay there; replication never deletes)"
 
 // anchorGone asks the source (when it can answer _revs_diff) whether it
 // still knows the anchor revision.

@@ -312,11 +312,21 @@ func TestBackup_Incremental(t *testing.T) {
 		t.Logf("note: inc1 stores the unchanged 1 MiB attachment of a5 again (%d blob bytes): archives are self-contained", d.BlobBytes)
 	}
 
+	// An incremental archive alone is not compared with a database: it
+	// holds only the changes (exit 2, a message saying why); its checksums
+	// are still checked.
+	r := arSofa(t, bin, nil, "verify", inc1, src.URL)
+	r.want(t, exitUsage)
+	if l := r.errLine(t); !strings.Contains(l, "incremental") {
+		t.Errorf("verify of an incremental against a server: message %q", l)
+	}
+	arSofa(t, bin, nil, "verify", inc1).want(t, exitOK)
+
 	// --since an archive of another server is refused (exit 2, no file).
 	other := couchtest.Start(t)
 	arCreate(t, other, "keep", true, arSmallDocs("o", 3)...)
 	wrong := filepath.Join(dir, "wrong.sofa")
-	r := arSofa(t, bin, nil, "backup", other.URL, wrong, "-q", "--since", full)
+	r = arSofa(t, bin, nil, "backup", other.URL, wrong, "-q", "--since", full)
 	r.want(t, exitUsage)
 	if l := r.errLine(t); !strings.Contains(l, "another server") || (other.AdminPassword != "" && strings.Contains(l, other.AdminPassword)) {
 		t.Errorf("--since from another server: message %q", l)

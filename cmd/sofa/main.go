@@ -50,7 +50,8 @@ func run(args []string) (code int) {
 		var e *exitError
 		if !errors.As(err, &e) || e.err != nil {
 			msg := err.Error()
-			if code == exitInterrupted {
+			if code == exitInterrupted && !(errors.As(err, &e) && e.code == exitInterrupted) {
+				// a failure caused by the interruption: say what it was
 				msg = "interrupted: checkpoints written; run the same command again to resume"
 			}
 			fmt.Fprintln(os.Stderr, "sofa: "+msg)

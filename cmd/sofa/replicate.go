@@ -53,9 +53,10 @@ databases get the source's properties, _revs_limit (before documents) and
 _security (after them). _replicator and _global_changes are skipped, and
 _users unless --with-users.
 
-Progress is checkpointed in _local/<replication id> on both databases (on the
-target only when the source refuses writes), so an interrupted or killed run
-resumes where it stopped; a second run after a success copies nothing.
+Progress is checkpointed in _local/<replication id> on the target database
+(--checkpoints both: on the source too, as CouchDB's replicator does; the
+default needs read access only on the source), so an interrupted or killed
+run resumes where it stopped; a second run after a success copies nothing.
 
 ` + exitCodesHelp,
 		Example: `  sofa replicate http://admin:pw@old:5984/orders http://admin:pw@new:5984/orders --create-target

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/sofadb/sofa/couch"
@@ -127,7 +128,13 @@ func (rc *replicateCmd) dbJob(src, tgt *couch.Server, onTarget map[string]bool) 
 		}
 		opts.Budget = rc.budget
 		opts.Counters = &replicate.Counters{}
-		opts.Warn = func(s string) { rc.logf("%s: %s", name, s) }
+		var warnMu sync.Mutex
+		opts.Warn = func(s string) {
+			rc.logf("%s: %s", name, s)
+			warnMu.Lock()
+			r.Warnings = append(r.Warnings, s)
+			warnMu.Unlock()
+		}
 		stop := feedProgress(opts.Counters, p)
 		res, err := replicate.Run(ctx, sdb, tdb, opts)
 		stop()
@@ -147,6 +154,7 @@ func (rc *replicateCmd) dbJob(src, tgt *couch.Server, onTarget map[string]bool) 
 			if len(res.EndSeq) > 0 && bytes.Equal(res.EndSeq, sinfo.UpdateSeq) {
 				srcCounts = &sinfo
 			}
+			opts.Warn = func(s string) { rc.logf("%s: %s", name, s) } // r is the caller's now
 			if err := rc.verifyCopy(ctx, sdb, tdb, opts, srcCounts, &r); err != nil {
 				return r, err
 			}
@@ -265,17 +273,22 @@ func printFleetSummary(w *os.File, s *fleet.Summary) {
 		s.DBsTotal, time.Duration(s.Duration).Seconds(), s.DBsOK, s.DBsPartial, s.DBsFailed, s.DBsInterrupted, s.DBsNotStarted,
 		s.DocsRead, s.DocsWritten, s.DocWriteFailures, s.Bytes, humanBytes(s.Bytes))
 	for _, d := range s.DBs {
-		switch d.Status {
-		case fleet.StatusOK:
+		if d.Status == fleet.StatusOK && len(d.Warnings) == 0 {
 			continue
 		}
 		fmt.Fprintf(w, "sofa: database %q: %s", d.Name, d.Status)
+		if d.Status == fleet.StatusOK {
+			fmt.Fprintf(w, " with warnings")
+		}
 		if d.Error != "" {
 			fmt.Fprintf(w, ": %s", d.Error)
 		}
 		fmt.Fprintln(w)
 		for _, f := range d.Failures {
 			fmt.Fprintf(w, "sofa:   not copied: id=%q rev=%s: %s: %s\n", shorten(f.ID), f.Rev, f.Error, f.Reason)
+		}
+		for _, m := range d.Warnings {
+			fmt.Fprintf(w, "sofa:   warning: %s\n", m)
 		}
 	}
 }

@@ -729,3 +729,63 @@ func wantKinds(t *testing.T, what string, got, want map[string]int64) {
 		}
 	}
 }
+
+// A source database deleted and recreated between two runs is copied
+// again from its beginning; the documents the target got from the old one
+// stay (replication never deletes), and the summary says so for that
+// database (JSON warnings, "ok with warnings" in the text summary).
+func TestServers_RecreatedSourceWarns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PouchDB Servers")
+	}
+	bin := sofaBin(t)
+	src, tgt := couchtest.Start(t), couchtest.Start(t)
+	c := src.Client()
+	ctx := t.Context()
+	for _, db := range []string{"re", "same"} {
+		if err := c.CreateDB(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.BulkDocs(ctx, db, true, raw(`{"_id":"a"}`), raw(`{"_id":"b"}`), raw(`{"_id":"c"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runSofa(t, bin, "replicate", src.URL, tgt.URL, "-q").want(t, exitOK)
+	if err := c.DeleteDB(ctx, "re"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateDB(ctx, "re"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.BulkDocs(ctx, "re", true, raw(`{"_id":"fresh"}`)); err != nil {
+		t.Fatal(err)
+	}
+	r := runSofa(t, bin, "replicate", src.URL, tgt.URL, "--json")
+	r.want(t, exitOK)
+	for _, d := range r.summary(t).DBs {
+		switch {
+		case d.Name == "re" && (len(d.Warnings) == 0 || !strings.Contains(strings.Join(d.Warnings, " "), "recreated")):
+			t.Errorf("re: warnings %q, want one about the recreated database", d.Warnings)
+		case d.Name == "same" && len(d.Warnings) > 0:
+			t.Errorf("same: unexpected warnings %q", d.Warnings)
+		}
+	}
+	if docCount(t, tgt, "re") != 4 {
+		t.Errorf("target re holds %d documents, want 4 (3 kept from the old database, 1 new)", docCount(t, tgt, "re"))
+	}
+	// The text summary names the database and the warning.
+	if err := c.DeleteDB(ctx, "re"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateDB(ctx, "re"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.BulkDocs(ctx, "re", true, raw(`{"_id":"newer"}`)); err != nil {
+		t.Fatal(err)
+	}
+	r = runSofa(t, bin, "replicate", src.URL, tgt.URL)
+	r.want(t, exitOK)
+	if !strings.Contains(r.stderr, `database "re": ok with warnings`) || !strings.Contains(r.stderr, "replication never deletes") {
+		t.Errorf("text summary lacks the warning:\n%s", r.stderr)
+	}
+}

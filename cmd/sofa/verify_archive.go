@@ -60,6 +60,11 @@ func (vc *verifyCmd) verifyArchiveAgainst(ctx context.Context, cmd *cobra.Comman
 		return fatal(fmt.Errorf("%s: %v", path, err))
 	}
 	defer rd.Close()
+	if h := rd.Header(); h.Since != nil {
+		// Its databases hold only what changed after the archive before
+		// it: compared alone with a database they would differ everywhere.
+		return usageErr("%s is an incremental archive (it continues archive %s): it holds only the changes since then, so it cannot be compared with a database alone; restore the chain and compare the copy (sofa verify SOURCE COPY), or check its checksums with sofa verify %s", path, h.Since.ArchiveID, path)
+	}
 	o := vc.options(b.Server, true, cmd)
 	var res verifyResult
 	for {
