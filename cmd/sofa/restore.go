@@ -254,7 +254,7 @@ func checkChain(archives []string) (map[string]int, error) {
 		headers = append(headers, h)
 	}
 	if err := archive.CheckChain(headers...); err != nil {
-		return nil, fatal(err)
+		return nil, usageErr("%v", err) // the arguments, not the archives, are wrong
 	}
 	if len(archives) == 1 {
 		return nil, nil
