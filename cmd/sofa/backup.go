@@ -197,6 +197,7 @@ func (bc *backupCmd) backupDB(ctx context.Context, srv *couch.Server, w *archive
 	opts.Counters = &replicate.Counters{}
 	opts.SourceReadOnly = true
 	opts.Warn = func(s string) { bc.out.logf("%s: %s", name, s) }
+	opts.Debug = bc.out.debugf(name)
 	stop := feedProgress(opts.Counters, p)
 	res, err := replicate.Run(ctx, sdb, dbw, opts)
 	stop()

@@ -28,6 +28,15 @@ func (o *outputFlags) logf(format string, args ...any) {
 	}
 }
 
+// debugf returns the engine's per-batch logger for database db under
+// --debug, nil otherwise.
+func (o *outputFlags) debugf(db string) func(format string, args ...any) {
+	if !o.debug {
+		return nil
+	}
+	return func(format string, args ...any) { o.logf(db+": "+format, args...) }
+}
+
 func (o *outputFlags) logger() *slog.Logger {
 	if !o.verbose && !o.debug {
 		return nil
@@ -75,6 +84,6 @@ func runDBs(ctx context.Context, dbs []string, job fleet.Job, limiters []*limit.
 func registerOutput(fs *pflag.FlagSet, o *outputFlags) {
 	fs.BoolVar(&o.jsonOut, "json", false, "print the result as JSON on stdout")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but errors")
-	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log retries, waits, checkpoints and controller decisions")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log retries, waits and controller decisions (--debug: also every batch and checkpoint)")
 	fs.BoolVar(&o.debug, "debug", false, "log every batch")
 }

@@ -81,7 +81,7 @@ run resumes where it stopped; a second run after a success copies nothing.
 	fs.BoolVar(&rc.copySecurity, "copy-security", false, "copy _revs_limit (before documents) and _security (after) to an existing target")
 	fs.BoolVar(&rc.jsonOut, "json", false, "print the result as JSON on stdout")
 	fs.BoolVarP(&rc.quiet, "quiet", "q", false, "print nothing but errors")
-	fs.BoolVarP(&rc.verbose, "verbose", "v", false, "log retries, waits and checkpoints")
+	fs.BoolVarP(&rc.verbose, "verbose", "v", false, "log retries, waits and controller decisions (--debug: also every batch and checkpoint)")
 	fs.BoolVar(&rc.debug, "debug", false, "log every batch")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
 	rc.control.register(fs)

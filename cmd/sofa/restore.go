@@ -340,6 +340,7 @@ func (c *restoreCmd) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *
 	opts.SourceReadOnly = true // an archive takes no checkpoint
 	opts.Counters = &replicate.Counters{}
 	opts.Warn = func(s string) { c.out.logf("%s: %s", tdb.Name(), s) }
+	opts.Debug = c.out.debugf(tdb.Name())
 	if tdb.Fresh {
 		opts.TargetCreated = tdb.Created()
 	}

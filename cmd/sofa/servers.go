@@ -127,6 +127,9 @@ func (rc *replicateCmd) dbJob(src, tgt *couch.Server, onTarget map[string]bool) 
 			opts.TargetCreated = tdb.Created()
 		}
 		opts.Budget = rc.budget
+		if rc.debug {
+			opts.Debug = func(format string, args ...any) { rc.logf(name+": "+format, args...) }
+		}
 		opts.Counters = &replicate.Counters{}
 		var warnMu sync.Mutex
 		opts.Warn = func(s string) {
