@@ -280,7 +280,7 @@ func readAllLimited(r io.Reader, n int64) ([]byte, error) {
 func (r *Reader) tarErr(err error) error {
 	where := fmt.Sprintf("after member %q", r.last)
 	if r.last == "" {
-		where = "at the start"
+		where = "before its first member (not a sofa archive, or cut short)"
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return &Error{Err: &detailErr{ErrTruncated, "archive ends " + where}}
