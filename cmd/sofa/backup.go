@@ -117,6 +117,9 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	if err != nil {
 		return err
 	}
+	for _, p := range sink.stale {
+		bc.out.logf("removed %s (left by a killed backup)", p)
+	}
 	tempDir := ""
 	if path != "-" {
 		tempDir = filepath.Dir(path)

@@ -13,7 +13,8 @@ import (
 // applyEnvAndConfig fills every flag the user did not set from SOFA_<FLAG>
 // (dashes become underscores, upper case), then from the TOML file named by
 // --config or SOFA_CONFIG (keys are flag names). Precedence: flag > env >
-// config file > default.
+// config file > default. It then refuses out-of-range numeric flags
+// (checkFlagValues), so every verb checks them before any network access.
 func applyEnvAndConfig(cmd *cobra.Command) error {
 	var file map[string]any
 	path, _ := cmd.Flags().GetString("config")
@@ -52,7 +53,10 @@ func applyEnvAndConfig(cmd *cobra.Command) error {
 			}
 		}
 	})
-	return ferr
+	if ferr != nil {
+		return ferr
+	}
+	return checkFlagValues(cmd.Flags())
 }
 
 // configure applies env and config file to the flags of a copying verb

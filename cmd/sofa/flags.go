@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -32,7 +34,7 @@ func (f *engineFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&f.writeBytes, "write-batch-bytes", replicate.DefaultWriteBatchBytes, "flush the write buffer at this many bytes")
 	fs.Int64Var(&f.maxInflight, "max-inflight-bytes", replicate.DefaultMaxInflightBytes, "bytes of documents and attachments held in memory at once, shared by all databases in flight (default 256 MiB)")
 	fs.DurationVar(&f.checkpointEvery, "checkpoint-interval", replicate.DefaultCheckpointInterval, "time between checkpoints while running")
-	fs.Int64Var(&f.streamThreshold, "stream-threshold", replicate.DefaultStreamThreshold, "attachments of at least this many bytes are piped from source to target, never held in memory (-1: never)")
+	fs.Int64Var(&f.streamThreshold, "stream-threshold", replicate.DefaultStreamThreshold, "attachments of at least this many bytes are piped from source to target, never held in memory (0: the default; -1: never)")
 	fs.BoolVar(&f.noCheckpoints, "no-checkpoints", false, "neither read nor write _local checkpoints (always start from the beginning)")
 }
 
@@ -81,13 +83,76 @@ type clientFlags struct {
 }
 
 func (f *clientFlags) register(fs *pflag.FlagSet) {
-	fs.DurationVar(&f.requestTimeout, "request-timeout", couch.DefaultAttemptTimeout, "time limit of one HTTP attempt")
-	fs.DurationVar(&f.retryTime, "retry-time", couch.DefaultRetryTime, "total time one request may spend retrying network errors, timeouts and 5xx")
-	fs.DurationVar(&f.max429Wait, "max-429-wait", couch.DefaultMax429Wait, "total time one request may wait on 429/503 rate limiting")
-	fs.IntVar(&f.maxConns, "max-conns", couch.DefaultMaxConns, "TCP connections per server")
-	fs.IntVar(&f.changesPage, "changes-page", couch.DefaultChangesPage, "_changes rows asked per request (-1: the whole feed in one request)")
+	fs.DurationVar(&f.requestTimeout, "request-timeout", couch.DefaultAttemptTimeout, "time limit of one HTTP attempt (0: the default)")
+	fs.DurationVar(&f.retryTime, "retry-time", couch.DefaultRetryTime, "total time one request may spend retrying network errors, timeouts and 5xx (0: the default)")
+	fs.DurationVar(&f.max429Wait, "max-429-wait", couch.DefaultMax429Wait, "total time one request may wait on 429/503 rate limiting (0: the default)")
+	fs.IntVar(&f.maxConns, "max-conns", couch.DefaultMaxConns, "TCP connections per server (0: the default)")
+	fs.IntVar(&f.changesPage, "changes-page", couch.DefaultChangesPage, "_changes rows asked per request (0: the default; -1: the whole feed in one request)")
 }
 
 func (f *clientFlags) options() couch.Options {
 	return couch.Options{AttemptTimeout: f.requestTimeout, RetryTime: f.retryTime, Max429Wait: f.max429Wait, MaxConns: f.maxConns, ChangesPage: f.changesPage}
+}
+
+// numericFlags lists the numeric flags of every verb that checkFlagValues
+// checks, by name, with the least value each accepts and what 0 (and -1) mean
+// (for the error message). Flags a verb lacks are skipped. The engine flags are
+// checked by engineFlags.validate.
+var numericFlags = []struct {
+	name string
+	min  float64
+	zero string
+}{
+	{"request-timeout", 0, "0 selects the default"},
+	{"retry-time", 0, "0 selects the default"},
+	{"max-429-wait", 0, "0 selects the default"},
+	{"max-conns", 0, "0 selects the default"},
+	{"changes-page", -1, "0 selects the default; -1: the whole feed in one request"},
+	{"stream-threshold", -1, "0 selects the default; -1: never stream"},
+	{"max-requests", 0, "0 selects the default"},
+	{"max-dbs", 0, "0 selects the default"},
+	{"max-rps", 0, "0: no cap"},
+	{"ideal-duration", 0, "0: no spreading"},
+	{"q", 0, "0: the target's default"},
+	{"n", 0, "0: the target's default"},
+}
+
+// checkFlagValues refuses values of numericFlags below their least value
+// (and a NaN --max-rps) with a usage error naming the flag. It reads the
+// flags after env and config file have been applied, before any network
+// access.
+func checkFlagValues(fs *pflag.FlagSet) error {
+	for _, nf := range numericFlags {
+		fl := fs.Lookup(nf.name)
+		if fl == nil {
+			continue
+		}
+		var v float64
+		var err error
+		switch fl.Value.Type() {
+		case "duration":
+			var d time.Duration
+			d, err = time.ParseDuration(fl.Value.String())
+			v = float64(d)
+		case "int", "int64":
+			var i int64
+			i, err = strconv.ParseInt(fl.Value.String(), 10, 64)
+			v = float64(i)
+		case "float64":
+			v, err = strconv.ParseFloat(fl.Value.String(), 64)
+		default:
+			continue
+		}
+		if err != nil {
+			return usageErr("--%s %s: %v", nf.name, fl.Value.String(), err)
+		}
+		if !(v >= nf.min) { // also refuses NaN
+			what := "must not be negative"
+			if nf.min < 0 {
+				what = fmt.Sprintf("must not be below %v", nf.min)
+			}
+			return usageErr("--%s %s (%s)", nf.name, what, nf.zero)
+		}
+	}
+	return nil
 }

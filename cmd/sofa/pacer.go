@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/internal/limit"
 )
 
@@ -34,11 +35,11 @@ type controlFlags struct {
 }
 
 func (f *controlFlags) register(fs *pflag.FlagSet) {
-	fs.IntVar(&f.maxRequests, "max-requests", limit.DefaultMax, "most requests in flight per server (the adaptive limit stays below it)")
-	fs.IntVar(&f.maxDBs, "max-dbs", 64, "most databases copied at once")
+	fs.IntVar(&f.maxRequests, "max-requests", limit.DefaultMax, "most requests in flight per server; the adaptive limit stays below it (0: the default)")
+	fs.IntVar(&f.maxDBs, "max-dbs", fleet.DefaultMaxDBs, "most databases copied at once (0: the default)")
 	fs.BoolVar(&f.fixed, "fixed", false, "turn the adaptive controller off: always --max-requests per server and --max-dbs databases")
-	fs.Float64Var(&f.maxRPS, "max-rps", 0, "hard cap on requests per second per server (0: none), for fragile production servers")
-	fs.DurationVar(&f.idealDuration, "ideal-duration", 0, "spread database starts over this time to lower server load (0: as fast as the servers allow)")
+	fs.Float64Var(&f.maxRPS, "max-rps", 0, "hard cap on requests per second per server, for fragile production servers (0: no cap)")
+	fs.DurationVar(&f.idealDuration, "ideal-duration", 0, "spread database starts over this time to lower server load (0: no spreading, as fast as the servers allow)")
 }
 
 // limiters builds one limiter per host, shared when both URLs name the

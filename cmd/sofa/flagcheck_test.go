@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// TestFlagCheck_Negative: every numeric client, controller and engine flag
+// refuses a value below its least with exit 2 and one line naming the flag,
+// before any network access (the URLs name a closed port, so a probe would
+// fail with exit 1 instead).
+func TestFlagCheck_Negative(t *testing.T) {
+	bin := sofaBin(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d", closedPort(t))
+	dir := t.TempDir()
+	archive := filepath.Join(dir, "in.sofa")
+	if err := os.WriteFile(archive, []byte("not read: flags are checked first"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	verbs := map[string][]string{
+		"replicate": {"replicate", url + "/a", url + "/b"},
+		"backup":    {"backup", url + "/a", filepath.Join(dir, "out.sofa")},
+		"restore":   {"restore", archive, url + "/a"},
+	}
+	cases := []struct {
+		flag, value string
+		verbs       []string
+	}{
+		{"max-rps", "-1", []string{"replicate", "backup", "restore"}},
+		{"max-rps", "NaN", []string{"replicate"}},
+		{"q", "-1", []string{"replicate", "restore"}},
+		{"n", "-1", []string{"replicate", "restore"}},
+		{"retry-time", "-1s", []string{"replicate", "backup", "restore"}},
+		{"request-timeout", "-1s", []string{"replicate", "backup", "restore"}},
+		{"max-429-wait", "-1s", []string{"replicate", "backup", "restore"}},
+		{"max-conns", "-1", []string{"replicate", "backup", "restore"}},
+		{"max-requests", "-1", []string{"replicate", "backup", "restore"}},
+		{"max-dbs", "-1", []string{"replicate", "backup", "restore"}},
+		{"ideal-duration", "-1s", []string{"replicate", "backup", "restore"}},
+		{"changes-page", "-2", []string{"replicate", "backup"}},
+		{"stream-threshold", "-2", []string{"replicate"}},
+		{"workers", "-1", []string{"replicate", "backup", "restore"}},
+	}
+	for _, c := range cases {
+		for _, verb := range c.verbs {
+			args := append(append([]string{}, verbs[verb]...), "--"+c.flag+"="+c.value)
+			r := cliRun(t, bin, args...)
+			if r.code != exitUsage {
+				t.Errorf("sofa %s --%s=%s: exit %d, want %d\n%s", verb, c.flag, c.value, r.code, exitUsage, r.stderr)
+				continue
+			}
+			msg := strings.TrimRight(r.stderr, "\n")
+			if strings.Contains(msg, "\n") || !strings.Contains(msg, "--"+c.flag+" ") {
+				t.Errorf("sofa %s --%s=%s: want one line naming --%s, got %q", verb, c.flag, c.value, c.flag, r.stderr)
+			}
+		}
+	}
+	// The same check applies to values from the environment.
+	t.Setenv("SOFA_MAX_CONNS", "-3")
+	r := cliRun(t, bin, verbs["backup"]...)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--max-conns ") {
+		t.Errorf("SOFA_MAX_CONNS=-3: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// TestFlagCheck_ZeroAndMinusOneAccepted: 0 (the default, or no cap) and
+// the documented -1 pass the check; the run then fails on the closed port
+// (exit 1), not as a usage error.
+func TestFlagCheck_ZeroAndMinusOneAccepted(t *testing.T) {
+	bin := sofaBin(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d", closedPort(t))
+	args := []string{"replicate", url + "/a", url + "/b", "--retry-time", "1ms", "--request-timeout", "0s",
+		"--max-rps", "0", "--q", "0", "--max-conns", "0", "--max-requests", "0", "--max-dbs", "0",
+		"--ideal-duration", "0s", "--max-429-wait", "0s", "--changes-page", "-1", "--stream-threshold", "-1"}
+	r := cliRun(t, bin, args...)
+	if r.code != exitFatal {
+		t.Fatalf("exit %d, want %d (connection refused)\n%s", r.code, exitFatal, r.stderr)
+	}
+	if r.took > time.Minute {
+		t.Errorf("took %s", r.took)
+	}
+}
+
+// TestFlagCheck_HelpSaysWhatZeroMeans: the help of every checked flag says
+// what 0 selects.
+func TestFlagCheck_HelpSaysWhatZeroMeans(t *testing.T) {
+	for _, mk := range []func() *cobra.Command{newReplicateCmd, newBackupCmd, newRestoreCmd} {
+		cmd := mk()
+		for _, nf := range numericFlags {
+			fl := cmd.Flags().Lookup(nf.name)
+			if fl == nil {
+				continue
+			}
+			if !strings.Contains(fl.Usage, "(0: ") {
+				t.Errorf("%s --%s: help %q does not say what 0 means", cmd.Name(), nf.name, fl.Usage)
+			}
+		}
+	}
+}
