@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/internal/couchtest"
 	"github.com/sofadb/sofa/internal/faultproxy"
 )
@@ -357,6 +358,20 @@ func TestBackup_Incremental(t *testing.T) {
 	r.want(t, exitOK)
 	for _, db := range []string{"keep", "gone", "still", "a5", "late"} {
 		arEqual(t, src, db, tgt, db)
+	}
+	// The summary counts each database once, whatever the archives
+	// holding it; keep's revisions add up over the chain (100 + 20 + 3).
+	var sum fleet.Summary
+	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.DBsTotal != 5 || sum.DBsOK != 5 || len(sum.DBs) != 5 {
+		t.Errorf("chain summary: %d databases (%d ok, %d results), want 5", sum.DBsTotal, sum.DBsOK, len(sum.DBs))
+	}
+	for _, d := range sum.DBs {
+		if d.Name == "keep" && d.DocsWritten != 123 {
+			t.Errorf("keep: docs_written %d over the chain, want 123", d.DocsWritten)
+		}
 	}
 }
 

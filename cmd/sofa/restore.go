@@ -135,6 +135,9 @@ func (c *restoreCmd) run(ctx context.Context, archives []string, tgtURL string) 
 			break
 		}
 	}
+	if len(archives) > 1 {
+		mergeChainResults(&sum)
+	}
 	sum.Duration = fleet.Duration(time.Since(sum.Started))
 	if c.out.jsonOut {
 		printJSON(os.Stdout, sum)
@@ -433,6 +436,63 @@ func (t *restoreTarget) setSecurity(ctx context.Context) error {
 		return nil
 	}
 	return t.DesignLast.SetMetadata(ctx, *t.after, replicate.AfterDocs)
+}
+
+// mergeChainResults folds the results of a chain's archives into one per
+// database (counters summed, failures and warnings kept, the worst status)
+// and recounts the summary, so that a database restored from three
+// archives counts once.
+func mergeChainResults(s *fleet.Summary) {
+	rank := map[fleet.Status]int{fleet.StatusOK: 0, fleet.StatusPartial: 1, fleet.StatusInterrupted: 2, fleet.StatusFailed: 3}
+	var order []string
+	byName := map[string]*fleet.DBResult{}
+	for _, r := range s.DBs {
+		m, ok := byName[r.Name]
+		if !ok {
+			r := r
+			byName[r.Name] = &r
+			order = append(order, r.Name)
+			continue
+		}
+		m.DocsRead += r.DocsRead
+		m.DocsWritten += r.DocsWritten
+		m.DocWriteFailures += r.DocWriteFailures
+		m.MissingChecked += r.MissingChecked
+		m.MissingFound += r.MissingFound
+		m.Bytes += r.Bytes
+		m.Duration += r.Duration
+		m.Failures = append(m.Failures, r.Failures...)
+		m.Warnings = append(m.Warnings, r.Warnings...)
+		if r.Error != "" {
+			m.Error = r.Error
+		}
+		if rank[r.Status] > rank[m.Status] {
+			m.Status = r.Status
+		}
+	}
+	merged := fleet.Summary{Started: s.Started, Interrupted: s.Interrupted}
+	for _, name := range order {
+		r := *byName[name]
+		switch r.Status {
+		case fleet.StatusOK:
+			merged.DBsOK++
+		case fleet.StatusPartial:
+			merged.DBsPartial++
+		case fleet.StatusInterrupted:
+			merged.DBsInterrupted++
+		case fleet.StatusFailed:
+			merged.DBsFailed++
+		}
+		merged.DBsTotal++
+		merged.DocsRead += r.DocsRead
+		merged.DocsWritten += r.DocsWritten
+		merged.DocWriteFailures += r.DocWriteFailures
+		merged.MissingChecked += r.MissingChecked
+		merged.MissingFound += r.MissingFound
+		merged.Bytes += r.Bytes
+		merged.DBs = append(merged.DBs, r)
+	}
+	*s = merged
 }
 
 // addResult counts one database's outcome into a summary.
