@@ -18,7 +18,12 @@
 //     started, at most once per round trip ("epoch"); a round whose median
 //     latency exceeds 1.5× the baseline (the smallest round median seen
 //     over the last minute) twice in a row sets it to 0.9× the concurrency the server
-//     really sustains (in flight × baseline / median, by Little's law);
+//     really sustains (in flight × baseline / median, by Little's law), at
+//     most halving it and never below Options.LatencyFloor (4): latency
+//     alone does not push a single-threaded server into idling between
+//     round trips; growth pauses while the median is above 1.125× the
+//     baseline, since with the limit in use, throughput = in flight /
+//     latency (Little's law) stops growing once latency grows with it;
 //   - memory: the level that failed is forgotten after two minutes without
 //     overload, so growth speeds up again.
 //
