@@ -128,7 +128,32 @@ type TargetChange struct {
 	Detail string `json:"detail"`
 }
 
-func (s *Summary) add(r DBResult) {
+// Merge folds o, another part of the same database's work (e.g. the
+// next archive of a restore chain), into r: counters and durations
+// summed, failures and warnings kept, the last error and the worse
+// status (failed > interrupted > partial > ok).
+func (r *DBResult) Merge(o DBResult) {
+	r.DocsRead += o.DocsRead
+	r.DocsWritten += o.DocsWritten
+	r.DocWriteFailures += o.DocWriteFailures
+	r.MissingChecked += o.MissingChecked
+	r.MissingFound += o.MissingFound
+	r.Bytes += o.Bytes
+	r.Duration += o.Duration
+	r.Failures = append(r.Failures, o.Failures...)
+	r.Warnings = append(r.Warnings, o.Warnings...)
+	if o.Error != "" {
+		r.Error = o.Error
+	}
+	if statusRank[o.Status] > statusRank[r.Status] {
+		r.Status = o.Status
+	}
+}
+
+var statusRank = map[Status]int{StatusOK: 0, StatusPartial: 1, StatusInterrupted: 2, StatusFailed: 3}
+
+// Add counts r, whose Status is set, into the summary's totals and list.
+func (s *Summary) Add(r DBResult) {
 	s.DBs = append(s.DBs, r)
 	s.DBsTotal++
 	switch r.Status {

@@ -107,7 +107,7 @@ func Run(ctx context.Context, dbs []string, job Job, opts Options) (Summary, err
 		if !started[i] {
 			r = DBResult{Name: db, Status: StatusNotStarted}
 		}
-		sum.add(r)
+		sum.Add(r)
 	}
 	sum.Duration = Duration(time.Since(start))
 	for _, l := range uniqueLimiters(opts.Limiters) {

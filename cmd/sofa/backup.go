@@ -215,12 +215,13 @@ func (bc *backupCmd) backupDB(ctx context.Context, srv *couch.Server, w *archive
 	return r, nil
 }
 
+// fillResult adds a replication's counters and failures to r (nil res:
+// nothing to add).
 func fillResult(r *fleet.DBResult, res *replicate.Result) {
 	if res == nil {
 		return
 	}
 	st := res.Stats
-	r.DocsRead, r.DocsWritten, r.DocWriteFailures = st.DocsRead, st.DocsWritten, st.DocWriteFailures
-	r.MissingChecked, r.MissingFound, r.Bytes = st.MissingChecked, st.MissingFound, st.Bytes
-	r.Failures = res.Failures
+	r.Merge(fleet.DBResult{DocsRead: st.DocsRead, DocsWritten: st.DocsWritten, DocWriteFailures: st.DocWriteFailures,
+		MissingChecked: st.MissingChecked, MissingFound: st.MissingFound, Bytes: st.Bytes, Failures: res.Failures})
 }

@@ -443,54 +443,20 @@ func (t *restoreTarget) setSecurity(ctx context.Context) error {
 // and recounts the summary, so that a database restored from three
 // archives counts once.
 func mergeChainResults(s *fleet.Summary) {
-	rank := map[fleet.Status]int{fleet.StatusOK: 0, fleet.StatusPartial: 1, fleet.StatusInterrupted: 2, fleet.StatusFailed: 3}
 	var order []string
 	byName := map[string]*fleet.DBResult{}
 	for _, r := range s.DBs {
-		m, ok := byName[r.Name]
-		if !ok {
-			r := r
-			byName[r.Name] = &r
-			order = append(order, r.Name)
+		if m, ok := byName[r.Name]; ok {
+			m.Merge(r)
 			continue
 		}
-		m.DocsRead += r.DocsRead
-		m.DocsWritten += r.DocsWritten
-		m.DocWriteFailures += r.DocWriteFailures
-		m.MissingChecked += r.MissingChecked
-		m.MissingFound += r.MissingFound
-		m.Bytes += r.Bytes
-		m.Duration += r.Duration
-		m.Failures = append(m.Failures, r.Failures...)
-		m.Warnings = append(m.Warnings, r.Warnings...)
-		if r.Error != "" {
-			m.Error = r.Error
-		}
-		if rank[r.Status] > rank[m.Status] {
-			m.Status = r.Status
-		}
+		r := r
+		byName[r.Name] = &r
+		order = append(order, r.Name)
 	}
 	merged := fleet.Summary{Started: s.Started, Interrupted: s.Interrupted}
 	for _, name := range order {
-		r := *byName[name]
-		switch r.Status {
-		case fleet.StatusOK:
-			merged.DBsOK++
-		case fleet.StatusPartial:
-			merged.DBsPartial++
-		case fleet.StatusInterrupted:
-			merged.DBsInterrupted++
-		case fleet.StatusFailed:
-			merged.DBsFailed++
-		}
-		merged.DBsTotal++
-		merged.DocsRead += r.DocsRead
-		merged.DocsWritten += r.DocsWritten
-		merged.DocWriteFailures += r.DocWriteFailures
-		merged.MissingChecked += r.MissingChecked
-		merged.MissingFound += r.MissingFound
-		merged.Bytes += r.Bytes
-		merged.DBs = append(merged.DBs, r)
+		merged.Add(*byName[name])
 	}
 	*s = merged
 }
@@ -500,24 +466,13 @@ func addResult(s *fleet.Summary, r fleet.DBResult, err error) {
 	switch {
 	case err != nil && errors.Is(err, context.Canceled):
 		r.Status = fleet.StatusInterrupted
-		s.DBsInterrupted++
 		s.Interrupted = true
 	case err != nil:
 		r.Status, r.Error = fleet.StatusFailed, err.Error()
-		s.DBsFailed++
 	case len(r.Failures) > 0 || r.DocWriteFailures > 0:
 		r.Status = fleet.StatusPartial
-		s.DBsPartial++
 	default:
 		r.Status = fleet.StatusOK
-		s.DBsOK++
 	}
-	s.DBsTotal++
-	s.DocsRead += r.DocsRead
-	s.DocsWritten += r.DocsWritten
-	s.DocWriteFailures += r.DocWriteFailures
-	s.MissingChecked += r.MissingChecked
-	s.MissingFound += r.MissingFound
-	s.Bytes += r.Bytes
-	s.DBs = append(s.DBs, r)
+	s.Add(r)
 }

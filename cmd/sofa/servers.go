@@ -141,12 +141,7 @@ func (rc *replicateCmd) dbJob(src, tgt *couch.Server, onTarget map[string]bool) 
 		stop := feedProgress(opts.Counters, p)
 		res, err := replicate.Run(ctx, sdb, tdb, opts)
 		stop()
-		if res != nil {
-			st := res.Stats
-			r.DocsRead, r.DocsWritten, r.DocWriteFailures = st.DocsRead, st.DocsWritten, st.DocWriteFailures
-			r.MissingChecked, r.MissingFound, r.Bytes = st.MissingChecked, st.MissingFound, st.Bytes
-			r.Failures = res.Failures
-		}
+		fillResult(&r, res)
 		if err != nil {
 			return r, err
 		}

@@ -60,16 +60,7 @@ func (rc *replicateCmd) verifyCopy(ctx context.Context, sdb, tdb *couch.DB, opts
 	opts.NoCheckpoints = true
 	opts.Counters = &replicate.Counters{}
 	res, err := replicate.Run(ctx, sdb, tdb, opts)
-	if res != nil {
-		st := res.Stats
-		r.DocsRead += st.DocsRead
-		r.DocsWritten += st.DocsWritten
-		r.DocWriteFailures += st.DocWriteFailures
-		r.MissingChecked += st.MissingChecked
-		r.MissingFound += st.MissingFound
-		r.Bytes += st.Bytes
-		r.Failures = append(r.Failures, res.Failures...)
-	}
+	fillResult(r, res)
 	if err != nil {
 		return err
 	}
