@@ -20,6 +20,7 @@ node_modules/.package-lock.json: package.json package-lock.json
 	@touch $@
 
 deps: node_modules/.package-lock.json
+	bash scripts/debs.sh
 	$(GO) mod download
 
 build:
@@ -28,9 +29,11 @@ build:
 vet:
 	$(GO) vet ./...
 
+# Every test once on CouchDB (when available: ../shared/couchdb,
+# SOFA_COUCHDB_RELEASE or SOFA_COUCHDB_URL) and once on PouchDB Server, side
+# by side, then the race detector; see scripts/test.sh.
 test: deps vet
-	$(GO) test -count=1 -timeout 40m $(TEST_PKGS)
-	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
+	GO="$(GO)" TEST_PKGS="$(TEST_PKGS)" RACE_PKGS="$(RACE_PKGS)" bash scripts/test.sh
 
 race: deps
 	$(GO) test -race -count=1 -timeout 40m $(RACE_PKGS)

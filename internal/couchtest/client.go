@@ -250,6 +250,22 @@ type Group struct {
 	Roles []string `json:"roles"`
 }
 
+// MarshalJSON writes nil lists as [] (CouchDB refuses null names or roles,
+// with a 500 no_majority).
+func (g Group) MarshalJSON() ([]byte, error) {
+	names, roles := g.Names, g.Roles
+	if names == nil {
+		names = []string{}
+	}
+	if roles == nil {
+		roles = []string{}
+	}
+	return json.Marshal(struct {
+		Names []string `json:"names"`
+		Roles []string `json:"roles"`
+	}{names, roles})
+}
+
 // Security is a database's _security object.
 type Security struct {
 	Admins  Group `json:"admins"`

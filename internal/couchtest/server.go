@@ -22,8 +22,10 @@ import (
 // when Options.StartTimeout is zero.
 const DefaultStartTimeout = 60 * time.Second
 
-// Options configures one PouchDB Server instance. The zero value starts an
-// in-memory server in admin party (no credentials needed anywhere).
+// Options configures one server instance. The zero value starts a server of
+// the run's kind that needs no credentials beyond its URL: PouchDB Server in
+// admin party, or CouchDB with an admin whose credentials are in
+// Server.URL (CouchDB 3 has no admin party).
 type Options struct {
 	// AdminUser and AdminPassword, when AdminUser is non-empty, create a
 	// server admin through _config/admins once the server is up. From then
@@ -39,17 +41,38 @@ type Options struct {
 	// StartTimeout bounds the wait for the server to answer; zero means
 	// DefaultStartTimeout.
 	StartTimeout time.Duration
+
+	// Kind is the server to start; empty means the run's kind (RunKind).
+	Kind Kind
+
+	// Config holds CouchDB settings as "section/key" -> value (for example
+	// "chttpd/max_http_request_size": "65536"), written into the
+	// instance's local.ini, or set through /_node/_local/_config on a
+	// server named by SOFA_COUCHDB_URL (and restored when it is handed
+	// back). PouchDB Server takes none: a non-empty Config is an error there.
+	Config map[string]string
 }
 
-// Server is one running pouchdb-server process. Its methods are safe for
-// concurrent use.
+// Server is one running server (a pouchdb-server or CouchDB process, or a
+// CouchDB named by SOFA_COUCHDB_URL). Its methods are safe for concurrent
+// use.
 type Server struct {
-	// URL is the server's base URL without credentials and without a
-	// trailing slash: http://127.0.0.1:PORT.
+	// Kind is the server's implementation.
+	Kind Kind
+	// URL is the server's base URL without a trailing slash:
+	// http://127.0.0.1:PORT. It carries no credentials, except on a
+	// CouchDB started without Options.AdminUser, where it carries the
+	// admin's (http://admin:PW@127.0.0.1:PORT) so that it works as an
+	// admin-party URL does on PouchDB Server.
 	URL string
-	// AdminUser and AdminPassword repeat Options; both empty in admin party.
+	// AdminUser and AdminPassword are the server admin's; both empty for
+	// PouchDB Server in admin party.
 	AdminUser     string
 	AdminPassword string
+	// Version is the version the server's welcome answer gives.
+	Version string
+
+	external *externalServer // set for a server named by SOFA_COUCHDB_URL
 
 	uuid string // preset in config.json, checked in the welcome answer
 	dir  string
@@ -69,12 +92,35 @@ type Server struct {
 // `make deps`), a process that exited early (with the tail of its output)
 // or the timeout.
 func StartServer(ctx context.Context, opts Options) (*Server, error) {
-	bin, err := serverBinary()
-	if err != nil {
-		return nil, err
+	kind := opts.Kind
+	if kind == "" {
+		k, err := RunKind()
+		if err != nil {
+			return nil, err
+		}
+		kind = k
 	}
-	if len(opts.Users) > 0 && opts.AdminUser == "" {
+	if len(opts.Users) > 0 && opts.AdminUser == "" && kind == PouchDB {
 		return nil, errors.New("couchtest: Options.Users needs Options.AdminUser")
+	}
+	var start func(context.Context, Options) (*Server, error)
+	switch kind {
+	case PouchDB:
+		if len(opts.Config) > 0 {
+			return nil, errors.New("couchtest: Options.Config is for CouchDB only")
+		}
+		bin, err := serverBinary()
+		if err != nil {
+			return nil, err
+		}
+		start = func(ctx context.Context, opts Options) (*Server, error) { return launch(ctx, bin, opts) }
+	case CouchDB:
+		if couchURLs() != nil {
+			return acquireExternal(ctx, opts)
+		}
+		start = launchCouch
+	default:
+		return nil, fmt.Errorf("couchtest: unknown server kind %q", kind)
 	}
 	timeout := opts.StartTimeout
 	if timeout <= 0 {
@@ -87,7 +133,7 @@ func StartServer(ctx context.Context, opts Options) (*Server, error) {
 	// A port found free can be taken by someone else before the server
 	// binds it; a few attempts make that race harmless.
 	for attempt := 0; attempt < 3; attempt++ {
-		s, err := launch(ctx, bin, opts)
+		s, err := start(ctx, opts)
 		if err == nil {
 			return s, nil
 		}
@@ -119,6 +165,7 @@ func launch(ctx context.Context, bin string, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("couchtest: write config: %w", err)
 	}
 	s := &Server{
+		Kind:          PouchDB,
 		uuid:          uuid,
 		URL:           "http://127.0.0.1:" + strconv.Itoa(port),
 		AdminUser:     opts.AdminUser,
@@ -135,20 +182,7 @@ func launch(ctx context.Context, bin string, opts Options) (*Server, error) {
 	cmd.Stdout = s.logs
 	cmd.Stderr = s.logs
 	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("couchtest: start %s: %w", bin, err)
-	}
-	s.cmd = cmd
-	go func() {
-		err := cmd.Wait()
-		s.mu.Lock()
-		s.werr = err
-		s.mu.Unlock()
-		close(s.done)
-	}()
-	if err := s.waitReady(ctx); err != nil {
-		s.Stop()
+	if err := s.run(ctx, cmd, "pouchdb-server", "/"); err != nil {
 		return nil, err
 	}
 	if err := s.setupAuth(ctx, opts); err != nil {
@@ -158,34 +192,90 @@ func launch(ctx context.Context, bin string, opts Options) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) waitReady(ctx context.Context) error {
+// run starts cmd (the server process, in its own process group), then
+// waits until GET readyPath answers 200 and the welcome answer carries the
+// uuid this instance was configured with. On failure the process is
+// stopped and its directory removed.
+func (s *Server) run(ctx context.Context, cmd *exec.Cmd, name, readyPath string) error {
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(s.dir)
+		return fmt.Errorf("couchtest: start %s: %w", name, err)
+	}
+	s.cmd = cmd
+	go func() {
+		err := cmd.Wait()
+		s.mu.Lock()
+		s.werr = err
+		s.mu.Unlock()
+		close(s.done)
+	}()
+	if err := s.waitReady(ctx, name, readyPath); err != nil {
+		s.Stop()
+		return err
+	}
+	return nil
+}
+
+func (s *Server) waitReady(ctx context.Context, name, readyPath string) error {
 	hc := &http.Client{Timeout: 2 * time.Second}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	base := s.baseURL()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/", nil)
-		resp, err := hc.Do(req)
-		if err == nil {
-			var welcome struct {
-				UUID string `json:"uuid"`
-			}
-			derr := json.NewDecoder(resp.Body).Decode(&welcome)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && derr == nil {
-				if welcome.UUID != s.uuid {
-					return fmt.Errorf("couchtest: port of %s answered by another server", s.URL)
-				}
-				return nil
-			}
+		if ok, err := s.answers(ctx, hc, base, readyPath); err != nil {
+			return err
+		} else if ok {
+			return nil
 		}
 		select {
 		case <-s.done:
-			return fmt.Errorf("couchtest: pouchdb-server exited before answering: %v; output: %s", s.waitErr(), s.logs.String())
+			return fmt.Errorf("couchtest: %s exited before answering: %v; output: %s", name, s.waitErr(), s.logs.String())
 		case <-ctx.Done():
-			return fmt.Errorf("couchtest: pouchdb-server at %s did not answer: %w; output: %s", s.URL, ctx.Err(), s.logs.String())
+			return fmt.Errorf("couchtest: %s at %s did not answer: %w; output: %s", name, base, ctx.Err(), s.logs.String())
 		case <-tick.C:
 		}
 	}
+}
+
+// answers reports whether GET readyPath answers 200 and GET / then
+// answers with this instance's uuid; a welcome with another uuid (another
+// process took the port) is an error.
+func (s *Server) answers(ctx context.Context, hc *http.Client, base, readyPath string) (bool, error) {
+	get := func(path string, out any) bool {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(out) == nil
+	}
+	var up map[string]any
+	if readyPath != "/" && !get(readyPath, &up) {
+		return false, nil
+	}
+	var welcome struct {
+		UUID    string `json:"uuid"`
+		Version string `json:"version"`
+	}
+	if !get("/", &welcome) {
+		return false, nil
+	}
+	if welcome.UUID != s.uuid {
+		return false, fmt.Errorf("couchtest: port of %s answered by another server", base)
+	}
+	s.Version = welcome.Version
+	return true, nil
+}
+
+// baseURL is URL without credentials.
+func (s *Server) baseURL() string {
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		return s.URL
+	}
+	u.User = nil
+	return u.String()
 }
 
 func (s *Server) setupAuth(ctx context.Context, opts Options) error {
@@ -197,6 +287,11 @@ func (s *Server) setupAuth(ctx context.Context, opts Options) error {
 	if _, err := anon.Do(ctx, http.MethodPut, path, opts.AdminPassword, nil); err != nil {
 		return fmt.Errorf("couchtest: create admin: %w", err)
 	}
+	return s.setupUsers(ctx, opts)
+}
+
+// setupUsers creates the non-admin users of opts in _users.
+func (s *Server) setupUsers(ctx context.Context, opts Options) error {
 	admin := s.Client()
 	for name, pw := range opts.Users {
 		if err := admin.CreateUser(ctx, name, pw); err != nil {
@@ -209,7 +304,7 @@ func (s *Server) setupAuth(ctx context.Context, opts Options) error {
 // Client returns a Client for the server carrying the admin credentials, if
 // any.
 func (s *Server) Client() *Client {
-	c := NewClient(s.URL)
+	c := NewClient(s.baseURL())
 	c.User, c.Password = s.AdminUser, s.AdminPassword
 	return c
 }
@@ -218,14 +313,15 @@ func (s *Server) Client() *Client {
 // (http://user:pw@127.0.0.1:PORT); with an empty user it returns URL.
 func (s *Server) UserURL(user, password string) string {
 	if user == "" {
-		return s.URL
+		return s.baseURL()
 	}
 	u, _ := url.Parse(s.URL)
 	u.User = url.UserPassword(user, password)
 	return u.String()
 }
 
-// AdminURL returns UserURL with the admin's credentials (URL in admin party).
+// AdminURL returns UserURL with the admin's credentials (the bare URL in
+// PouchDB Server's admin party).
 func (s *Server) AdminURL() string { return s.UserURL(s.AdminUser, s.AdminPassword) }
 
 // DBURL returns AdminURL joined with the escaped database name.
@@ -245,7 +341,7 @@ func (s *Server) Err() error {
 	if s.stop {
 		return nil
 	}
-	return fmt.Errorf("couchtest: pouchdb-server at %s exited unexpectedly: %v; output: %s", s.URL, s.werr, s.logs.String())
+	return fmt.Errorf("couchtest: %s at %s exited unexpectedly: %v; output: %s", s.Kind, s.baseURL(), s.werr, s.logs.String())
 }
 
 func (s *Server) waitErr() error {
@@ -258,6 +354,13 @@ func (s *Server) waitErr() error {
 // directory. It is idempotent and returns the error of Err as it was just
 // before stopping.
 func (s *Server) Stop() error {
+	s.mu.Lock()
+	ext := s.external
+	s.external = nil
+	s.mu.Unlock()
+	if ext != nil {
+		return ext.release(s)
+	}
 	crashed := s.Err()
 	s.mu.Lock()
 	already := s.stop

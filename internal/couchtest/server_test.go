@@ -19,16 +19,23 @@ func TestStartServer_StopKillsAndCleansUp(t *testing.T) {
 	if err := s.Client().GetJSON(t.Context(), "/", &welcome); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := welcome["express-pouchdb"], "Welcome!"; got != want {
-		t.Errorf("welcome = %v, want express-pouchdb %q", welcome, want)
+	key, want := "express-pouchdb", "Welcome!"
+	if s.Kind == CouchDB {
+		key, want = "couchdb", "Welcome"
 	}
-	if !strings.HasPrefix(s.URL, "http://127.0.0.1:") {
-		t.Errorf("URL = %q, want a loopback URL", s.URL)
+	if got := welcome[key]; got != want {
+		t.Errorf("welcome = %v, want %s %q", welcome, key, want)
+	}
+	if !strings.HasPrefix(s.baseURL(), "http://127.0.0.1:") {
+		t.Errorf("URL = %q, want a loopback URL", s.baseURL())
+	}
+	if s.Version == "" {
+		t.Error("Version not read from the welcome answer")
 	}
 	if err := s.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	if _, err := http.Get(s.URL + "/"); err == nil {
+	if _, err := http.Get(s.baseURL() + "/"); err == nil {
 		t.Error("server still answers after Stop")
 	}
 	if _, err := os.Stat(s.dir); !os.IsNotExist(err) {
@@ -98,12 +105,17 @@ func TestStartWith_AuthEnforced(t *testing.T) {
 		t.Errorf("member _bulk_docs: %v %v, want a forbidden row", res, err)
 	}
 	if _, err := reader.PutDoc(ctx, db, "_local/cp", map[string]any{}); err != nil {
-		t.Errorf("member _local write (allowed by PouchDB Server): %v", err)
+		t.Errorf("member _local write (allowed by both servers): %v", err)
 	}
 
+	// A known user outside members: PouchDB Server answers 401, CouchDB 403.
 	other := NewClient(s.UserURL("other", "opw"))
-	if err := other.GetJSON(ctx, "/"+EscapeDB(db)+"/doc1", nil); StatusOf(err) != http.StatusUnauthorized {
-		t.Errorf("non-member read: err = %v, want 401", err)
+	wantOther := http.StatusUnauthorized
+	if s.Kind == CouchDB {
+		wantOther = http.StatusForbidden
+	}
+	if err := other.GetJSON(ctx, "/"+EscapeDB(db)+"/doc1", nil); StatusOf(err) != wantOther {
+		t.Errorf("non-member read: err = %v, want %d", err, wantOther)
 	}
 	anon := NewClient(s.URL)
 	if err := anon.GetJSON(ctx, "/"+EscapeDB(db)+"/doc1", nil); StatusOf(err) != http.StatusUnauthorized {
@@ -155,7 +167,7 @@ func TestStartServer_MissingNodeModules(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(dir)
-	_, err := StartServer(t.Context(), Options{})
+	_, err := StartServer(t.Context(), Options{Kind: PouchDB})
 	if err == nil || !strings.Contains(err.Error(), "make deps") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("err = %v, want a one-line hint to run make deps", err)
 	}

@@ -131,6 +131,10 @@ func (p *Proxy) forward(r *http.Request, body []byte) (*http.Response, error) {
 	}
 	out.URL.RawQuery = r.URL.RawQuery
 	copyHeader(out.Header, r.Header)
+	if p.auth != nil && out.Header.Get("Authorization") == "" {
+		pw, _ := p.auth.Password()
+		out.SetBasicAuth(p.auth.Username(), pw)
+	}
 	out.Header.Del("Accept-Encoding")
 	out.ContentLength = int64(len(body))
 	if len(body) == 0 {

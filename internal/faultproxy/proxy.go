@@ -62,6 +62,7 @@ type Proxy struct {
 	URL string
 
 	target    *url.URL
+	auth      *url.Userinfo // basic auth for requests that carry none
 	transport *http.Transport
 	srv       *http.Server
 	ln        net.Listener
@@ -78,14 +79,17 @@ type Proxy struct {
 }
 
 // Start listens on a free 127.0.0.1 port and forwards to target (a server
-// URL such as http://127.0.0.1:5984; credentials in it are ignored, the
-// client's Authorization header is forwarded). seed seeds the random source
+// URL such as http://127.0.0.1:5984). The client's Authorization header is
+// forwarded; a request without one gets basic auth from the credentials in
+// target, if it has any (so a test can hand out the proxy's bare URL in
+// front of a server that needs an admin). seed seeds the random source
 // of rule probabilities. Call Stop when done.
 func Start(target string, seed uint64) (*Proxy, error) {
 	tu, err := url.Parse(target)
 	if err != nil || tu.Host == "" || (tu.Scheme != "http" && tu.Scheme != "https") {
 		return nil, fmt.Errorf("faultproxy: bad target URL")
 	}
+	auth := tu.User
 	tu.User = nil
 	tu.Path = strings.TrimRight(tu.Path, "/")
 	tu.RawPath = ""
@@ -96,6 +100,7 @@ func Start(target string, seed uint64) (*Proxy, error) {
 	p := &Proxy{
 		URL:    "http://" + ln.Addr().String() + tu.Path,
 		target: tu,
+		auth:   auth,
 		transport: &http.Transport{
 			Proxy:               nil,
 			DisableCompression:  true,
