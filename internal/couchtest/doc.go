@@ -1,12 +1,15 @@
-// Package couchtest runs real PouchDB Server instances for tests and checks
-// what they hold.
+// Package couchtest runs real servers for tests (Apache CouchDB and PouchDB
+// Server) and checks what they hold.
 //
 // It gives three things, all built on net/http only so that they stay
 // independent of the project's own CouchDB client:
 //
-//   - StartServer, Start and Shared launch `pouchdb-server --in-memory` from
-//     the repository's node_modules on a free loopback port (run `make deps`
-//     first) and stop it again;
+//   - StartServer, Start and Shared launch a server of the run's kind
+//     (RunKind, chosen by SOFA_TEST_SERVER): a single-node CouchDB from the
+//     release in ../shared/couchdb (SOFA_COUCHDB_RELEASE), each in its own
+//     temp directory on a free loopback port, or a CouchDB named by
+//     SOFA_COUCHDB_URL; or `pouchdb-server --in-memory` from the
+//     repository's node_modules (run `make deps` first); and stop it again;
 //   - Client holds small setup helpers (create databases, write documents
 //     with or without new_edits, set _security, create users, make a
 //     database read-only);
