@@ -96,8 +96,8 @@ func TestCouchOnly_TargetSizeLimits(t *testing.T) {
 		docs = append(docs, raw(`{"_id":"s%03d","pad":%q}`, i, strings.Repeat("p", 200)))
 	}
 	docs = append(docs,
-		raw(`{"_id":"bigbody","pad":%q}`, strings.Repeat("b", 30000)),                                                             // over max_document_size
-		raw(`{"_id":"att40k","_attachments":{"a.bin":{"content_type":"application/octet-stream","data":%q}}}`, b64(randBytes(40000))), // fits alone
+		raw(`{"_id":"bigbody","pad":%q}`, strings.Repeat("b", 30000)),                                                                   // over max_document_size
+		raw(`{"_id":"att40k","_attachments":{"a.bin":{"content_type":"application/octet-stream","data":%q}}}`, b64(randBytes(40000))),   // fits alone
 		raw(`{"_id":"att100k","_attachments":{"a.bin":{"content_type":"application/octet-stream","data":%q}}}`, b64(randBytes(100000))), // never fits
 	)
 	coDocs(t, src, "big", true, true, docs...)
