@@ -203,7 +203,13 @@ func (d *DB) Changes(ctx context.Context, since replicate.Seq, fn func(replicate
 // For an initial copy this halves the requests to the source; the engine
 // asks for it only when the target lacks everything.
 func (d *DB) ChangesWithDocs(ctx context.Context, since replicate.Seq, fn func(replicate.Change) error) error {
-	return d.changes(ctx, since, "&include_docs=true", fn)
+	if d.srv.Vendor == VendorPouchDB {
+		return d.changes(ctx, since, "&include_docs=true", fn)
+	}
+	// att_encoding_info: stubs say which attachments are stored gzip (as
+	// _bulk_get's do), so that identity bytes of one (an intermediary that
+	// drops Accept-Encoding) are recognised instead of failing the digest.
+	return d.changes(ctx, since, "&include_docs=true&att_encoding_info=true", fn)
 }
 
 func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn func(replicate.Change) error) error {

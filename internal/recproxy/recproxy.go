@@ -1,0 +1,183 @@
+// Package recproxy is a recording reverse proxy for end-to-end tests: it
+// forwards every request to one server and records, per request, what was
+// asked (method, path, query, Accept, Content-Type, body bytes) and what
+// came back (status, Content-Type, body bytes counted as they stream), so
+// that a test can say what travelled on the wire without trusting the code
+// under test. It is built on net/http alone.
+package recproxy
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Exchange is one request and its answer.
+type Exchange struct {
+	Method   string
+	Path     string // escaped path as sent
+	Query    string // raw query
+	Accept   string // request Accept header
+	ReqType  string // request Content-Type
+	ReqBytes int64  // request body bytes forwarded
+	Status   int
+	RespType string // answer Content-Type
+	// RespBytes counts the answer body bytes passed to the client (as
+	// sent: the proxy asks for identity encoding).
+	RespBytes int64
+}
+
+// Proxy is a running recording proxy. Its methods are safe for concurrent
+// use.
+type Proxy struct {
+	// URL is the proxy's base URL, http://127.0.0.1:PORT.
+	URL string
+
+	srv  *http.Server
+	mu   sync.Mutex
+	log  []*Exchange
+	open sync.WaitGroup
+}
+
+// Start listens on a free loopback port and forwards to target (a server
+// URL). Credentials in target are sent as basic auth with requests that
+// carry none. The proxy stops at t's Cleanup.
+func Start(t testing.TB, target string) *Proxy {
+	t.Helper()
+	tu, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := tu.User
+	tu.User = nil
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{URL: "http://" + ln.Addr().String()}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(tu)
+			pr.Out.Host = tu.Host
+			if pr.Out.Header.Get("Authorization") == "" && auth != nil {
+				pw, _ := auth.Password()
+				pr.Out.SetBasicAuth(auth.Username(), pw)
+			}
+		},
+		Transport:     &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 64},
+		FlushInterval: -1,
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e := &Exchange{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
+			Accept: r.Header.Get("Accept"), ReqType: r.Header.Get("Content-Type")}
+		p.mu.Lock()
+		p.log = append(p.log, e)
+		p.mu.Unlock()
+		p.open.Add(1)
+		defer p.open.Done()
+		if r.Body != nil {
+			r.Body = &countBody{ReadCloser: r.Body, n: &e.ReqBytes}
+		}
+		cw := &countWriter{ResponseWriter: w, e: e}
+		rp.ServeHTTP(cw, r)
+	})
+	p.srv = &http.Server{Handler: h}
+	go p.srv.Serve(ln)
+	t.Cleanup(func() { p.srv.Close() })
+	return p
+}
+
+// UserURL returns the proxy URL with user and password as userinfo.
+func (p *Proxy) UserURL(user, password string) string {
+	u, _ := url.Parse(p.URL)
+	u.User = url.UserPassword(user, password)
+	return u.String()
+}
+
+// Exchanges returns a copy of what was recorded so far, in arrival order.
+// Answers still streaming may be counted in part; call it after the
+// client is done.
+func (p *Proxy) Exchanges() []Exchange {
+	p.open.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Exchange, len(p.log))
+	for i, e := range p.log {
+		out[i] = *e
+		out[i].ReqBytes = atomic.LoadInt64(&e.ReqBytes)
+		out[i].RespBytes = atomic.LoadInt64(&e.RespBytes)
+	}
+	return out
+}
+
+// Reset forgets what was recorded.
+func (p *Proxy) Reset() {
+	p.open.Wait()
+	p.mu.Lock()
+	p.log = nil
+	p.mu.Unlock()
+}
+
+// Filter returns the exchanges whose method matches (empty: any) and whose
+// path contains pathPart.
+func (p *Proxy) Filter(method, pathPart string) []Exchange {
+	var out []Exchange
+	for _, e := range p.Exchanges() {
+		if (method == "" || e.Method == method) && strings.Contains(e.Path, pathPart) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// RespBytes sums the answer bytes of every exchange.
+func (p *Proxy) RespBytes() int64 {
+	var n int64
+	for _, e := range p.Exchanges() {
+		n += e.RespBytes
+	}
+	return n
+}
+
+type countBody struct {
+	io.ReadCloser
+	n *int64
+}
+
+func (c *countBody) Read(b []byte) (int, error) {
+	n, err := c.ReadCloser.Read(b)
+	atomic.AddInt64(c.n, int64(n))
+	return n, err
+}
+
+type countWriter struct {
+	http.ResponseWriter
+	e *Exchange
+}
+
+func (c *countWriter) WriteHeader(code int) {
+	c.e.Status = code
+	c.e.RespType = c.Header().Get("Content-Type")
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	if c.e.Status == 0 {
+		c.WriteHeader(http.StatusOK)
+	}
+	n, err := c.ResponseWriter.Write(b)
+	atomic.AddInt64(&c.e.RespBytes, int64(n))
+	return n, err
+}
+
+func (c *countWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
