@@ -207,6 +207,7 @@ func (d *DB) ChangesWithDocs(ctx context.Context, since replicate.Seq, fn func(r
 }
 
 func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn func(replicate.Change) error) error {
+	fn = d.skipServerOwned(fn)
 	last := since
 	failures := 0
 	progress := time.Now()
@@ -282,6 +283,7 @@ func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn 
 
 // RevsDiff posts `_revs_diff`.
 func (d *DB) RevsDiff(ctx context.Context, revs map[string][]string) (map[string]replicate.Missing, error) {
+	revs = d.withoutServerOwnedRevs(revs)
 	body, err := json.Marshal(revs)
 	if err != nil {
 		return nil, err
@@ -576,6 +578,9 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 			resp.Body.Close()
 		}
 	case replicate.AfterDocs:
+		if len(m.Security) > 0 && d.name == UsersDB {
+			return d.setUsersSecurity(ctx, m.Security)
+		}
 		if len(m.Security) > 0 {
 			if d.Fresh && d.holdsDefaultSecurity(ctx, m.Security) {
 				return nil // what a PUT would write is already there

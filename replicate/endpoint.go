@@ -117,6 +117,11 @@ var ErrUnreadable = errors.New("revision unreadable")
 // splitting the batch can isolate the offending revisions.
 var ErrBatchRejected = errors.New("batch rejected")
 
+// ErrMetadataRefused is wrapped by SetMetadata when the target refuses
+// metadata it never lets anyone write (CouchDB's `_users/_security`): the
+// engine reports it as a warning and the copy still succeeds.
+var ErrMetadataRefused = errors.New("metadata refused by the target")
+
 // Endpoint is what sources and targets have in common.
 type Endpoint interface {
 	// Info reads the database's state. ErrNotFound if it does not exist.

@@ -254,6 +254,11 @@ func TestRestore_Order(t *testing.T) {
 	if err := src.Client().PutSecurity(t.Context(), "ordered", couchtest.Security{Members: couchtest.Group{Names: []string{"m"}, Roles: []string{}}}); err != nil {
 		t.Fatal(err)
 	}
+	if src.Kind == couchtest.CouchDB { // the source holds what the archive will say
+		if err := src.Client().PutJSON(t.Context(), "/ordered/_revs_limit", 777, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ordered.sofa")
 	arSofa(t, bin, nil, "backup", src.DBURL("ordered"), path, "-q", "--compression", "none").want(t, exitOK)
