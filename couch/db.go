@@ -114,7 +114,7 @@ func (d *DB) Info(ctx context.Context) (replicate.DBInfo, error) {
 	var info struct {
 		DBName        string          `json:"db_name"`
 		DocCount      int64           `json:"doc_count"`
-		DocDelCount   int64           `json:"doc_del_count"`
+		DocDelCount   *int64          `json:"doc_del_count"` // PouchDB Server has none
 		UpdateSeq     json.RawMessage `json:"update_seq"`
 		InstanceStart json.RawMessage `json:"instance_start_time"`
 		Props         struct {
@@ -132,11 +132,15 @@ func (d *DB) Info(ctx context.Context) (replicate.DBInfo, error) {
 	d.mu.Lock()
 	d.partitioned, d.infoRead = info.Props.Partitioned, true
 	d.mu.Unlock()
-	return replicate.DBInfo{
-		Name: info.DBName, DocCount: info.DocCount, DelCount: info.DocDelCount,
+	out := replicate.DBInfo{
+		Name: info.DBName, DocCount: info.DocCount, DelCountUnknown: info.DocDelCount == nil,
 		UpdateSeq: replicate.Seq(info.UpdateSeq), InstanceStart: ist,
 		Partitioned: info.Props.Partitioned, Identity: id,
-	}, nil
+	}
+	if info.DocDelCount != nil {
+		out.DelCount = *info.DocDelCount
+	}
+	return out, nil
 }
 
 // GetLocal reads `_local/<id>`.

@@ -81,3 +81,33 @@ func TestRestore_SystemDBsAcrossVendors(t *testing.T) {
 	}
 	arEqual(t, src, "app", tgt, "app")
 }
+
+// TestCounts_NoDelCountIsNotZero: PouchDB Server reports no
+// doc_del_count. A copy into it of a database with a deleted document,
+// and verify between the two, compare what both sides report (live
+// documents) and succeed.
+func TestCounts_NoDelCountIsNotZero(t *testing.T) {
+	bin := sofaBin(t)
+	src := couchtest.Start(t)
+	arCreate(t, src, "dels", true, arSmallDocs("x", 3)...)
+	var doc struct {
+		Rev string `json:"_rev"`
+	}
+	c := src.Client()
+	if err := c.GetJSON(t.Context(), "/dels/x00000", &doc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Do(t.Context(), "DELETE", "/dels/x00000?rev="+doc.Rev, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	pouch := couchtest.StartKind(t, couchtest.PouchDB)
+	arSofa(t, bin, nil, "replicate", src.URL, pouch.URL, "-q", "--verify", "cheap").want(t, exitOK)
+	arSofa(t, bin, nil, "replicate", src.URL, pouch.URL, "-q", "--verify", "full").want(t, exitOK)
+	arSofa(t, bin, nil, "verify", src.DBURL("dels"), pouch.DBURL("dels"), "-q").want(t, exitOK)
+	arSofa(t, bin, nil, "verify", "--full", pouch.DBURL("dels"), src.DBURL("dels"), "-q").want(t, exitOK)
+	// A real difference in live documents is still one.
+	if _, err := c.PutDoc(t.Context(), "dels", "extra", map[string]any{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	arSofa(t, bin, nil, "verify", src.DBURL("dels"), pouch.DBURL("dels"), "-q").want(t, exitDifferent)
+}
