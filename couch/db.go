@@ -140,6 +140,13 @@ func (d *DB) Info(ctx context.Context) (replicate.DBInfo, error) {
 	if info.DocDelCount != nil {
 		out.DelCount = *info.DocDelCount
 	}
+	// The server's own document of a system database is not the user's:
+	// it is never copied, so it is not counted either.
+	if own, err := d.ownedLive(ctx); err != nil {
+		return replicate.DBInfo{}, err
+	} else if own && out.DocCount > 0 {
+		out.DocCount--
+	}
 	return out, nil
 }
 

@@ -13,11 +13,13 @@ import (
 // What a copy of the system databases means between vendors (see the
 // README, "System databases"):
 //
-//   - `_design/_auth` in `_users` belongs to the server: each vendor keeps
-//     its own (PouchDB Server and CouchDB before 3.4 write one, CouchDB
-//     3.4+ none), with a validate function for that server. sofa never
-//     reads it from a source, never writes it into a target, and verify
-//     never compares it.
+//   - `_design/_auth` in `_users` and `_design/_replicator` in
+//     `_replicator` belong to the server: each vendor keeps its own
+//     (PouchDB Server writes both, CouchDB 3.5 `_design/_auth` when it
+//     first uses `_users`), with functions
+//     for that server. sofa never reads them from a source (nor counts
+//     them in doc_count), never writes them into a target, and verify
+//     never compares them.
 //   - `_users/_security` is the server's too: CouchDB refuses every write
 //     to it (403). sofa writes it only when it differs from the target's,
 //     and a refusal is a warning (replicate.ErrMetadataRefused), not a
@@ -26,17 +28,42 @@ import (
 // UsersDB is the name of the authentication database.
 const UsersDB = "_users"
 
-// AuthDesignID is the id of the server's own design document in _users.
-const AuthDesignID = "_design/_auth"
+// serverOwned maps system databases to the documents the server writes
+// into them itself.
+var serverOwned = map[string]string{
+	UsersDB:       "_design/_auth",
+	"_replicator": "_design/_replicator",
+}
 
 // ServerOwned reports whether document id of database db belongs to the
 // server rather than to its users: it is never copied nor compared.
-func ServerOwned(db, id string) bool { return db == UsersDB && id == AuthDesignID }
+func ServerOwned(db, id string) bool {
+	own, ok := serverOwned[db]
+	return ok && id == own
+}
+
+// ownedLive reports whether the server's own document of this database
+// exists (live), so that doc_count can leave it out.
+func (d *DB) ownedLive(ctx context.Context) (bool, error) {
+	id, ok := serverOwned[d.name]
+	if !ok {
+		return false, nil
+	}
+	resp, err := d.srv.do(ctx, &request{Method: "HEAD", Path: d.path + "/" + EscapeDocID(id)})
+	if StatusOf(err) == 404 {
+		return false, nil
+	}
+	if err != nil {
+		return false, d.fail("read "+id, err)
+	}
+	resp.Body.Close()
+	return true, nil
+}
 
 // skipServerOwned wraps a changes callback so that rows of documents the
 // server owns are passed over (their seq still counts as read).
 func (d *DB) skipServerOwned(fn func(replicate.Change) error) func(replicate.Change) error {
-	if d.name != UsersDB {
+	if _, ok := serverOwned[d.name]; !ok {
 		return fn
 	}
 	return func(c replicate.Change) error {
@@ -50,10 +77,7 @@ func (d *DB) skipServerOwned(fn func(replicate.Change) error) func(replicate.Cha
 // withoutServerOwnedRevs drops the server's own documents from a
 // `_revs_diff` question: the target then never asks for them.
 func (d *DB) withoutServerOwnedRevs(revs map[string][]string) map[string][]string {
-	if d.name != UsersDB {
-		return revs
-	}
-	if _, ok := revs[AuthDesignID]; !ok {
+	if _, ok := revs[serverOwned[d.name]]; !ok {
 		return revs
 	}
 	out := make(map[string][]string, len(revs))
@@ -68,7 +92,7 @@ func (d *DB) withoutServerOwnedRevs(revs map[string][]string) map[string][]strin
 // withoutServerOwnedDocs drops the server's own documents from a write (an
 // older archive may hold another server's `_design/_auth`).
 func (d *DB) withoutServerOwnedDocs(docs []*replicate.Doc) []*replicate.Doc {
-	if d.name != UsersDB {
+	if _, ok := serverOwned[d.name]; !ok {
 		return docs
 	}
 	var out []*replicate.Doc

@@ -52,9 +52,10 @@ var ErrPagingIgnored = errors.New("fleet: server ignores _all_dbs startkey but h
 // ListDBs asks again after the last name until a page brings no new name.
 // That costs one request more than trusting a short page, and never loses
 // a name. A page longer than asked shows a server that ignores limit
-// (PouchDB Server returns everything); a page of several names already
-// seen, on a server that honours limit, shows one that ignores startkey:
-// ErrPagingIgnored rather than a silently truncated list.
+// (PouchDB Server returns everything, in its own order); a full page of
+// names already seen, on a server that honours limit, shows one that
+// ignores startkey: ErrPagingIgnored rather than a silently truncated
+// list.
 func ListDBs(ctx context.Context, l Lister, pageSize int) ([]string, error) {
 	if pageSize <= 0 {
 		pageSize = DefaultPageSize
@@ -87,7 +88,7 @@ func ListDBs(ctx context.Context, l Lister, pageSize int) ([]string, error) {
 			fresh++
 		}
 		if fresh == 0 {
-			if !limitIgnored && len(page) > 1 && (len(page) >= ask || len(page) < len(names)) {
+			if !limitIgnored && len(page) > 1 && len(page) >= ask {
 				return nil, ErrPagingIgnored
 			}
 			return names, nil

@@ -105,7 +105,7 @@ func Compare(ctx context.Context, a, b replicate.Source, opts Options) (*Report,
 		}
 	}
 	if opts.Metadata {
-		if err := compareMetadata(ctx, a, b, r); err != nil {
+		if err := compareMetadata(ctx, ai.Name, a, b, r); err != nil {
 			return r, err
 		}
 	}

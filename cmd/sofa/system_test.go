@@ -80,6 +80,12 @@ func TestRestore_SystemDBsAcrossVendors(t *testing.T) {
 		t.Errorf("target _design/_auth: rev %s conflicts %v, want its own %s alone", rev, conflicts, authRev)
 	}
 	arEqual(t, src, "app", tgt, "app")
+
+	// The copy agrees with the archive: the target's own _design/_auth,
+	// and a _replicator it created itself holding nothing of the user's,
+	// are not differences.
+	r = arSofa(t, bin, nil, "verify", "--full", path, tgt.URL, "--json")
+	r.want(t, exitOK)
 }
 
 // TestCounts_NoDelCountIsNotZero: PouchDB Server reports no
