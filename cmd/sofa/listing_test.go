@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -71,5 +72,26 @@ func TestListing_ShortPagesLoseNoName(t *testing.T) {
 	r.want(t, exitOK)
 	if s := r.summary(t); s.DBsOK != 105 {
 		t.Errorf("backup: %d databases ok, want 105", s.DBsOK)
+	}
+}
+
+// TestLs_ColumnsFitTheirContent: `sofa ls` of a server and of an archive
+// pads no column to the width of a long seq (a CouchDB seq is a long
+// opaque string): no line holds a run of many spaces.
+func TestLs_ColumnsFitTheirContent(t *testing.T) {
+	bin := sofaBin(t)
+	srv := couchtest.Start(t)
+	arCreate(t, srv, "short", true, arSmallDocs("x", 2)...)
+	arCreate(t, srv, "a-much-longer-database-name", true, arSmallDocs("y", 30)...)
+	path := filepath.Join(t.TempDir(), "ls.sofa")
+	arSofa(t, bin, nil, "backup", srv.URL, path, "-q").want(t, exitOK)
+	for _, target := range []string{srv.URL, path} {
+		r := arSofa(t, bin, nil, "ls", target)
+		r.want(t, exitOK)
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if strings.Contains(line, strings.Repeat(" ", 40)) || strings.HasSuffix(line, " ") {
+				t.Errorf("sofa ls %s: padded line %q", target, line)
+			}
+		}
 	}
 }
