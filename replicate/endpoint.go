@@ -83,14 +83,14 @@ type Metadata struct {
 
 // DBInfo is what `GET /db` says about a database that the engine needs.
 type DBInfo struct {
-	Name      string // db_name
-	DocCount  int64  // doc_count (live documents)
-	DelCount  int64  // doc_del_count
+	Name     string // db_name
+	DocCount int64  // doc_count (live documents)
+	DelCount int64  // doc_del_count
 	// DelCountUnknown says the server did not report doc_del_count
 	// (PouchDB Server): DelCount is then 0 and means nothing. Counts a
 	// side does not report are never compared.
 	DelCountUnknown bool
-	UpdateSeq Seq    // update_seq, for progress only
+	UpdateSeq       Seq // update_seq, for progress only
 	// InstanceStart is instance_start_time; "0" or "" means unknown. A change
 	// between runs means the database was deleted and recreated (CouchDB
 	// 3.3+, PouchDB Server restart).
