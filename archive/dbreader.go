@@ -69,7 +69,7 @@ func (d *DBReader) Summary() (s DBSummary, ok bool) {
 // Identity is "sofa-archive:<archive id>/<name>".
 func (d *DBReader) Info(ctx context.Context) (replicate.DBInfo, error) {
 	return replicate.DBInfo{
-		Name: d.meta.Name, DocCount: d.meta.DocCount, DelCount: d.meta.DelCount,
+		Name: d.meta.Name, DocCount: d.meta.DocCount, DelCount: d.meta.DelCount, DelCountUnknown: d.meta.DelCountUnknown,
 		UpdateSeq: seqOf(d.meta.UpdateSeq), InstanceStart: d.meta.InstanceStart,
 		Identity: "sofa-archive:" + d.r.hdr.ID + "/" + d.meta.Name,
 	}, nil

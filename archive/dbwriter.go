@@ -445,7 +445,7 @@ func (d *DBWriter) startLocked() error {
 	d.summary.InstanceStart = d.info.InstanceStart
 	d.summary.Since = d.sinceLocked()
 	m := dbMeta{
-		Name: d.name, DocCount: d.info.DocCount, DelCount: d.info.DelCount,
+		Name: d.name, DocCount: d.info.DocCount, DelCount: d.info.DelCount, DelCountUnknown: d.info.DelCountUnknown,
 		UpdateSeq: rawSeq(d.info.UpdateSeq), InstanceStart: d.info.InstanceStart,
 		Since: rawSeq(d.summary.Since), Metadata: metaToJSON(d.meta),
 	}

@@ -182,13 +182,16 @@ func metaFromJSON(m metadataJSON) replicate.Metadata {
 
 // dbMeta is a group's first member, db/<dir>/meta.json.
 type dbMeta struct {
-	Name          string          `json:"name"`
-	DocCount      int64           `json:"doc_count"`
-	DelCount      int64           `json:"doc_del_count"`
-	UpdateSeq     json.RawMessage `json:"update_seq,omitempty"`
-	InstanceStart string          `json:"instance_start_time,omitempty"`
-	Since         json.RawMessage `json:"since,omitempty"`
-	Metadata      metadataJSON    `json:"metadata"`
+	Name     string `json:"name"`
+	DocCount int64  `json:"doc_count"`
+	DelCount int64  `json:"doc_del_count"`
+	// DelCountUnknown: the source did not report doc_del_count (PouchDB
+	// Server); DelCount is 0 and means nothing.
+	DelCountUnknown bool            `json:"doc_del_count_unknown,omitempty"`
+	UpdateSeq       json.RawMessage `json:"update_seq,omitempty"`
+	InstanceStart   string          `json:"instance_start_time,omitempty"`
+	Since           json.RawMessage `json:"since,omitempty"`
+	Metadata        metadataJSON    `json:"metadata"`
 }
 
 // Manifest is the last member (manifest.json, uncompressed). Its members

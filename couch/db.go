@@ -114,7 +114,7 @@ func (d *DB) Info(ctx context.Context) (replicate.DBInfo, error) {
 	var info struct {
 		DBName        string          `json:"db_name"`
 		DocCount      int64           `json:"doc_count"`
-		DocDelCount   int64           `json:"doc_del_count"`
+		DocDelCount   *int64          `json:"doc_del_count"` // PouchDB Server has none
 		UpdateSeq     json.RawMessage `json:"update_seq"`
 		InstanceStart json.RawMessage `json:"instance_start_time"`
 		Props         struct {
@@ -132,11 +132,22 @@ func (d *DB) Info(ctx context.Context) (replicate.DBInfo, error) {
 	d.mu.Lock()
 	d.partitioned, d.infoRead = info.Props.Partitioned, true
 	d.mu.Unlock()
-	return replicate.DBInfo{
-		Name: info.DBName, DocCount: info.DocCount, DelCount: info.DocDelCount,
+	out := replicate.DBInfo{
+		Name: info.DBName, DocCount: info.DocCount, DelCountUnknown: info.DocDelCount == nil,
 		UpdateSeq: replicate.Seq(info.UpdateSeq), InstanceStart: ist,
 		Partitioned: info.Props.Partitioned, Identity: id,
-	}, nil
+	}
+	if info.DocDelCount != nil {
+		out.DelCount = *info.DocDelCount
+	}
+	// The server's own document of a system database is not the user's:
+	// it is never copied, so it is not counted either.
+	if own, err := d.ownedLive(ctx); err != nil {
+		return replicate.DBInfo{}, err
+	} else if own && out.DocCount > 0 {
+		out.DocCount--
+	}
+	return out, nil
 }
 
 // GetLocal reads `_local/<id>`.
@@ -213,6 +224,7 @@ func (d *DB) ChangesWithDocs(ctx context.Context, since replicate.Seq, fn func(r
 }
 
 func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn func(replicate.Change) error) error {
+	fn = d.skipServerOwned(fn)
 	last := since
 	failures := 0
 	progress := time.Now()
@@ -288,6 +300,7 @@ func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn 
 
 // RevsDiff posts `_revs_diff`.
 func (d *DB) RevsDiff(ctx context.Context, revs map[string][]string) (map[string]replicate.Missing, error) {
+	revs = d.withoutServerOwnedRevs(revs)
 	body, err := json.Marshal(revs)
 	if err != nil {
 		return nil, err
@@ -582,6 +595,9 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 			resp.Body.Close()
 		}
 	case replicate.AfterDocs:
+		if len(m.Security) > 0 && d.name == UsersDB {
+			return d.setUsersSecurity(ctx, m.Security)
+		}
 		if len(m.Security) > 0 {
 			if d.Fresh && d.holdsDefaultSecurity(ctx, m.Security) {
 				return nil // what a PUT would write is already there

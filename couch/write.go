@@ -16,6 +16,7 @@ import (
 // `PUT /db/doc?new_edits=false` each, bytes as stored. A whole-request
 // refusal (413, 400) wraps replicate.ErrBatchRejected.
 func (d *DB) WriteDocs(ctx context.Context, docs []*replicate.Doc) ([]replicate.DocError, error) {
+	docs = d.withoutServerOwnedDocs(docs)
 	var bulk, single []*replicate.Doc
 	if d.srv.Vendor == VendorPouchDB {
 		// PouchDB Server ignores "encoding" and would store gzip bytes as

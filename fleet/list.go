@@ -47,27 +47,36 @@ var ErrPagingIgnored = errors.New("fleet: server ignores _all_dbs startkey but h
 // names created or deleted meanwhile cannot shift a page and hide others
 // (as skip would). pageSize <= 0 means DefaultPageSize.
 //
-// It stops at a short page, or at a page longer than asked (a server that
-// ignores limit returned everything). A full page that brings no new name
-// means the server ignores startkey: ErrPagingIgnored rather than a
-// silently truncated list.
+// A page shorter than asked does not mean the end: servers differ in what
+// they do with limit (CouchDB 3.2.0 answers one name less than asked), so
+// ListDBs asks again after the last name until a page brings no new name.
+// That costs one request more than trusting a short page, and never loses
+// a name. A page longer than asked shows a server that ignores limit
+// (PouchDB Server returns everything, in its own order); a full page of
+// names already seen, on a server that honours limit, shows one that
+// ignores startkey: ErrPagingIgnored rather than a silently truncated
+// list.
 func ListDBs(ctx context.Context, l Lister, pageSize int) ([]string, error) {
 	if pageSize <= 0 {
 		pageSize = DefaultPageSize
 	}
 	var (
-		names []string
-		seen  = map[string]bool{}
-		last  string
+		names        []string
+		seen         = map[string]bool{}
+		last         string
+		limitIgnored bool
 	)
 	for {
 		ask := pageSize
 		if last != "" {
-			ask++ // the page repeats last
+			ask++ // the page may repeat last (startkey is inclusive)
 		}
 		page, err := l.AllDBs(ctx, last, ask)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: list databases after %q: %w", last, err)
+		}
+		if len(page) > ask {
+			limitIgnored = true
 		}
 		fresh := 0
 		for _, n := range page {
@@ -78,12 +87,16 @@ func ListDBs(ctx context.Context, l Lister, pageSize int) ([]string, error) {
 			names = append(names, n)
 			fresh++
 		}
-		switch {
-		case len(page) < ask || len(page) > ask:
+		if fresh == 0 {
+			if !limitIgnored && len(page) > 1 && len(page) >= ask {
+				return nil, ErrPagingIgnored
+			}
 			return names, nil
-		case fresh == 0:
-			return nil, ErrPagingIgnored
 		}
-		last = page[len(page)-1]
+		next := page[len(page)-1]
+		if next == last {
+			return names, nil // not advancing
+		}
+		last = next
 	}
 }

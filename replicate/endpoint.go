@@ -83,10 +83,14 @@ type Metadata struct {
 
 // DBInfo is what `GET /db` says about a database that the engine needs.
 type DBInfo struct {
-	Name      string // db_name
-	DocCount  int64  // doc_count (live documents)
-	DelCount  int64  // doc_del_count
-	UpdateSeq Seq    // update_seq, for progress only
+	Name     string // db_name
+	DocCount int64  // doc_count (live documents)
+	DelCount int64  // doc_del_count
+	// DelCountUnknown says the server did not report doc_del_count
+	// (PouchDB Server): DelCount is then 0 and means nothing. Counts a
+	// side does not report are never compared.
+	DelCountUnknown bool
+	UpdateSeq       Seq // update_seq, for progress only
 	// InstanceStart is instance_start_time; "0" or "" means unknown. A change
 	// between runs means the database was deleted and recreated (CouchDB
 	// 3.3+, PouchDB Server restart).
@@ -116,6 +120,11 @@ var ErrUnreadable = errors.New("revision unreadable")
 // request because of its content (HTTP 413 too large, 400 bad request):
 // splitting the batch can isolate the offending revisions.
 var ErrBatchRejected = errors.New("batch rejected")
+
+// ErrMetadataRefused is wrapped by SetMetadata when the target refuses
+// metadata it never lets anyone write (CouchDB's `_users/_security`): the
+// engine reports it as a warning and the copy still succeeds.
+var ErrMetadataRefused = errors.New("metadata refused by the target")
 
 // Endpoint is what sources and targets have in common.
 type Endpoint interface {

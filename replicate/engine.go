@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -166,7 +167,9 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 		return res, err
 	}
 	if opts.CopyMetadata {
-		if err := tgt.SetMetadata(ctx, meta, AfterDocs); err != nil {
+		if err := tgt.SetMetadata(ctx, meta, AfterDocs); errors.Is(err, ErrMetadataRefused) {
+			r.warn(err.Error())
+		} else if err != nil {
 			return res, fmt.Errorf("target: %w", err)
 		}
 	}

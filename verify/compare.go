@@ -73,8 +73,8 @@ func Compare(ctx context.Context, a, b replicate.Source, opts Options) (*Report,
 	if err != nil {
 		return r, fmt.Errorf("verify: b: %w", err)
 	}
-	r.A = Counts{DocCount: ai.DocCount, DelCount: ai.DelCount}
-	r.B = Counts{DocCount: bi.DocCount, DelCount: bi.DelCount}
+	r.A = Counts{DocCount: ai.DocCount, DelCount: ai.DelCount, DelCountUnknown: ai.DelCountUnknown}
+	r.B = Counts{DocCount: bi.DocCount, DelCount: bi.DelCount, DelCountUnknown: bi.DelCountUnknown}
 	if countsDiffer(r.A, r.B, opts.AllowExtra) {
 		r.addf(KindDocCount, "", "", "a has %d documents (%d deleted), b %d (%d deleted)",
 			r.A.DocCount, r.A.DelCount, r.B.DocCount, r.B.DelCount)
@@ -105,14 +105,22 @@ func Compare(ctx context.Context, a, b replicate.Source, opts Options) (*Report,
 		}
 	}
 	if opts.Metadata {
-		if err := compareMetadata(ctx, a, b, r); err != nil {
+		if err := compareMetadata(ctx, ai.Name, a, b, r); err != nil {
 			return r, err
 		}
 	}
 	return r, nil
 }
 
+// countsDiffer compares what both sides report: doc_del_count only when
+// both report it (PouchDB Server does not; its absence is not a zero).
 func countsDiffer(a, b Counts, allowExtra bool) bool {
+	if a.DelCountUnknown || b.DelCountUnknown {
+		if allowExtra {
+			return b.DocCount < a.DocCount
+		}
+		return a.DocCount != b.DocCount
+	}
 	if allowExtra {
 		return b.DocCount+b.DelCount < a.DocCount+a.DelCount
 	}

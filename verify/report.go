@@ -74,6 +74,9 @@ func (d Difference) String() string {
 type Counts struct {
 	DocCount int64 `json:"doc_count"`
 	DelCount int64 `json:"doc_del_count"`
+	// DelCountUnknown: the server did not report doc_del_count (PouchDB
+	// Server); only doc_count is compared then.
+	DelCountUnknown bool `json:"doc_del_count_unknown,omitempty"`
 }
 
 // Report is the outcome of Compare.

@@ -267,6 +267,9 @@ func startRecorder(t *testing.T, target string) *recorder {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	rec.URL = "http://" + ln.Addr().String()
+	if u.User != nil { // the target's credentials (CouchDB), sent by sofa through the recorder
+		rec.URL = "http://" + u.User.String() + "@" + ln.Addr().String()
+	}
 	return rec
 }
 

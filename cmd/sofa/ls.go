@@ -62,13 +62,15 @@ func lsArchive(path string, jsonOut bool) error {
 	}
 	fmt.Printf("archive %s: %s, %s, created %s by %s, compression %s\n", path, hdr.ID, kind, hdr.Created.Format("2006-01-02 15:04:05Z"), hdr.Tool, hdr.Compression)
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "database\tdocs\tdeleted\trevisions\ttombstones\tattachments\tstored\tseq\t")
+	// The seq, last, ends its line unpadded: a CouchDB seq is a long
+	// opaque string that would widen every line to the longest one.
+	fmt.Fprintln(tw, "database\tdocs\tdeleted\trevisions\ttombstones\tattachments\tstored\t seq")
 	for _, d := range dbs {
 		name := d.Name
 		if d.Error != "" {
 			name += " (INCOMPLETE: " + d.Error + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", name, d.DocCount, d.DelCount, d.Revisions, d.Tombstones, d.Attachments, humanBytes(d.StoredBytes), d.Seq.String())
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t %s\n", name, d.DocCount, d.DelCount, d.Revisions, d.Tombstones, d.Attachments, humanBytes(d.StoredBytes), d.Seq.String())
 	}
 	return tw.Flush()
 }
@@ -103,9 +105,9 @@ func lsServer(ctx context.Context, raw string, client clientFlags, jsonOut bool)
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "database\tdocs\tdeleted\tupdate_seq\t")
+	fmt.Fprintln(tw, "database\tdocs\tdeleted\t update_seq") // last and unpadded, as in lsArchive
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t\n", r.Name, r.DocCount, r.DelCount, r.UpdateSeq)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t %s\n", r.Name, r.DocCount, r.DelCount, r.UpdateSeq)
 	}
 	return tw.Flush()
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -342,7 +343,14 @@ func (c *restoreCmd) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *
 	opts.CopyMetadata = true
 	opts.SourceReadOnly = true // an archive takes no checkpoint
 	opts.Counters = &replicate.Counters{}
-	opts.Warn = func(s string) { c.out.logf("%s: %s", tdb.Name(), s) }
+	var warnMu sync.Mutex
+	warn := func(s string) {
+		c.out.logf("%s: %s", tdb.Name(), s)
+		warnMu.Lock()
+		r.Warnings = append(r.Warnings, s)
+		warnMu.Unlock()
+	}
+	opts.Warn = warn
 	opts.Debug = c.out.debugf(tdb.Name())
 	if tdb.Fresh {
 		opts.TargetCreated = tdb.Created()
@@ -362,7 +370,9 @@ func (c *restoreCmd) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *
 	if err != nil {
 		return r, err
 	}
-	if err := target.setSecurity(ctx); err != nil {
+	if err := target.setSecurity(ctx); errors.Is(err, replicate.ErrMetadataRefused) {
+		warn(err.Error())
+	} else if err != nil {
 		return r, fmt.Errorf("target: %w", err)
 	}
 	if s, ok := dbr.Summary(); ok && s.Error != "" {

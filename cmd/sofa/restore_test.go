@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -224,8 +225,24 @@ func TestRestore_WholeServer50(t *testing.T) {
 	if !slices.Contains(restored, "_users") || len(restored) != 51 {
 		t.Errorf("restored %d databases (%v), want the 50 and _users", len(restored), restored)
 	}
-	for _, n := range append(names, "_users") {
+	for _, n := range names {
 		arEqual(t, src, n, tgt, n)
+	}
+	// _users: the user's document, with its history. _design/_auth is the
+	// server's own (CouchDB writes one when it first uses _users), and
+	// never copied.
+	var ua, ub map[string]any
+	for i, s := range []*couchtest.Server{src, tgt} {
+		out := &ua
+		if i == 1 {
+			out = &ub
+		}
+		if err := s.Client().GetJSON(t.Context(), "/_users/org.couchdb.user:ann?revs=true", out); err != nil {
+			t.Fatalf("_users: ann: %v", err)
+		}
+	}
+	if !reflect.DeepEqual(ua, ub) {
+		t.Errorf("_users: ann differs:\n%v\n%v", ua, ub)
 	}
 
 	// --with-replicator also restores _replicator, into the one the
@@ -253,6 +270,11 @@ func TestRestore_Order(t *testing.T) {
 	// later writes would be refused by the guard; these were there before
 	if err := src.Client().PutSecurity(t.Context(), "ordered", couchtest.Security{Members: couchtest.Group{Names: []string{"m"}, Roles: []string{}}}); err != nil {
 		t.Fatal(err)
+	}
+	if src.Kind == couchtest.CouchDB { // the source holds what the archive will say
+		if err := src.Client().PutJSON(t.Context(), "/ordered/_revs_limit", 777, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ordered.sofa")

@@ -90,6 +90,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.cutChanges(w, r, body, rule)
 	case RejectDocs:
 		p.rejectDocs(w, r, body, rule)
+	case DropLast:
+		p.dropLast(w, r, body)
 	}
 }
 
@@ -280,4 +282,22 @@ func copyHeader(dst, src http.Header) {
 	for _, h := range hopHeaders {
 		dst.Del(h)
 	}
+}
+
+// dropLast forwards and removes the last element of a JSON array answer
+// that holds as many elements as the request's limit asked for; other
+// answers pass unchanged.
+func (p *Proxy) dropLast(w http.ResponseWriter, r *http.Request, body []byte) {
+	resp, data, ok := p.readAnswer(w, r, body)
+	if !ok {
+		return
+	}
+	var arr []json.RawMessage
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	if limit > 0 && resp.StatusCode == http.StatusOK && json.Unmarshal(data, &arr) == nil && len(arr) >= limit {
+		if out, err := json.Marshal(arr[:len(arr)-1]); err == nil {
+			data = out
+		}
+	}
+	writeBody(w, resp.Header, resp.StatusCode, data)
 }

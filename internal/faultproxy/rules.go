@@ -41,6 +41,10 @@ const (
 	// answered 403 {"error":"forbidden"} without forwarding. Other
 	// requests pass unchanged.
 	RejectDocs
+	// DropLast forwards the request and, when it carries a limit and the
+	// answer is a JSON array (GET /_all_dbs) as long as the limit, removes
+	// the array's last element: CouchDB 3.2.0 answers limit-1 names.
+	DropLast
 )
 
 func (f Fault) String() string {
@@ -59,6 +63,8 @@ func (f Fault) String() string {
 		return "cut-changes"
 	case RejectDocs:
 		return "reject-docs"
+	case DropLast:
+		return "drop-last"
 	}
 	return fmt.Sprintf("fault(%d)", int(f))
 }
