@@ -74,6 +74,19 @@ func (d *Doc) Size() int64 {
 	return n
 }
 
+// NeedsAttachments reports whether an attachment is neither a stub, nor
+// piped, nor read yet. A zero-length attachment needs reading too: its
+// bytes (none, or a gzip frame on CouchDB) must travel, since a stub names
+// content the target lacks.
+func (d *Doc) NeedsAttachments() bool {
+	for _, a := range d.Atts {
+		if !a.Stub && !a.Stream && a.Data == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // PendingBytes is the number of attachment bytes still to be read: the
 // stored length of every attachment that is neither a stub nor read.
 func (d *Doc) PendingBytes() int64 {

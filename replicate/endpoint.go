@@ -117,6 +117,14 @@ var ErrUnreadable = errors.New("revision unreadable")
 // splitting the batch can isolate the offending revisions.
 var ErrBatchRejected = errors.New("batch rejected")
 
+// ErrMissingStub is wrapped (with ErrBatchRejected) by WriteDocs when the
+// server refused a whole request because a revision named, as a stub, an
+// attachment it lacks (CouchDB: 412 missing_stub). A clustered CouchDB
+// may have stored part of the request before refusing it, so the batch is
+// split to learn, revision by revision, what was written; a revision
+// refused alone is written again with all its attachment bytes.
+var ErrMissingStub = errors.New("missing_stub")
+
 // Endpoint is what sources and targets have in common.
 type Endpoint interface {
 	// Info reads the database's state. ErrNotFound if it does not exist.
