@@ -257,6 +257,11 @@ func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if malformed(perr) {
+			// The server sent JSON we cannot read: asking again gets the
+			// same bytes. Not transient.
+			return fmt.Errorf("%s: read changes after seq %s: malformed answer: %w", d, last.String(), perr)
+		}
 		if delivered > 0 {
 			failures = 0
 			progress = time.Now()

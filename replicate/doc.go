@@ -465,10 +465,15 @@ type pooledDecoder struct {
 
 var decoders = sync.Pool{New: func() any { return new(pooledDecoder) }}
 
+// docOpts: bodies are raw bytes carried as they are, so strings may hold
+// invalid UTF-8 or escaped lone surrogates ("\ud800", which PouchDB Server
+// accepts); a target that refuses them reports that one revision.
+var docOpts = []jsontext.Options{jsontext.AllowInvalidUTF8(true)}
+
 func getDecoder(b []byte) *pooledDecoder {
 	pd := decoders.Get().(*pooledDecoder)
 	pd.buf = *bytes.NewBuffer(b)
-	pd.dec.Reset(&pd.buf)
+	pd.dec.Reset(&pd.buf, docOpts...)
 	return pd
 }
 

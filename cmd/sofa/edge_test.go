@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sofadb/sofa/internal/couchtest"
+	"github.com/sofadb/sofa/internal/faultproxy"
 )
 
 // Defects met by a new user on CouchDB 3.5 (copy engine and verify), end
@@ -95,4 +98,112 @@ func TestEdge_MissingStubBatch(t *testing.T) {
 		t.Errorf("docs_written=%d doc_write_failures=%d, want 41 and 0", res.Stats.DocsWritten, res.Stats.DocWriteFailures)
 	}
 	couchtest.AssertEqual(t, srv.DBURL("src"), srv.DBURL("tgt"), couchtest.CompareOptions{PouchDBRevpos: true})
+}
+
+// surrogateDocs are 7 documents, one holding an escaped lone surrogate
+// (PouchDB Server accepts it; CouchDB refuses it as invalid UTF-8).
+func surrogateDocs() []json.RawMessage {
+	docs := arSmallDocs("ok", 6)
+	return append(docs, arRaw(`{"_id":"bad","s":"x\ud800y"}`))
+}
+
+// A lone surrogate in one body is carried byte for byte where the target
+// takes it (PouchDB Server, an archive), and where it does not (CouchDB)
+// that one revision is reported with its id, rev and reason while the
+// others are copied, at once (a parse failure is not retried).
+func TestEdge_LoneSurrogate(t *testing.T) {
+	bin := sofaBin(t)
+	src := couchtest.StartKind(t, couchtest.PouchDB)
+	arCreate(t, src, "sur", true, surrogateDocs()...)
+	badRaw := func(srv *couchtest.Server, db string) string {
+		t.Helper()
+		var body json.RawMessage
+		if err := srv.Client().GetJSON(t.Context(), "/"+db+"/bad", &body); err != nil {
+			t.Fatalf("%s/bad: %v", db, err)
+		}
+		return string(body)
+	}
+	if !strings.Contains(badRaw(src, "sur"), `\ud800`) {
+		t.Fatalf("source does not hold the lone surrogate: %s", badRaw(src, "sur"))
+	}
+
+	// PouchDB Server -> PouchDB Server: carried as is.
+	pt := couchtest.StartKind(t, couchtest.PouchDB)
+	t0 := time.Now()
+	arSofa(t, bin, nil, "replicate", src.DBURL("sur"), pt.DBURL("sur"), "--create-target").want(t, exitOK)
+	if b := badRaw(pt, "sur"); !strings.Contains(b, `\ud800`) {
+		t.Errorf("target body lost the lone surrogate: %s", b)
+	}
+	edgeEqual(t, src, "sur", pt, "sur")
+
+	// PouchDB Server -> CouchDB: that revision is reported, the 6 others copied.
+	ct := couchtest.StartKind(t, couchtest.CouchDB)
+	r := arSofa(t, bin, nil, "replicate", src.DBURL("sur"), ct.DBURL("sur"), "--create-target", "--json")
+	r.want(t, exitPartial)
+	var res resultDoc
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("output is not JSON (%v):\n%s", err, r.stdout)
+	}
+	if res.Stats.DocsWritten != 6 || len(res.Failures) != 1 || res.Failures[0].ID != "bad" || !strings.HasPrefix(res.Failures[0].Rev, "1-") || res.Failures[0].Reason == "" {
+		t.Errorf("docs_written=%d failures=%+v, want 6 and the one revision of bad", res.Stats.DocsWritten, res.Failures)
+	}
+	if n := arDocCount(t, ct, "sur"); n != 6 {
+		t.Errorf("CouchDB target holds %d documents, want 6", n)
+	}
+
+	// backup, verify, restore: carried as is.
+	path := filepath.Join(t.TempDir(), "sur.sofa")
+	arSofa(t, bin, nil, "backup", src.DBURL("sur"), path).want(t, exitOK)
+	arSofa(t, bin, nil, "verify", path).want(t, exitOK)
+	rt := couchtest.StartKind(t, couchtest.PouchDB)
+	arSofa(t, bin, nil, "restore", path, rt.URL).want(t, exitOK)
+	if b := badRaw(rt, "sur"); !strings.Contains(b, `\ud800`) {
+		t.Errorf("restored body lost the lone surrogate: %s", b)
+	}
+	edgeEqual(t, src, "sur", rt, "sur")
+	// None of this waited on retries.
+	if took := time.Since(t0); took > 90*time.Second {
+		t.Errorf("took %v: a parse failure was retried", took)
+	}
+}
+
+// An archive whose backup did not hold everything (a revision could not
+// be read: the backup exits 3) is not called sound by verify.
+func TestEdge_VerifyIncompleteArchive(t *testing.T) {
+	bin := sofaBin(t)
+	src := couchtest.Start(t)
+	arCreate(t, src, "db", true, append(arSmallDocs("d", 5),
+		arRaw(`{"_id":"att","_attachments":{"a.bin":{"content_type":"application/octet-stream","data":%q}}}`, b64([]byte("attachment bytes"))))...)
+	px := faultproxy.StartT(t, src.URL)
+	if err := px.SetRules(faultproxy.Rule{Name: "gone", Method: "GET", Path: `^/db/att/a\.bin$`, Fault: faultproxy.Status, Status: 404}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "part.sofa")
+	arSofa(t, bin, nil, "backup", px.URL+"/db", path).want(t, exitPartial)
+	r := arSofa(t, bin, nil, "verify", path)
+	r.want(t, exitPartial)
+	if !strings.Contains(r.stderr, `id "att"`) || !strings.Contains(r.stderr, "incomplete") {
+		t.Errorf("verify does not say what is missing:\n%s", r.stderr)
+	}
+}
+
+// A changes feed that is complete but not JSON is not a transient fault:
+// sofa stops at once with one clear line instead of asking again.
+func TestEdge_MalformedFeedNotRetried(t *testing.T) {
+	bin := sofaBin(t)
+	srv := couchtest.Start(t)
+	arCreate(t, srv, "src", true, arSmallDocs("d", 3)...)
+	px := faultproxy.StartT(t, srv.URL)
+	if err := px.SetRules(faultproxy.Rule{Name: "bad", Method: "GET", Path: `^/src/_changes$`, Fault: faultproxy.Status, Status: 200,
+		Body: `{"results":[{"seq":"1","id":"a","changes":[{"rev":"1-a"}]} oops ],"last_seq":"1"}`}); err != nil {
+		t.Fatal(err)
+	}
+	r := arSofa(t, bin, nil, "replicate", px.URL+"/src", srv.DBURL("tgt"), "--create-target")
+	r.want(t, exitFatal)
+	if !strings.Contains(r.errLine(t), "malformed") {
+		t.Errorf("last line does not say the answer is malformed:\n%s", r.stderr)
+	}
+	if n := px.Stats().Rules["bad"].Fired; n != 1 {
+		t.Errorf("the malformed feed was asked %d times, want 1", n)
+	}
 }
