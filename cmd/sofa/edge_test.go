@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -206,4 +207,55 @@ func TestEdge_MalformedFeedNotRetried(t *testing.T) {
 	if n := px.Stats().Rules["bad"].Fired; n != 1 {
 		t.Errorf("the malformed feed was asked %d times, want 1", n)
 	}
+}
+
+// A --create-target copy killed after some documents and run again sets
+// the target's _security (the rerun finds the database it created).
+func TestEdge_CreateTargetRerunSetsSecurity(t *testing.T) {
+	bin := sofaBin(t)
+	srv := couchtest.Start(t)
+	arCreate(t, srv, "src", true, arSmallDocs("d", 3000)...)
+	sec := couchtest.Security{Admins: couchtest.Group{Names: []string{"ann"}, Roles: []string{"ops"}}, Members: couchtest.Group{Names: []string{"bob"}, Roles: []string{"staff"}}}
+	if err := srv.Client().PutSecurity(t.Context(), "src", sec); err != nil {
+		t.Fatal(err)
+	}
+	px := faultproxy.StartT(t, srv.URL)
+	if err := px.SetRules(faultproxy.Rule{Fault: faultproxy.Forward, Delay: 30 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"replicate", px.URL + "/src", px.URL + "/tgt", "--create-target", "--quiet", "--batch-size", "50", "--workers", "2"}
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// Kill it once the target holds some documents.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for partial := false; !partial; {
+		select {
+		case err := <-exited:
+			t.Fatalf("the copy ended before it could be killed: %v", err)
+		case <-tick.C:
+			var info struct {
+				DocCount int64 `json:"doc_count"`
+			}
+			if err := srv.Client().GetJSON(t.Context(), "/tgt", &info); err == nil && info.DocCount > 0 {
+				partial = info.DocCount < 3000
+				if !partial {
+					t.Fatalf("the copy finished before it could be killed")
+				}
+			}
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	if err := px.SetRules(); err != nil {
+		t.Fatal(err)
+	}
+	arSofa(t, bin, nil, args...).want(t, exitOK)
+	arEqual(t, srv, "src", srv, "tgt") // _security included
 }
