@@ -125,6 +125,11 @@ var ErrBatchRejected = errors.New("batch rejected")
 // refused alone is written again with all its attachment bytes.
 var ErrMissingStub = errors.New("missing_stub")
 
+// ErrForbidden is wrapped by Target.SetMetadata when the account may not
+// set a database property (not an admin of the database). It is permanent:
+// the engine reports it as a warning and copies the documents.
+var ErrForbidden = errors.New("forbidden")
+
 // Endpoint is what sources and targets have in common.
 type Endpoint interface {
 	// Info reads the database's state. ErrNotFound if it does not exist.

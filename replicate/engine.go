@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"strconv"
@@ -152,7 +153,9 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 		} else if meta, err = src.Metadata(ctx); err != nil {
 			return res, fmt.Errorf("source: %w", err)
 		}
-		if err := tgt.SetMetadata(ctx, meta, BeforeDocs); err != nil {
+		if err := tgt.SetMetadata(ctx, meta, BeforeDocs); errors.Is(err, ErrForbidden) {
+			r.warn("target: " + err.Error())
+		} else if err != nil {
 			return res, fmt.Errorf("target: %w", err)
 		}
 	}
@@ -166,7 +169,9 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 		return res, err
 	}
 	if opts.CopyMetadata {
-		if err := tgt.SetMetadata(ctx, meta, AfterDocs); err != nil {
+		if err := tgt.SetMetadata(ctx, meta, AfterDocs); errors.Is(err, ErrForbidden) {
+			r.warn("target: " + err.Error())
+		} else if err != nil {
 			return res, fmt.Errorf("target: %w", err)
 		}
 	}

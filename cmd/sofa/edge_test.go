@@ -259,3 +259,53 @@ func TestEdge_CreateTargetRerunSetsSecurity(t *testing.T) {
 	arSofa(t, bin, nil, args...).want(t, exitOK)
 	arEqual(t, srv, "src", srv, "tgt") // _security included
 }
+
+// A target account that is a member, not an admin, of the target
+// database: setting _revs_limit and _security is refused (CouchDB answers
+// the _revs_limit PUT with a 500 wrapping "forbidden"). That is permanent:
+// each is reported once as a warning, at once, and every document the
+// account may write is copied (design documents are refused to members,
+// each reported).
+func TestEdge_MemberTargetAccount(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "CouchDB's member/admin split and its answers to a member")
+	bin := sofaBin(t)
+	src := couchtest.Start(t)
+	arCreate(t, src, "app", true, append(arSmallDocs("d", 20), arRaw(`{"_id":"_design/v","views":{}}`))...)
+	if err := src.Client().PutSecurity(t.Context(), "app", couchtest.Security{Members: couchtest.Group{Names: []string{"ann"}, Roles: []string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Client().Do(t.Context(), "PUT", "/app/_revs_limit", 500, nil); err != nil {
+		t.Fatal(err)
+	}
+	tgt := couchtest.Start(t)
+	if err := tgt.Client().CreateDB(t.Context(), "app"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.Client().CreateUser(t.Context(), "bob", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.Client().PutSecurity(t.Context(), "app", couchtest.Security{Members: couchtest.Group{Names: []string{"bob"}, Roles: []string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	u := tgt.UserURL("bob", "pw") + "/app"
+	r := arSofa(t, bin, nil, "replicate", src.DBURL("app"), u, "--copy-security", "--json")
+	r.want(t, exitPartial)
+	if took := time.Since(t0); took > 60*time.Second {
+		t.Errorf("took %v: a permission error was retried as transient", took)
+	}
+	var res resultDoc
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("output is not JSON (%v):\n%s", err, r.stdout)
+	}
+	if res.Stats.DocsWritten != 20 || len(res.Failures) != 1 || res.Failures[0].ID != "_design/v" {
+		t.Errorf("docs_written=%d failures=%+v, want 20 and _design/v", res.Stats.DocsWritten, res.Failures)
+	}
+	w := strings.Join(res.Warnings, "\n")
+	if !strings.Contains(w, "_revs_limit") || !strings.Contains(w, "_security") || strings.Contains(w, "pw@") {
+		t.Errorf("warnings do not name _revs_limit and _security (or leak credentials):\n%s", w)
+	}
+	if n := arDocCount(t, tgt, "app"); n != 20 {
+		t.Errorf("target holds %d documents, want 20", n)
+	}
+}
