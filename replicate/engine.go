@@ -1,8 +1,8 @@
 package replicate
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
