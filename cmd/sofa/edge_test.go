@@ -309,3 +309,33 @@ func TestEdge_MemberTargetAccount(t *testing.T) {
 		t.Errorf("target holds %d documents, want 20", n)
 	}
 }
+
+// The same attachment bytes get different digests on CouchDB (md5 of the
+// gzip bytes it stores for text types) and PouchDB Server (md5 of the
+// plain bytes): verify --full compares the content, so copies both ways
+// verify equal, and a real difference in the bytes is still reported.
+func TestEdge_VerifyDigestsAcrossKinds(t *testing.T) {
+	bin := sofaBin(t)
+	couch := couchtest.StartKind(t, couchtest.CouchDB)
+	pouch := couchtest.StartKind(t, couchtest.PouchDB)
+	text := []byte(strings.Repeat("the same few kilobytes of text\n", 150))
+	doc := arRaw(`{"_id":"t","_attachments":{"note.txt":{"content_type":"text/plain","data":%q}}}`, b64(text))
+	arCreate(t, couch, "a", true, doc)
+	arCreate(t, pouch, "a", true, doc)
+	for _, c := range []struct{ src, tgt *couchtest.Server }{{couch, pouch}, {pouch, couch}} {
+		arSofa(t, bin, nil, "replicate", c.src.DBURL("a"), c.tgt.DBURL("b"), "--create-target").want(t, exitOK)
+		arSofa(t, bin, nil, "verify", "--full", c.src.DBURL("a"), c.tgt.DBURL("b")).want(t, exitOK)
+		arSofa(t, bin, nil, "verify", "--full", c.tgt.DBURL("b"), c.src.DBURL("a")).want(t, exitOK)
+	}
+	// Same revision, different bytes.
+	diff := func(s string) json.RawMessage {
+		return arRaw(`{"_id":"d","_rev":"1-x","_attachments":{"f.txt":{"content_type":"text/plain","revpos":1,"data":%q}}}`, b64([]byte(strings.Repeat(s, 300))))
+	}
+	arWrite(t, couch, "a", false, diff("one "))
+	arWrite(t, pouch, "b", false, diff("two "))
+	r := arSofa(t, bin, nil, "verify", "--full", couch.DBURL("a"), pouch.DBURL("b"))
+	r.want(t, exitDifferent)
+	if !strings.Contains(r.stdout+r.stderr, "f.txt") {
+		t.Errorf("the difference does not name the attachment:\n%s\n%s", r.stdout, r.stderr)
+	}
+}
