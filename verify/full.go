@@ -113,15 +113,17 @@ func compareDoc(ctx context.Context, a, b replicate.Source, da, db *replicate.Do
 	case string(ca) != string(cb):
 		r.addf(KindBody, id, rev, "a %s; b %s", clip(ca), clip(cb))
 	}
-	if d := historyDiff(da.Revisions, db.Revisions); d != "" {
+	if d := historyDiff(da.Revisions, db.Revisions, opts.revsLimitA, opts.revsLimitB); d != "" {
 		r.addf(KindHistory, id, rev, "%s", d)
 	}
 	compareAttachments(ctx, a, b, da, db, r, opts)
 }
 
-// historyDiff compares two `_revisions` over the part both keep (a server
-// may truncate history at its _revs_limit). "" means equal.
-func historyDiff(a, b replicate.Revisions) string {
+// historyDiff compares two `_revisions`: the same start and ids. A
+// shorter history is accepted only as a stemmed one: a prefix of the
+// other, exactly as long as its own database's _revs_limit (limA, limB; 0
+// when unknown) allows. "" means equal.
+func historyDiff(a, b replicate.Revisions, limA, limB int) string {
 	if a.Start != b.Start {
 		return fmt.Sprintf("_revisions.start a %d, b %d", a.Start, b.Start)
 	}
@@ -130,6 +132,12 @@ func historyDiff(a, b replicate.Revisions) string {
 		if a.IDs[i] != b.IDs[i] {
 			return fmt.Sprintf("ancestor at generation %d: a %s, b %s", a.Start-i, a.IDs[i], b.IDs[i])
 		}
+	}
+	switch {
+	case len(a.IDs) < len(b.IDs) && !(limA > 0 && len(a.IDs) == limA):
+		return fmt.Sprintf("history a %d revisions, b %d (a's _revs_limit does not explain it)", len(a.IDs), len(b.IDs))
+	case len(b.IDs) < len(a.IDs) && !(limB > 0 && len(b.IDs) == limB):
+		return fmt.Sprintf("history a %d revisions, b %d (b's _revs_limit does not explain it)", len(a.IDs), len(b.IDs))
 	}
 	return ""
 }

@@ -339,3 +339,20 @@ func TestEdge_VerifyDigestsAcrossKinds(t *testing.T) {
 		t.Errorf("the difference does not name the attachment:\n%s\n%s", r.stdout, r.stderr)
 	}
 }
+
+// verify --full compares each leaf's _revisions history: a target
+// revision with 1 ancestor entry where the source has 5 (both under the
+// default _revs_limit) is a difference.
+func TestEdge_VerifyHistoryLength(t *testing.T) {
+	bin := sofaBin(t)
+	srv := couchtest.Start(t)
+	arCreate(t, srv, "src", false, arRaw(`{"_id":"h","_rev":"5-e","v":1,"_revisions":{"start":5,"ids":["e","d","c","b","a"]}}`))
+	arSofa(t, bin, nil, "replicate", srv.DBURL("src"), srv.DBURL("full"), "--create-target").want(t, exitOK)
+	arSofa(t, bin, nil, "verify", "--full", srv.DBURL("src"), srv.DBURL("full")).want(t, exitOK)
+	arCreate(t, srv, "short", false, arRaw(`{"_id":"h","_rev":"5-e","v":1,"_revisions":{"start":5,"ids":["e"]}}`))
+	r := arSofa(t, bin, nil, "verify", "--full", srv.DBURL("src"), srv.DBURL("short"))
+	r.want(t, exitDifferent)
+	if !strings.Contains(r.stdout+r.stderr, "history") {
+		t.Errorf("the difference does not name the history:\n%s\n%s", r.stdout, r.stderr)
+	}
+}
