@@ -472,6 +472,8 @@ func retryable(err error) bool {
 	var herr *Error
 	if errors.As(err, &herr) {
 		switch {
+		case herr.Status >= 500 && herr.denied():
+			return false // a refusal CouchDB wraps in a 500: permanent
 		case herr.Status == 408, herr.Status == 429, herr.Status >= 500:
 			return true
 		}

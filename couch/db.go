@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sofadb/sofa/internal/jsonx"
@@ -56,6 +57,8 @@ type DB struct {
 	// BulkGetUnsupported is set once `_bulk_get` failed; reads then use
 	// `open_revs` GETs.
 	bulkGetOff bool
+	// notAdmin: setting a property was refused for lack of rights.
+	notAdmin atomic.Bool
 }
 
 var (
@@ -274,6 +277,11 @@ func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn 
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if malformed(perr) {
+			// The server sent JSON we cannot read: asking again gets the
+			// same bytes. Not transient.
+			return fmt.Errorf("%s: read changes after seq %s: malformed answer: %w", d, last.String(), perr)
 		}
 		if delivered > 0 {
 			failures = 0
@@ -590,6 +598,10 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 				if st := StatusOf(err); st == 404 || st == 405 || st == 400 {
 					return nil // PouchDB Server has no _revs_limit route
 				}
+				if Denied(err) {
+					d.notAdmin.Store(true)
+					return fmt.Errorf("%s: _revs_limit not set to %d: %w: the account is not an admin of the database (%v)", d, m.RevsLimit, replicate.ErrMetadataRefused, err)
+				}
 				return d.fail("set _revs_limit", err)
 			}
 			resp.Body.Close()
@@ -602,7 +614,15 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 			if d.Fresh && d.holdsDefaultSecurity(ctx, m.Security) {
 				return nil // what a PUT would write is already there
 			}
+			if d.notAdmin.Load() {
+				// CouchDB 3 answers a member's PUT with 500 no_majority,
+				// which would be retried: the _revs_limit refusal said it.
+				return fmt.Errorf("%s: _security not set: %w: the account is not an admin of the database", d, replicate.ErrMetadataRefused)
+			}
 			resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.path + "/_security", Body: m.Security, ContentType: "application/json"})
+			if Denied(err) {
+				return fmt.Errorf("%s: _security not set: %w: the account is not an admin of the database (%v)", d, replicate.ErrMetadataRefused, err)
+			}
 			if err != nil {
 				return d.fail("set _security", err)
 			}

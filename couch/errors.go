@@ -94,3 +94,21 @@ func stripURLError(err error) error {
 func redactErr(err error) error { return stripURLError(err) }
 
 func asError(err error, target **Error) bool { return errors.As(err, target) }
+
+// denied reports a refusal for lack of rights: 401, 403, or a 500 whose
+// error or reason says forbidden/unauthorized (CouchDB 3 answers a member's
+// `PUT /db/_revs_limit` with 500 badmatch {error,{forbidden,...}}).
+func (e *Error) denied() bool {
+	if e.Status == 401 || e.Status == 403 {
+		return true
+	}
+	s := strings.ToLower(e.Name + " " + e.Reason)
+	return strings.Contains(s, "forbidden") || strings.Contains(s, "unauthorized")
+}
+
+// Denied reports whether err is a refusal for lack of rights (see
+// Error.denied).
+func Denied(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.denied()
+}

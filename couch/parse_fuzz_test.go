@@ -39,7 +39,7 @@ func FuzzParseChanges(f *testing.F) {
 				if c.ID == "" || len(c.Revs) == 0 {
 					t.Fatalf("row delivered without id or revs: %+v", c)
 				}
-				if c.Seq != nil && !jsontext.Value(c.Seq).IsValid(jsontext.AllowDuplicateNames(true)) {
+				if c.Seq != nil && !jsontext.Value(c.Seq).IsValid(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)) {
 					t.Fatalf("seq %q is not JSON", c.Seq)
 				}
 				return nil
@@ -48,7 +48,7 @@ func FuzzParseChanges(f *testing.F) {
 			if errors.As(err, &fe) && fe.Rows != n {
 				t.Fatalf("FeedError says %d rows, %d delivered", fe.Rows, n)
 			}
-			if err == nil && end.LastSeq != nil && !jsontext.Value(end.LastSeq).IsValid(jsontext.AllowDuplicateNames(true)) {
+			if err == nil && end.LastSeq != nil && !jsontext.Value(end.LastSeq).IsValid(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)) {
 				t.Fatalf("last_seq %q is not JSON", end.LastSeq)
 			}
 		}

@@ -13,10 +13,12 @@ import (
 // with a jsontext.Decoder and copy out only what the caller keeps.
 
 // decoderOpts are the options of every envelope decoder. Envelopes are
-// trusted to be valid UTF-8 with unique names only as far as the fields we
-// read: duplicate-name tracking costs an allocation per object and buys
-// nothing here (document bodies are checked by replicate.ParseDoc).
-var decoderOpts = []jsontext.Options{jsontext.AllowDuplicateNames(true)}
+// trusted to have unique names only as far as the fields we read:
+// duplicate-name tracking costs an allocation per object and buys nothing
+// here. Strings may hold invalid UTF-8 or escaped lone surrogates
+// ("\ud800", which PouchDB Server stores): bodies are raw bytes carried
+// as they are, and one such string must not stop a feed.
+var decoderOpts = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
 
 func newDecoder(r io.Reader) *jsontext.Decoder {
 	return jsontext.NewDecoder(r, decoderOpts...)
@@ -24,6 +26,18 @@ func newDecoder(r io.Reader) *jsontext.Decoder {
 
 // errShape reports an answer whose JSON is valid but not the expected shape.
 var errShape = errors.New("unexpected JSON shape")
+
+// malformed reports whether err says a complete answer was not JSON of
+// the expected shape (a syntax error other than a truncation, or
+// errShape): a server sends the same bytes again, so retrying is useless.
+// A cut connection (I/O error, unexpected EOF) is not malformed.
+func malformed(err error) bool {
+	if err == nil || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return false
+	}
+	var se *jsontext.SyntacticError
+	return errors.As(err, &se) || errors.Is(err, errShape)
+}
 
 func shapeErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errShape, fmt.Sprintf(format, args...))

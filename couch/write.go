@@ -106,6 +106,9 @@ func (d *DB) bulkDocs(ctx context.Context, docs []*replicate.Doc) ([]replicate.D
 		if st := StatusOf(err); st == 413 || st == 400 {
 			return nil, fmt.Errorf("%w: %v", replicate.ErrBatchRejected, err)
 		}
+		if StatusOf(err) == 412 {
+			return nil, fmt.Errorf("%w: %w: %v", replicate.ErrBatchRejected, replicate.ErrMissingStub, err)
+		}
 		return nil, d.fail("_bulk_docs", err)
 	}
 	defer resp.Body.Close()

@@ -74,6 +74,19 @@ func (d *Doc) Size() int64 {
 	return n
 }
 
+// NeedsAttachments reports whether an attachment is neither a stub, nor
+// piped, nor read yet. A zero-length attachment needs reading too: its
+// bytes (none, or a gzip frame on CouchDB) must travel, since a stub names
+// content the target lacks.
+func (d *Doc) NeedsAttachments() bool {
+	for _, a := range d.Atts {
+		if !a.Stub && !a.Stream && a.Data == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // PendingBytes is the number of attachment bytes still to be read: the
 // stored length of every attachment that is neither a stub nor read.
 func (d *Doc) PendingBytes() int64 {
@@ -452,10 +465,15 @@ type pooledDecoder struct {
 
 var decoders = sync.Pool{New: func() any { return new(pooledDecoder) }}
 
+// docOpts: bodies are raw bytes carried as they are, so strings may hold
+// invalid UTF-8 or escaped lone surrogates ("\ud800", which PouchDB Server
+// accepts); a target that refuses them reports that one revision.
+var docOpts = []jsontext.Options{jsontext.AllowInvalidUTF8(true)}
+
 func getDecoder(b []byte) *pooledDecoder {
 	pd := decoders.Get().(*pooledDecoder)
 	pd.buf = *bytes.NewBuffer(b)
-	pd.dec.Reset(&pd.buf)
+	pd.dec.Reset(&pd.buf, docOpts...)
 	return pd
 }
 

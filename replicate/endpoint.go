@@ -121,10 +121,20 @@ var ErrUnreadable = errors.New("revision unreadable")
 // splitting the batch can isolate the offending revisions.
 var ErrBatchRejected = errors.New("batch rejected")
 
-// ErrMetadataRefused is wrapped by SetMetadata when the target refuses
-// metadata it never lets anyone write (CouchDB's `_users/_security`): the
-// engine reports it as a warning and the copy still succeeds.
+// ErrMetadataRefused is wrapped by Target.SetMetadata when the target
+// permanently refuses a database property: the account is not an admin of
+// the database, or the server lets nobody write it (CouchDB's
+// `_users/_security`). The engine reports it as a warning and copies the
+// documents.
 var ErrMetadataRefused = errors.New("metadata refused by the target")
+
+// ErrMissingStub is wrapped (with ErrBatchRejected) by WriteDocs when the
+// server refused a whole request because a revision named, as a stub, an
+// attachment it lacks (CouchDB: 412 missing_stub). A clustered CouchDB
+// may have stored part of the request before refusing it, so the batch is
+// split to learn, revision by revision, what was written; a revision
+// refused alone is written again with all its attachment bytes.
+var ErrMissingStub = errors.New("missing_stub")
 
 // Endpoint is what sources and targets have in common.
 type Endpoint interface {

@@ -153,7 +153,9 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 		} else if meta, err = src.Metadata(ctx); err != nil {
 			return res, fmt.Errorf("source: %w", err)
 		}
-		if err := tgt.SetMetadata(ctx, meta, BeforeDocs); err != nil {
+		if err := tgt.SetMetadata(ctx, meta, BeforeDocs); errors.Is(err, ErrMetadataRefused) {
+			r.warn("target: " + err.Error())
+		} else if err != nil {
 			return res, fmt.Errorf("target: %w", err)
 		}
 	}
@@ -168,7 +170,7 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 	}
 	if opts.CopyMetadata {
 		if err := tgt.SetMetadata(ctx, meta, AfterDocs); errors.Is(err, ErrMetadataRefused) {
-			r.warn(err.Error())
+			r.warn("target: " + err.Error())
 		} else if err != nil {
 			return res, fmt.Errorf("target: %w", err)
 		}

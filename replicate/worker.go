@@ -97,7 +97,7 @@ func (r *run) process(ctx context.Context, b *batch) error {
 			if err := w.reserve(ctx, d.Size(), true); err != nil {
 				return err
 			}
-			if d.PendingBytes() > 0 {
+			if d.NeedsAttachments() {
 				w.pending += d.Size()
 				needAtts = append(needAtts, d)
 				continue
@@ -248,6 +248,14 @@ func (r *run) write(ctx context.Context, docs []*Doc) error {
 	fails, err := r.tgt.WriteDocs(ctx, docs)
 	if errors.Is(err, ErrBatchRejected) {
 		if len(docs) == 1 {
+			if errors.Is(err, ErrMissingStub) {
+				if ok, err := r.rewriteWithData(ctx, docs[0]); err != nil || !ok {
+					return err
+				}
+				r.c.docsWritten.Add(1)
+				r.c.bytes.Add(docs[0].Size())
+				return nil
+			}
 			r.fail(ctx, DocError{ID: docs[0].ID, Rev: docs[0].Rev, Error: "rejected", Reason: reasonOf(err)})
 			return nil
 		}
@@ -264,8 +272,12 @@ func (r *run) write(ctx context.Context, docs []*Doc) error {
 	for _, f := range fails {
 		if f.Error == "missing_stub" || f.Error == "http_412" {
 			if d := findDoc(docs, f.ID, f.Rev); d != nil {
-				if err := r.rewriteWithData(ctx, d); err != nil {
+				ok, err := r.rewriteWithData(ctx, d)
+				if err != nil {
 					return err
+				}
+				if !ok {
+					failed[d.ID+"\x00"+d.Rev] = true
 				}
 				continue
 			}
@@ -284,13 +296,17 @@ func (r *run) write(ctx context.Context, docs []*Doc) error {
 
 // rewriteWithData handles 412 missing_stub: the target lacks an attachment
 // we sent as a stub, so read every attachment and write the revision again.
-func (r *run) rewriteWithData(ctx context.Context, d *Doc) error {
+// ok says the revision was written; when not, its failure is recorded.
+func (r *run) rewriteWithData(ctx context.Context, d *Doc) (ok bool, err error) {
 	for _, a := range d.Atts {
 		if a.Data == nil {
 			a.Stub = false
 			if err := r.src.Attachment(ctx, d.ID, d.Rev, a); err != nil {
+				if !errors.Is(err, ErrUnreadable) {
+					return false, fmt.Errorf("source: %w", err)
+				}
 				r.fail(ctx, DocError{ID: d.ID, Rev: d.Rev, Error: "read_failed", Reason: err.Error()})
-				return nil
+				return false, nil
 			}
 		}
 	}
@@ -298,18 +314,15 @@ func (r *run) rewriteWithData(ctx context.Context, d *Doc) error {
 	if err != nil {
 		if errors.Is(err, ErrBatchRejected) {
 			r.fail(ctx, DocError{ID: d.ID, Rev: d.Rev, Error: "rejected", Reason: reasonOf(err)})
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("target: %w", err)
+		return false, fmt.Errorf("target: %w", err)
 	}
 	if len(fails) > 0 {
-		// counted by the caller's loop as written; undo
 		r.fail(ctx, fails...)
-		r.c.docsWritten.Add(-1)
-		r.c.bytes.Add(-d.Size())
+		return false, nil
 	}
-	// the caller counts d as written when it is not in its failed set
-	return nil
+	return true, nil
 }
 
 // batchFailedKey keys the *atomic.Bool in a batch's context that fail

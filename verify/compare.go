@@ -38,6 +38,8 @@ type Options struct {
 	// FetchBatch is the number of leaf revisions per FetchRevs call in
 	// Full mode. Zero means DefaultFetchBatch.
 	FetchBatch int
+
+	revsLimitA, revsLimitB int // _revs_limit of each side; 0: unknown
 }
 
 // entry is what Compare keeps per document id of A.
@@ -100,6 +102,14 @@ func Compare(ctx context.Context, a, b replicate.Source, opts Options) (*Report,
 	}
 
 	if opts.Mode == Full {
+		// A history shorter than the other side's is only a stemmed one
+		// when it is as long as its database's _revs_limit.
+		if m, err := a.Metadata(ctx); err == nil {
+			opts.revsLimitA = m.RevsLimit
+		}
+		if m, err := b.Metadata(ctx); err == nil {
+			opts.revsLimitB = m.RevsLimit
+		}
 		if err := compareLeaves(ctx, a, b, docs, r, opts); err != nil {
 			return r, err
 		}

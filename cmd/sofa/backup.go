@@ -209,6 +209,11 @@ func (bc *backupCmd) backupDB(ctx context.Context, srv *couch.Server, w *archive
 		dbw.Abort(err.Error())
 		return r, err
 	}
+	if len(res.Failures) > 0 {
+		// The archive must not present this database as whole.
+		f := res.Failures[0]
+		return r, dbw.Abort(fmt.Sprintf("%d revisions not backed up (first: id %q rev %s: %s: %s)", len(res.Failures), f.ID, f.Rev, f.Error, f.Reason))
+	}
 	if err := dbw.Close(); err != nil {
 		return r, err
 	}

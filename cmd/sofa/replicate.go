@@ -149,7 +149,8 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 
 // replicateDB copies one database, creating the target when asked.
 func (rc *replicateCmd) replicateDB(ctx context.Context, sdb, tdb *couch.DB, counters *replicate.Counters) (*replicate.Result, error) {
-	if _, err := sdb.Info(ctx); err != nil {
+	sinfo, err := sdb.Info(ctx)
+	if err != nil {
 		return nil, fatal(fmt.Errorf("source: %v", err))
 	}
 	opts := rc.engine.options()
@@ -179,9 +180,18 @@ func (rc *replicateCmd) replicateDB(ctx context.Context, sdb, tdb *couch.DB, cou
 		case err == nil:
 			opts.TargetCreated = tdb.Created()
 			opts.SourceMetadata = &meta
+			// Claimed before any document: a rerun after an interruption
+			// knows the database is its own and still owes it _security.
+			if err := claimNew(ctx, sinfo, tdb); err != nil {
+				return nil, fatal(err)
+			}
 		case !errors.Is(err, couch.ErrExists):
 			return nil, fatal(fmt.Errorf("target: %v", err))
 		}
+		opts.CopyMetadata = true
+	} else if rc.createTarget && claimed(ctx, sinfo, tdb) {
+		// Created by an earlier run of this copy that did not finish:
+		// its properties are set like a created target's.
 		opts.CopyMetadata = true
 	}
 	stopProgress := rc.progress(ctx, &opts, sdb)

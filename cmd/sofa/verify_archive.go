@@ -30,8 +30,23 @@ func (vc *verifyCmd) verifyArchive(path string) error {
 	if err != nil {
 		return fatal(fmt.Errorf("%s: %v", path, err))
 	}
+	var incomplete []string
+	for _, db := range rep.Databases {
+		if db.Error != "" {
+			incomplete = append(incomplete, db.Name)
+			if !vc.jsonOut {
+				fmt.Fprintf(os.Stderr, "sofa: archive %s: database %q is incomplete: %s\n", path, db.Name, db.Error)
+			}
+		}
+	}
 	if vc.jsonOut {
 		printJSON(os.Stdout, rep)
+	}
+	if len(incomplete) > 0 {
+		// Intact, but the backup did not hold everything: not sound.
+		return &exitError{code: exitPartial, err: fmt.Errorf("archive %s is intact but incomplete: %d of %d databases were not backed up completely", path, len(incomplete), len(rep.Databases))}
+	}
+	if vc.jsonOut {
 		return nil
 	}
 	if !vc.quiet {

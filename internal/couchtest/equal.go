@@ -25,6 +25,11 @@ type CompareOptions struct {
 	// attachment bytes (pouchdb-adapter-leveldb-core saveAttachment), so a
 	// copy of an attachment introduced earlier cannot keep its revpos there.
 	PouchDBRevpos bool
+	// DigestsByKind skips comparing attachment digests (the bytes, length
+	// and content_type are still compared): for a CouchDB and a PouchDB
+	// Server database, whose digests of the same bytes differ (CouchDB's is
+	// the md5 of the gzip bytes it stores for compressible types).
+	DigestsByKind bool
 	// MaxItems caps Diff.Items; zero means 20.
 	MaxItems int
 	// BatchSize is the number of revisions per _bulk_get request; zero
