@@ -8,7 +8,6 @@ package couch
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -56,8 +55,32 @@ type Options struct {
 	// Log, if set, receives one line per retry or wait (credentials never
 	// included).
 	Log func(format string, args ...any)
-	// Transport overrides the HTTP transport (tests).
+	// Transport overrides the HTTP transport (tests). The TLS options
+	// below then do not apply (setting them with it is an error).
 	Transport http.RoundTripper
+
+	// Auth says how the URL's credentials are sent: AuthBasic (the zero
+	// value) with every request, or AuthCookie: once to `POST /_session`,
+	// then the AuthSession cookie it returns (logged in again once when a
+	// request is refused with 401; a server without `_session` gets basic
+	// authentication instead, see Client.AuthUsed).
+	Auth AuthMode
+	// CACertFile names a PEM file of CA certificates trusted for https
+	// servers instead of the system's.
+	CACertFile string
+	// ClientCertFile and ClientKeyFile name the PEM client certificate and
+	// its key, sent to https servers that ask for one; both or neither.
+	ClientCertFile string
+	ClientKeyFile  string
+	// InsecureSkipVerify accepts any server certificate for any name:
+	// whoever sits on the network path can read and change the data and
+	// the credentials. For tests and emergencies only.
+	InsecureSkipVerify bool
+}
+
+// tlsSet reports whether any TLS option is set.
+func (o *Options) tlsSet() bool {
+	return o.CACertFile != "" || o.ClientCertFile != "" || o.ClientKeyFile != "" || o.InsecureSkipVerify
 }
 
 // Pacer gates requests to one host. Acquire blocks until a request may
@@ -95,6 +118,7 @@ type Client struct {
 	pass  string
 	hc    *http.Client
 	opts  Options
+	sess  session // cookie login state (Options.Auth == AuthCookie)
 	Stats *Counters
 }
 
@@ -136,24 +160,21 @@ func NewClient(rawURL string, opts Options) (*Client, error) {
 	if c.opts.MaxConns == 0 {
 		c.opts.MaxConns = DefaultMaxConns
 	}
+	if c.opts.Auth == "" {
+		c.opts.Auth = AuthBasic
+	}
+	if c.opts.Auth != AuthBasic && c.opts.Auth != AuthCookie {
+		return nil, fmt.Errorf("unknown authentication mode %q (want basic or cookie)", string(c.opts.Auth))
+	}
 	rt := opts.Transport
 	if rt == nil {
-		rt = &http.Transport{
-			Proxy:                 nil,
-			DialContext:           (&net.Dialer{Timeout: 15 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:          c.opts.MaxConns * 2,
-			MaxIdleConnsPerHost:   c.opts.MaxConns,
-			MaxConnsPerHost:       c.opts.MaxConns,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   15 * time.Second,
-			ResponseHeaderTimeout: 0,
-			ReadBufferSize:        64 << 10,
-			WriteBufferSize:       64 << 10,
-			TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
-			// Gzip answers save bandwidth across a network but cost the
-			// server CPU for nothing on loopback.
-			DisableCompression: isLoopback(u.Hostname()),
+		t, err := newTransport(&c.opts, u.Hostname())
+		if err != nil {
+			return nil, err
 		}
+		rt = t
+	} else if opts.tlsSet() {
+		return nil, errors.New("the TLS options do not apply to a caller's own Transport")
 	}
 	c.hc = &http.Client{Transport: rt, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if len(via) >= 5 {
@@ -188,6 +209,11 @@ type request struct {
 	// RetryTime overrides Options.RetryTime for this request when > 0
 	// (probing fails faster).
 	RetryTime time.Duration
+	// login: the `POST /_session` of cookie authentication (sent without
+	// credentials in headers, never logged in for).
+	login bool
+	// sentCookie is the session cookie the last attempt carried.
+	sentCookie string
 }
 
 func (c *Client) newHTTPRequest(ctx context.Context, r *request) (*http.Request, error) {
@@ -229,8 +255,8 @@ func (c *Client) newHTTPRequest(ctx context.Context, r *request) (*http.Request,
 		req.Header.Set("Accept", "application/json")
 	}
 	req.Header.Set("User-Agent", "sofa/0.1")
-	if c.user != "" || c.pass != "" {
-		req.SetBasicAuth(c.user, c.pass)
+	if !r.login {
+		r.sentCookie = c.authHeader(req)
 	}
 	return req, nil
 }
@@ -239,9 +265,15 @@ func (c *Client) newHTTPRequest(ctx context.Context, r *request) (*http.Request,
 // (the caller closes its body), or an error: *Error for HTTP statuses,
 // otherwise a network error (credentials removed).
 func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
+	if !r.login {
+		if err := c.ensureSession(ctx); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
 	var waited429 time.Duration
 	attempt := 0
+	relogged := false
 	for {
 		attempt++
 		resp, cancel, err := c.attempt(ctx, r)
@@ -268,6 +300,15 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if herr != nil && herr.Status == 401 && r.sentCookie != "" && !relogged {
+			// The session expired or the server forgot it (restart,
+			// another secret): log in once more and repeat the request.
+			relogged = true
+			if lerr := c.relogin(ctx, r.sentCookie); lerr != nil {
+				return nil, lerr
+			}
+			continue
 		}
 		if r.NoRetry || !retryable(err) {
 			return nil, err
@@ -363,6 +404,9 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, conte
 			o.RetryAfter, _ = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		}
 		done(o)
+	}
+	if !r.login {
+		c.keepCookie(resp)
 	}
 	stop := func() { timer.Stop(); cancel() }
 	resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.Stats.BytesIn}
@@ -482,6 +526,9 @@ func retryable(err error) bool {
 	var dns *net.DNSError
 	if errors.As(err, &dns) && dns.IsNotFound {
 		return false // an unknown host does not come back by retrying
+	}
+	if permanentTLS(err) {
+		return false // an untrusted certificate stays untrusted
 	}
 	var nerr *NetError
 	return errors.As(err, &nerr)
