@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 
 	"golang.org/x/term"
 
@@ -57,11 +58,19 @@ func withCredentials(raw, role string) (string, error) {
 	return u.String(), nil
 }
 
+// insecureWarning is printed once per run that skips certificate checks.
+var insecureWarning sync.Once
+
 // openEndpoint probes a URL as a server or database.
 func openEndpoint(ctx context.Context, raw, role string, opts couch.Options) (*couch.Endpoint, error) {
 	full, err := withCredentials(raw, role)
 	if err != nil {
 		return nil, err
+	}
+	if opts.InsecureSkipVerify {
+		insecureWarning.Do(func() {
+			fmt.Fprintln(os.Stderr, "sofa: warning: --insecure: https server certificates are NOT verified; anyone on the network path can read and change the data and the credentials")
+		})
 	}
 	ep, err := couch.Probe(ctx, full, opts)
 	if err != nil {
@@ -69,6 +78,9 @@ func openEndpoint(ctx context.Context, raw, role string, opts couch.Options) (*c
 			return nil, err
 		}
 		return nil, fatal(fmt.Errorf("%s: %v", strings.ToLower(role), err))
+	}
+	if opts.Auth == couch.AuthCookie && ep.Server.AuthUsed() != couch.AuthCookie {
+		fmt.Fprintf(os.Stderr, "sofa: warning: %s: %s has no /_session: credentials are sent with every request (basic authentication) instead of --auth cookie\n", strings.ToLower(role), ep.Server.URL())
 	}
 	return ep, nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -80,18 +81,88 @@ type clientFlags struct {
 	max429Wait     time.Duration
 	maxConns       int
 	changesPage    int
+	auth           string
+	insecure       bool
+	// tls holds the CA and client certificate files: [""] shared by both
+	// endpoints, ["source"] and ["target"] for one of them (verbs with two
+	// http endpoints only).
+	tls map[string]*tlsFiles
 }
 
-func (f *clientFlags) register(fs *pflag.FlagSet) {
+// tlsFiles are the certificate files of one endpoint (or of both).
+type tlsFiles struct{ ca, cert, key string }
+
+// register adds the client flags; roles ("source", "target") adds
+// --ROLE-ca-cert, --ROLE-client-cert and --ROLE-client-key, which win
+// over the shared ones for that endpoint.
+func (f *clientFlags) register(fs *pflag.FlagSet, roles ...string) {
 	fs.DurationVar(&f.requestTimeout, "request-timeout", couch.DefaultAttemptTimeout, "time limit of one HTTP attempt (0: the default)")
 	fs.DurationVar(&f.retryTime, "retry-time", couch.DefaultRetryTime, "total time one request may spend retrying network errors, timeouts and 5xx (0: the default)")
 	fs.DurationVar(&f.max429Wait, "max-429-wait", couch.DefaultMax429Wait, "total time one request may wait on 429/503 rate limiting (0: the default)")
 	fs.IntVar(&f.maxConns, "max-conns", couch.DefaultMaxConns, "TCP connections per server (0: the default)")
 	fs.IntVar(&f.changesPage, "changes-page", couch.DefaultChangesPage, "_changes rows asked per request (0: the default; -1: the whole feed in one request)")
+	fs.StringVar(&f.auth, "auth", string(couch.AuthBasic), "how credentials are sent: basic (with every request) or cookie (once to /_session, then its AuthSession cookie; basic when the server has no /_session)")
+	fs.BoolVar(&f.insecure, "insecure", false, "do NOT verify https server certificates (anyone on the network path can read and change the data and credentials; a warning is printed on every run)")
+	f.tls = map[string]*tlsFiles{}
+	for _, role := range append([]string{""}, roles...) {
+		t := &tlsFiles{}
+		f.tls[role] = t
+		if role == "" {
+			fs.StringVar(&t.ca, "ca-cert", "", "PEM file of the CA certificates trusted for https servers (instead of the system's)")
+			fs.StringVar(&t.cert, "client-cert", "", "PEM file of the client certificate sent to https servers that ask for one (with --client-key)")
+			fs.StringVar(&t.key, "client-key", "", "PEM file of the private key of --client-cert")
+			continue
+		}
+		fs.StringVar(&t.ca, role+"-ca-cert", "", "--ca-cert for the "+role+" server only (wins over --ca-cert)")
+		fs.StringVar(&t.cert, role+"-client-cert", "", "--client-cert for the "+role+" server only (with --"+role+"-client-key; wins over --client-cert)")
+		fs.StringVar(&t.key, role+"-client-key", "", "--client-key for the "+role+" server only")
+	}
 }
 
+// options are the client options shared by every endpoint.
 func (f *clientFlags) options() couch.Options {
-	return couch.Options{AttemptTimeout: f.requestTimeout, RetryTime: f.retryTime, Max429Wait: f.max429Wait, MaxConns: f.maxConns, ChangesPage: f.changesPage}
+	t := f.tls[""]
+	if t == nil {
+		t = &tlsFiles{}
+	}
+	return couch.Options{AttemptTimeout: f.requestTimeout, RetryTime: f.retryTime, Max429Wait: f.max429Wait, MaxConns: f.maxConns, ChangesPage: f.changesPage,
+		Auth: couch.AuthMode(f.auth), InsecureSkipVerify: f.insecure, CACertFile: t.ca, ClientCertFile: t.cert, ClientKeyFile: t.key}
+}
+
+// forRole returns opts with the certificate files of role ("SOURCE" or
+// "TARGET") where its own flags set them.
+func (f *clientFlags) forRole(role string, opts couch.Options) couch.Options {
+	t := f.tls[strings.ToLower(role)]
+	if t == nil {
+		return opts
+	}
+	if t.ca != "" {
+		opts.CACertFile = t.ca
+	}
+	if t.cert != "" || t.key != "" {
+		opts.ClientCertFile, opts.ClientKeyFile = t.cert, t.key
+	}
+	return opts
+}
+
+// checkClientFlags refuses an unknown --auth and a client certificate
+// without its key (or a key without its certificate), as usage errors.
+func checkClientFlags(fs *pflag.FlagSet) error {
+	if fl := fs.Lookup("auth"); fl != nil {
+		if v := fl.Value.String(); v != string(couch.AuthBasic) && v != string(couch.AuthCookie) {
+			return usageErr("--auth %q: want basic or cookie", v)
+		}
+	}
+	for _, prefix := range []string{"", "source-", "target-"} {
+		cert, key := fs.Lookup(prefix+"client-cert"), fs.Lookup(prefix+"client-key")
+		if cert == nil || key == nil {
+			continue
+		}
+		if (cert.Value.String() == "") != (key.Value.String() == "") {
+			return usageErr("--%sclient-cert and --%sclient-key go together (one is missing)", prefix, prefix)
+		}
+	}
+	return nil
 }
 
 // numericFlags lists the numeric flags of every verb that checkFlagValues
@@ -154,5 +225,5 @@ func checkFlagValues(fs *pflag.FlagSet) error {
 			return usageErr("--%s %s (%s)", nf.name, what, nf.zero)
 		}
 	}
-	return nil
+	return checkClientFlags(fs)
 }

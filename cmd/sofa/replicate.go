@@ -76,7 +76,7 @@ run resumes where it stopped; a second run after a success copies nothing.
 	}
 	fs := cmd.Flags()
 	rc.engine.register(fs)
-	rc.client.register(fs)
+	rc.client.register(fs, "source", "target")
 	fs.BoolVar(&rc.createTarget, "create-target", false, "create the target database if missing, with the source's properties, _revs_limit and _security")
 	fs.BoolVar(&rc.copySecurity, "copy-security", false, "copy _revs_limit (before documents) and _security (after) to an existing target")
 	fs.BoolVar(&rc.jsonOut, "json", false, "print the result as JSON on stdout")
@@ -122,12 +122,12 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	// timeouts, a pause on Retry-After, growth again once the host keeps up.
 	sl, tl := rc.control.limiters(srcURL, tgtURL)
 	copts.Pacer = pacer{sl}
-	src, err := openEndpoint(ctx, srcURL, "SOURCE", copts)
+	src, err := openEndpoint(ctx, srcURL, "SOURCE", rc.client.forRole("SOURCE", copts))
 	if err != nil {
 		return err
 	}
 	copts.Pacer = pacer{tl}
-	tgt, err := openEndpoint(ctx, tgtURL, "TARGET", copts)
+	tgt, err := openEndpoint(ctx, tgtURL, "TARGET", rc.client.forRole("TARGET", copts))
 	if err != nil {
 		return err
 	}

@@ -86,7 +86,7 @@ a database URL), as above.
 		},
 	}
 	fs := cmd.Flags()
-	vc.client.register(fs)
+	vc.client.register(fs, "source", "target")
 	vc.control.register(fs)
 	fs.BoolVar(&vc.full, "full", false, "also compare every leaf revision's body, history and attachment metadata")
 	fs.BoolVar(&vc.metadata, "metadata", false, "also compare _security and _revs_limit (default: on for server URLs)")
@@ -135,12 +135,12 @@ func (vc *verifyCmd) run(ctx context.Context, cmd *cobra.Command, aURL, bURL str
 	sl, tl := vc.control.limiters(aURL, bURL)
 	copts := vc.client.options()
 	copts.Pacer = pacer{sl}
-	a, err := openEndpoint(ctx, aURL, "SOURCE", copts)
+	a, err := openEndpoint(ctx, aURL, "SOURCE", vc.client.forRole("SOURCE", copts))
 	if err != nil {
 		return err
 	}
 	copts.Pacer = pacer{tl}
-	b, err := openEndpoint(ctx, bURL, "TARGET", copts)
+	b, err := openEndpoint(ctx, bURL, "TARGET", vc.client.forRole("TARGET", copts))
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func (vc *verifyCmd) verifyArchive(path string) error {
 // database URL), as the archive recorded it.
 func (vc *verifyCmd) verifyArchiveAgainst(ctx context.Context, cmd *cobra.Command, path, url string) error {
 	copts := vc.client.options()
-	b, err := openEndpoint(ctx, url, "TARGET", copts)
+	b, err := openEndpoint(ctx, url, "TARGET", vc.client.forRole("TARGET", copts))
 	if err != nil {
 		return err
 	}
