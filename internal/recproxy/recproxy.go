@@ -26,6 +26,11 @@ type Exchange struct {
 	Accept   string // request Accept header
 	ReqType  string // request Content-Type
 	ReqBytes int64  // request body bytes forwarded
+	// AuthScheme is the scheme of the request's Authorization header
+	// ("Basic"), "" without one; Cookies names the cookies it carried.
+	// Neither holds a credential.
+	AuthScheme string
+	Cookies    []string
 	Status   int
 	RespType string // answer Content-Type
 	// RespBytes counts the answer body bytes passed to the client (as
@@ -76,6 +81,12 @@ func Start(t testing.TB, target string) *Proxy {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e := &Exchange{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
 			Accept: r.Header.Get("Accept"), ReqType: r.Header.Get("Content-Type")}
+		if a := r.Header.Get("Authorization"); a != "" {
+			e.AuthScheme, _, _ = strings.Cut(a, " ")
+		}
+		for _, c := range r.Cookies() {
+			e.Cookies = append(e.Cookies, c.Name)
+		}
 		p.mu.Lock()
 		p.log = append(p.log, e)
 		p.mu.Unlock()
