@@ -31,8 +31,8 @@ type Exchange struct {
 	// Neither holds a credential.
 	AuthScheme string
 	Cookies    []string
-	Status   int
-	RespType string // answer Content-Type
+	Status     int
+	RespType   string // answer Content-Type
 	// RespBytes counts the answer body bytes passed to the client (as
 	// sent: the proxy asks for identity encoding).
 	RespBytes int64
