@@ -181,6 +181,12 @@ func TestConn_TLS(t *testing.T) {
 	r = cliRun(t, bin, "replicate", https+"/src", https+"/dst2", "--create-target", "--ca-cert", other.certPEM)
 	r.wantCode(t, 1)
 	oneLine(t, r, "certificate signed by unknown authority", pw)
+	// and an untrusted certificate is not retried
+	r = cliRun(t, bin, "replicate", https+"/src", https+"/dst2", "--create-target", "--ca-cert", other.certPEM, "--verbose")
+	r.wantCode(t, 1)
+	if strings.Contains(r.stderr, "retry") {
+		t.Fatalf("an untrusted certificate was retried:\n%s", r.stderr)
+	}
 
 	// per endpoint: the source's CA is right, the target's wrong
 	r = cliRun(t, bin, "replicate", https+"/src", https+"/dst2", "--create-target", "--ca-cert", ca.certPEM, "--target-ca-cert", other.certPEM)
