@@ -42,6 +42,7 @@ type DBWriter struct {
 	closed      bool
 	info        replicate.DBInfo
 	meta        replicate.Metadata
+	startMeta   []byte // metadata as meta.json holds it (JSON)
 	buf         []byte
 	nchunk      int
 	tail        chan struct{} // closed once the last chunk handed to the pool is written
@@ -454,6 +455,7 @@ func (d *DBWriter) startLocked() error {
 		d.err = err
 		return err
 	}
+	d.startMeta, _ = json.Marshal(m.Metadata)
 	raw = append(raw, '\n')
 	if !d.direct {
 		f, err := os.CreateTemp(d.w.opts.TempDir, "sofa-spool-*.tar")
@@ -550,11 +552,10 @@ func (d *DBWriter) finish(reason string) error {
 	sum := d.summary
 	d.mu.Unlock()
 	if err == nil {
-		raw, jerr := json.Marshal(sum)
+		raw, jerr := d.endJSON(sum)
 		if jerr != nil {
 			err = jerr
 		} else {
-			raw = append(raw, '\n')
 			err = d.emit(endName(d.dir), raw, int64(len(raw)), sha256.Sum256(raw), true)
 		}
 	}
@@ -575,6 +576,20 @@ func (d *DBWriter) finish(reason string) error {
 		err = ferr
 	}
 	return err
+}
+
+// endJSON is the content of the group's end.json: the summary (which the
+// manifest holds whole) without the checkpoints, which only the
+// manifest's copy is read for (ReadSince), and without metadata equal to
+// meta.json's, which readers fall back to. A tiny database's end.json
+// then fits one 512-byte tar block.
+func (d *DBWriter) endJSON(sum DBSummary) ([]byte, error) {
+	sum.Checkpoints = nil
+	if m, _ := json.Marshal(metaToJSON(sum.Metadata)); d.startMeta != nil && bytes.Equal(m, d.startMeta) {
+		sum.Metadata = replicate.Metadata{}
+	}
+	raw, err := json.Marshal(sum)
+	return append(raw, '\n'), err
 }
 
 func (d *DBWriter) removeSpool() {

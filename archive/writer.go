@@ -384,11 +384,10 @@ func (w *Writer) appendSpoolLocked(d *DBWriter) error {
 		if p.kind == kindEnd {
 			// the end member carries the final summary, blobs dropped above
 			// included: rewrite it.
-			raw, err := json.Marshal(sum)
+			raw, err := d.endJSON(sum)
 			if err != nil {
 				return w.fail(err)
 			}
-			raw = append(raw, '\n')
 			s := sha256.Sum256(raw)
 			if err := w.writeMemberLocked(h.Name, raw, int64(len(raw)), s, s); err != nil {
 				return err

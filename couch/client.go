@@ -106,6 +106,7 @@ type Counters struct {
 	Retries   atomic.Int64 // attempts repeated after a retryable failure
 	Throttled atomic.Int64 // 429/503 answers
 	WaitNanos atomic.Int64 // time spent waiting before retries
+	Backoff   atomic.Int64 // requests waiting before a retry right now
 	BytesIn   atomic.Int64 // response body bytes read through this client
 	BytesOut  atomic.Int64 // request body bytes sent
 	kinds     kindCounts   // attempts by kind; see Kinds
@@ -342,13 +343,16 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 		if c.opts.Log != nil {
 			c.opts.Log("retry %s %s in %s: %v", r.Method, c.redactedPath(r.Path), wait.Round(time.Millisecond), err)
 		}
+		c.Stats.Backoff.Add(1)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			c.Stats.Backoff.Add(-1)
 			return nil, ctx.Err()
 		case <-t.C:
 		}
+		c.Stats.Backoff.Add(-1)
 	}
 }
 

@@ -300,7 +300,10 @@ func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn 
 		if d.srv.opts.Log != nil {
 			d.srv.opts.Log("changes feed of %s broke after %d rows (%v); resuming from seq %s", d.name, delivered, perr, last.String())
 		}
-		if err := sleepCtx(ctx, wait); err != nil {
+		d.srv.Stats.Backoff.Add(1)
+		err = sleepCtx(ctx, wait)
+		d.srv.Stats.Backoff.Add(-1)
+		if err != nil {
 			return err
 		}
 	}

@@ -134,7 +134,9 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	job := func(ctx context.Context, name string, p *progress.DB) (fleet.DBResult, error) {
 		return bc.backupDB(ctx, src.Server, w, name, p, budget)
 	}
-	_, runErr := runDBs(ctx, dbs, job, []*limit.Limiter{sl}, bc.control, bc.out, "backed up")
+	watch := &stallWatch{}
+	watch.add(sl, src.Server.Stats)
+	_, runErr := runDBs(ctx, dbs, job, []*limit.Limiter{sl}, watch, bc.control, bc.out, "backed up")
 	if codeOf(runErr) == exitInterrupted {
 		sink.abort()
 		return &exitError{code: exitInterrupted, err: errors.New("interrupted: no archive was written (a backup starts over when run again)")}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -16,10 +17,11 @@ import (
 
 // outputFlags are the flags every copying verb shares for what it prints.
 type outputFlags struct {
-	jsonOut bool
-	quiet   bool
-	verbose bool
-	debug   bool
+	jsonOut       bool
+	quiet         bool
+	verbose       bool
+	debug         bool
+	progressEvery time.Duration
 }
 
 func (o *outputFlags) logf(format string, args ...any) {
@@ -51,12 +53,15 @@ func (o *outputFlags) logger() *slog.Logger {
 // runDBs runs job over dbs with the fleet scheduler and a progress display,
 // prints the summary and maps it to an exit code (verb names the work:
 // "copied", "backed up", "restored").
-func runDBs(ctx context.Context, dbs []string, job fleet.Job, limiters []*limit.Limiter, c controlFlags, out outputFlags, verb string) (fleet.Summary, error) {
+//
+// watch, when not nil, says on "progress waiting" lines what the run waits
+// on.
+func runDBs(ctx context.Context, dbs []string, job fleet.Job, limiters []*limit.Limiter, watch *stallWatch, c controlFlags, out outputFlags, verb string) (fleet.Summary, error) {
 	tracker := progress.NewTracker()
 	tracker.SetTotal(len(dbs))
 	var display *progress.Display
 	if !out.quiet && !out.jsonOut {
-		display = progress.Start(tracker, os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), progress.Options{})
+		display = progress.Start(tracker, os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), progressOptions(out.progressEvery, watch))
 	}
 	sum, runErr := fleet.Run(ctx, dbs, job, fleet.Options{
 		Limiters: limiters, MaxDBs: c.maxDBs, Fixed: c.fixed,
@@ -86,4 +91,19 @@ func registerOutput(fs *pflag.FlagSet, o *outputFlags) {
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but errors")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log retries, waits and controller decisions (--debug: also every batch and checkpoint)")
 	fs.BoolVar(&o.debug, "debug", false, "log every batch")
+	registerProgressInterval(fs, &o.progressEvery)
+}
+
+// registerProgressInterval adds --progress-interval.
+func registerProgressInterval(fs *pflag.FlagSet, d *time.Duration) {
+	fs.DurationVar(d, "progress-interval", 0, "time between progress lines when stderr is not a terminal; a line is printed only when something changed, or after six intervals without change, saying what the run waits on (0: 10s, 2s when copying one database)")
+}
+
+// progressOptions are the options of a fleet run's progress display.
+func progressOptions(every time.Duration, watch *stallWatch) progress.Options {
+	o := progress.Options{Interval: every}
+	if watch != nil {
+		o.Waiting = watch.waiting
+	}
+	return o
 }

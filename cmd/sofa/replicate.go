@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/internal/progress"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -23,6 +24,10 @@ type replicateCmd struct {
 	quiet        bool
 	verbose      bool
 	debug        bool
+	// progressEvery is --progress-interval; watch tells what the run waits
+	// on when its progress stands still.
+	progressEvery time.Duration
+	watch         *stallWatch
 	// whole-server mode
 	control       controlFlags
 	include       []string
@@ -83,6 +88,7 @@ run resumes where it stopped; a second run after a success copies nothing.
 	fs.BoolVarP(&rc.quiet, "quiet", "q", false, "print nothing but errors")
 	fs.BoolVarP(&rc.verbose, "verbose", "v", false, "log retries, waits and controller decisions (--debug: also every batch and checkpoint)")
 	fs.BoolVar(&rc.debug, "debug", false, "log every batch")
+	registerProgressInterval(fs, &rc.progressEvery)
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
 	rc.control.register(fs)
 	fs.StringArrayVar(&rc.include, "include", nil, "server mode: copy only databases matching this glob (repeatable; * does not match /)")
@@ -132,6 +138,9 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 		return err
 	}
 	rc.counters = []*couch.Counters{src.Server.Stats, tgt.Server.Stats}
+	rc.watch = &stallWatch{}
+	rc.watch.add(sl, src.Server.Stats)
+	rc.watch.add(tl, tgt.Server.Stats)
 	if src.Server.URL() == tgt.Server.URL() && src.DBName == tgt.DBName {
 		return usageErr("SOURCE and TARGET are the same %s", map[bool]string{true: "server", false: "database"}[src.DBName == ""])
 	}
@@ -200,7 +209,10 @@ func (rc *replicateCmd) replicateDB(ctx context.Context, sdb, tdb *couch.DB, cou
 	return res, err
 }
 
-// progress prints a line every few seconds to stderr unless quiet.
+// progress prints a line to stderr unless quiet, looking every
+// --progress-interval (2 s): when a counter changed since the last line,
+// or, while none does, every six intervals a line saying for how long and
+// what the run waits on (retried requests, the host).
 func (rc *replicateCmd) progress(ctx context.Context, opts *replicate.Options, sdb *couch.DB) func() {
 	if opts.Counters == nil {
 		opts.Counters = &replicate.Counters{}
@@ -208,11 +220,16 @@ func (rc *replicateCmd) progress(ctx context.Context, opts *replicate.Options, s
 	if rc.quiet || rc.jsonOut {
 		return func() {}
 	}
+	every := rc.progressEvery
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	gate := progress.Gate{Quiet: progress.DefaultQuiet(every)}
 	done := make(chan struct{})
 	c := opts.Counters
 	t0 := time.Now()
 	go func() {
-		t := time.NewTicker(2 * time.Second)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -222,9 +239,20 @@ func (rc *replicateCmd) progress(ctx context.Context, opts *replicate.Options, s
 				return
 			case <-t.C:
 				s := c.Snapshot()
-				rate := float64(s.DocsWritten) / time.Since(t0).Seconds()
-				fmt.Fprintf(os.Stderr, "sofa: %s: %d changes read, %d revisions written (%.0f/s), %s, %d failures\n",
-					sdb.Name(), s.ChangesRead, s.DocsWritten, rate, humanBytes(s.Bytes), s.DocWriteFailures)
+				line := fmt.Sprintf("%d changes read, %d revisions written", s.ChangesRead, s.DocsWritten)
+				tail := fmt.Sprintf("%s, %d failures", humanBytes(s.Bytes), s.DocWriteFailures)
+				print, stalled := gate.Check(line+tail, time.Now())
+				if !print {
+					continue
+				}
+				waiting := rc.watch.waiting(stalled > 0) // retries since the last change
+				switch {
+				case stalled > 0:
+					fmt.Fprintf(os.Stderr, "sofa: %s: no change for %s (%s, %s): %s\n", sdb.Name(), stalled.Round(100*time.Millisecond), line, tail, waiting)
+				default:
+					rate := float64(s.DocsWritten) / time.Since(t0).Seconds()
+					fmt.Fprintf(os.Stderr, "sofa: %s: %s (%.0f/s), %s\n", sdb.Name(), line, rate, tail)
+				}
 			}
 		}
 	}()

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +32,7 @@ type restoreCmd struct {
 	exclude        []string
 	renames        []string
 	reuseExisting  bool
+	replace        bool
 	withReplicator bool
 	q, n           int
 }
@@ -53,6 +58,18 @@ server created itself. A non-empty target database is refused unless
 restore resumes: run the same command again). In a chain, a database
 recreated at the source between two backups is restored from the archive
 that holds it in full.
+
+A restore only adds revisions: over an existing database holding newer
+revisions (--reuse-existing) the newer ones stay the winners, and the
+result says so per database ("ok with warnings", with the number of
+documents whose winning revision is not the archive's). To roll a
+database back to the archive, use --replace: it DELETES each existing
+target database the restore selects (every document, revision, attachment
+and _local checkpoint in it is lost), recreates it with the same
+partitioned flag, q and n (unless --q/--n) and _security, and restores
+into it; the archive's _security, when it holds one, is set last as in
+every restore. _users and _replicator are never deleted: they are written
+into. --replace and --reuse-existing cannot be given together.
 
 ` + exitCodesHelp,
 		Example: `  sofa restore full.sofa http://admin:pw@new:5984
@@ -86,7 +103,8 @@ that holds it in full.
 	fs.StringArrayVar(&c.include, "include", nil, "restore only databases matching this glob (repeatable; * does not match /)")
 	fs.StringArrayVar(&c.exclude, "exclude", nil, "skip databases matching this glob (repeatable; wins over --include)")
 	fs.StringArrayVar(&c.renames, "rename", nil, "restore database OLD under the name NEW (OLD=NEW, repeatable)")
-	fs.BoolVar(&c.reuseExisting, "reuse-existing", false, "write into existing non-empty target databases")
+	fs.BoolVar(&c.reuseExisting, "reuse-existing", false, "write into existing non-empty target databases (adds revisions; newer ones stay the winners)")
+	fs.BoolVar(&c.replace, "replace", false, "DELETE each existing target database (all its documents) and recreate it with the same properties and _security before restoring into it: rolls it back to the archive")
 	fs.BoolVar(&c.withReplicator, "with-replicator", false, "also restore _replicator (its documents start replications on the target)")
 	fs.IntVar(&c.q, "q", 0, "shards (q) of created databases (0: the target's default)")
 	fs.IntVar(&c.n, "n", 0, "replicas (n) of created databases (0: the target's default)")
@@ -95,6 +113,9 @@ that holds it in full.
 }
 
 func (c *restoreCmd) run(ctx context.Context, archives []string, tgtURL string) error {
+	if c.replace && c.reuseExisting {
+		return usageErr("--replace and --reuse-existing exclude each other: --replace deletes and recreates existing databases, --reuse-existing writes into them")
+	}
 	renames := map[string]string{}
 	for _, r := range c.renames {
 		old, nu, ok := strings.Cut(r, "=")
@@ -335,8 +356,20 @@ func (c *restoreCmd) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *
 	if err != nil {
 		return r, err
 	}
-	if err := c.prepareTarget(ctx, dbr, tdb, meta, incremental); err != nil {
+	reused, err := c.prepareTarget(ctx, dbr, tdb, meta, incremental)
+	if err != nil {
 		return r, err
+	}
+	var src replicate.Source = dbr
+	var winners *winnerLog
+	if reused && !incremental {
+		// The target held documents before: note the archive's winning
+		// revisions to tell afterwards which documents were not rolled back.
+		if winners, err = newWinnerLog(dbr); err != nil {
+			return r, err
+		}
+		defer winners.Close()
+		src = winners
 	}
 	target := &restoreTarget{DesignLast: replicate.NewDesignLast(tdb)}
 	opts := c.engine.options()
@@ -356,7 +389,7 @@ func (c *restoreCmd) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *
 		opts.TargetCreated = tdb.Created()
 	}
 	c.out.logf("restoring %s", tdb.Name())
-	res, err := replicate.Run(ctx, dbr, target, opts)
+	res, err := replicate.Run(ctx, src, target, opts)
 	fillResult(&r, res)
 	if err != nil {
 		return r, err
@@ -378,6 +411,19 @@ func (c *restoreCmd) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *
 	if s, ok := dbr.Summary(); ok && s.Error != "" {
 		return r, fmt.Errorf("the backup of this database failed part way: %s", s.Error)
 	}
+	if winners != nil {
+		failed := map[string]bool{}
+		for _, f := range r.Failures {
+			failed[f.ID] = true
+		}
+		kept, total, err := winners.notWinning(ctx, tdb, failed)
+		if err != nil {
+			return r, fmt.Errorf("target: compare winning revisions: %w", err)
+		}
+		if kept > 0 {
+			warn(fmt.Sprintf("not rolled back: %d of %d documents of the archive have a winning revision on the target that is not the archive's (the archive's revision was already there or lost to a newer one); --replace restores the archive's state", kept, total))
+		}
+	}
 	return r, nil
 }
 
@@ -388,38 +434,242 @@ func (c *restoreCmd) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *
 // claimed (a killed restore resumes). The claim, a `_local` document
 // written before any document, lets a rerun tell its own half-restored
 // database from someone else's: a checkpoint alone cannot, since design
-// documents are held back and the checkpoints with them.
-func (c *restoreCmd) prepareTarget(ctx context.Context, dbr *archive.DBReader, tdb *couch.DB, meta replicate.Metadata, incremental bool) error {
+// documents are held back and the checkpoints with them. With --replace
+// an existing database (but _users and _replicator) of a full archive is
+// deleted and recreated first.
+//
+// reused reports that the database held documents before this restore.
+func (c *restoreCmd) prepareTarget(ctx context.Context, dbr *archive.DBReader, tdb *couch.DB, meta replicate.Metadata, incremental bool) (reused bool, err error) {
 	sinfo, err := dbr.Info(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	tinfo, err := tdb.Info(ctx)
+	if err == nil && c.replace && !incremental && !systemDB(tdb.Name()) {
+		if err := c.recreate(ctx, tdb); err != nil {
+			return false, err
+		}
+		return false, claimNew(ctx, sinfo, tdb)
+	}
 	if errors.Is(err, replicate.ErrNotFound) {
 		err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned, Q: c.q, N: c.n})
 		if errors.Is(err, couch.ErrExists) {
-			return claimTarget(ctx, sinfo, tdb) // created meanwhile
+			return false, claimTarget(ctx, sinfo, tdb) // created meanwhile
 		}
 		if err != nil {
-			return fmt.Errorf("target: %v", err)
+			return false, fmt.Errorf("target: %v", err)
 		}
 		tdb.Fresh = true
-		return claimNew(ctx, sinfo, tdb)
+		return false, claimNew(ctx, sinfo, tdb)
 	}
 	if err != nil {
-		return fmt.Errorf("target: %v", err)
+		return false, fmt.Errorf("target: %v", err)
 	}
-	if c.reuseExisting || incremental || tdb.Name() == "_users" || tdb.Name() == "_replicator" {
-		return nil
+	reused = tinfo.DocCount+tinfo.DelCount > 0
+	if c.reuseExisting || incremental || systemDB(tdb.Name()) {
+		return reused, nil
 	}
-	if tinfo.DocCount+tinfo.DelCount == 0 {
-		return claimTarget(ctx, sinfo, tdb)
+	if !reused {
+		return false, claimTarget(ctx, sinfo, tdb)
 	}
 	id := replicate.ReplicationID(sinfo.Identity, tinfo.Identity)
 	if _, err := tdb.GetLocal(ctx, "_local/"+id); err == nil || claimed(ctx, sinfo, tdb) {
-		return nil // this restore's own earlier run: resume
+		return true, nil // this restore's own earlier run: resume
 	}
-	return errNotEmpty
+	return true, errNotEmpty
+}
+
+// systemDB reports whether name is _users or _replicator, which a restore
+// writes into (never deletes, never refuses): the server created them and
+// uses them.
+func systemDB(name string) bool { return name == "_users" || name == "_replicator" }
+
+// recreate deletes tdb and creates it again with its partitioned flag, q
+// and n (--q/--n win) and puts its _security back at once, so the new
+// database is never more open than the old one was.
+func (c *restoreCmd) recreate(ctx context.Context, tdb *couch.DB) error {
+	old, err := tdb.Metadata(ctx)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	q, n, err := tdb.Shards(ctx)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	if c.q > 0 {
+		q = c.q
+	}
+	if c.n > 0 {
+		n = c.n
+	}
+	c.out.logf("%s: --replace: deleting the database and creating it again", tdb.Name())
+	srv := tdb.Server()
+	if err := srv.DeleteDB(ctx, tdb.Name()); err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	if err := srv.CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: old.Partitioned, Q: q, N: n}); err != nil {
+		return fmt.Errorf("target: recreate after delete: %w", err)
+	}
+	if sec := bytes.TrimSpace(old.Security); len(sec) > 0 && !bytes.Equal(sec, []byte("{}")) {
+		if err := tdb.SetMetadata(ctx, replicate.Metadata{Security: sec}, replicate.AfterDocs); err != nil {
+			return fmt.Errorf("target: put _security back: %w", err)
+		}
+	}
+	return nil
+}
+
+// winnerLog is the archive source of a restore into a database that held
+// documents: it notes, in a temporary file, the archive's winning revision
+// of every document as the changes pass, so that afterwards the target's
+// winners can be compared without holding every id in memory.
+type winnerLog struct {
+	*archive.DBReader
+	f   *os.File
+	w   *bufio.Writer
+	enc *json.Encoder
+	err error
+}
+
+func newWinnerLog(dbr *archive.DBReader) (*winnerLog, error) {
+	f, err := os.CreateTemp("", "sofa-restore-winners-*")
+	if err != nil {
+		return nil, fmt.Errorf("temporary file: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	return &winnerLog{DBReader: dbr, f: f, w: w, enc: json.NewEncoder(w)}, nil
+}
+
+// Changes passes the archive's changes after since on, noting the winner
+// of every document of the archive, those before since included (a rerun
+// resuming from a checkpoint still compares every document). The leaves
+// of one document may come in two Changes (a chunk boundary): a document
+// is noted once its last one has passed.
+func (l *winnerLog) Changes(ctx context.Context, since replicate.Seq, fn func(replicate.Change) error) error {
+	var after int64
+	if s := since.String(); s != "" && s != "0" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("archive: since %q is not a seq of this archive", s)
+		}
+		after = n
+	}
+	var id string
+	var best *replicate.Doc
+	note := func() {
+		if best != nil && l.err == nil {
+			l.err = l.enc.Encode([2]string{id, best.Rev})
+		}
+		best = nil
+	}
+	err := l.DBReader.Changes(ctx, nil, func(ch replicate.Change) error {
+		if ch.ID != id {
+			note()
+			id = ch.ID
+		}
+		for _, d := range ch.Docs {
+			if best == nil || wins(d, best) {
+				best = d
+			}
+		}
+		if n, err := strconv.ParseInt(ch.Seq.String(), 10, 64); err == nil && n <= after {
+			return nil // copied by an earlier run
+		}
+		return fn(ch)
+	})
+	note()
+	return err
+}
+
+// notWinning reads the noted winners back in batches and asks the target
+// for its winners: kept counts the documents whose winner on the target
+// is not the archive's (ids in skip, already reported failed, aside),
+// total the documents compared.
+func (l *winnerLog) notWinning(ctx context.Context, tdb *couch.DB, skip map[string]bool) (kept, total int64, err error) {
+	if l.err == nil {
+		l.err = l.w.Flush()
+	}
+	if l.err != nil {
+		return 0, 0, fmt.Errorf("temporary file: %w", l.err)
+	}
+	if _, err := l.f.Seek(0, io.SeekStart); err != nil {
+		return 0, 0, fmt.Errorf("temporary file: %w", err)
+	}
+	dec := json.NewDecoder(bufio.NewReader(l.f))
+	const batch = 500
+	want := make(map[string]string, batch)
+	check := func() error {
+		if len(want) == 0 {
+			return nil
+		}
+		ids := make([]string, 0, len(want))
+		for id := range want {
+			ids = append(ids, id)
+		}
+		got, err := tdb.Winners(ctx, ids)
+		if err != nil {
+			return err
+		}
+		for id, rev := range want {
+			total++
+			if got[id] != rev {
+				kept++
+			}
+		}
+		clear(want)
+		return nil
+	}
+	for {
+		var e [2]string
+		if err := dec.Decode(&e); err == io.EOF {
+			break
+		} else if err != nil {
+			return 0, 0, fmt.Errorf("temporary file: %w", err)
+		}
+		if skip[e[0]] {
+			continue
+		}
+		want[e[0]] = e[1] // a document seen twice (resume) keeps its last winner
+		if len(want) >= batch {
+			if err := check(); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	return kept, total, check()
+}
+
+// Close removes the temporary file.
+func (l *winnerLog) Close() {
+	l.f.Close()
+	os.Remove(l.f.Name())
+}
+
+// wins reports whether leaf a beats leaf b by CouchDB's rule for the
+// winning revision: a live leaf beats a deleted one, then the longer
+// history (higher generation), then the greater revision id.
+func wins(a, b *replicate.Doc) bool {
+	if a.Deleted != b.Deleted {
+		return !a.Deleted
+	}
+	ga, ia := splitRev(a.Rev)
+	gb, ib := splitRev(b.Rev)
+	if ga != gb {
+		return ga > gb
+	}
+	return ia > ib
+}
+
+// splitRev splits "N-hash" into N and hash (0 and rev when malformed).
+func splitRev(rev string) (int, string) {
+	n, id, ok := strings.Cut(rev, "-")
+	if !ok {
+		return 0, rev
+	}
+	gen, err := strconv.Atoi(n)
+	if err != nil {
+		return 0, rev
+	}
+	return gen, id
 }
 
 // restoreTarget holds design documents back (DesignLast) and `_security`

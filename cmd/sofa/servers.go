@@ -62,7 +62,10 @@ func (rc *replicateCmd) runServers(ctx context.Context, src, tgt *couch.Endpoint
 	tracker.SetTotal(len(dbs))
 	var display *progress.Display
 	if !rc.quiet && !rc.jsonOut {
-		display = progress.Start(tracker, os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), progress.Options{})
+		watch := &stallWatch{}
+		watch.add(sl, src.Server.Stats)
+		watch.add(tl, tgt.Server.Stats)
+		display = progress.Start(tracker, os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), progressOptions(rc.progressEvery, watch))
 	}
 	sum, runErr := fleet.Run(ctx, dbs, rc.dbJob(src.Server, tgt.Server, onTarget), fleet.Options{
 		Limiters: []*limit.Limiter{sl, tl}, MaxDBs: rc.control.maxDBs, Fixed: rc.control.fixed,

@@ -24,6 +24,16 @@ type Options struct {
 	// Extra adds fields to every total line or bar, e.g. the concurrency
 	// limits of the hosts. Nil means none.
 	Extra func() []slog.Attr
+	// Quiet is, for log lines, the time between "progress waiting" lines
+	// while nothing changes (a line is otherwise logged only when a
+	// counter changed). Zero means DefaultQuiet(Interval).
+	Quiet time.Duration
+	// Waiting describes what the run waits on, e.g. "retrying: 12 requests
+	// retried, waiting on host db:5984 (4 in flight)". It is called at
+	// every log line: with stalled false on a line logged because a
+	// counter changed (it counts afresh from there), with stalled true on
+	// a "progress waiting" line, which shows its text. Nil means none.
+	Waiting func(stalled bool) string
 }
 
 func (o Options) busiest() int {

@@ -2,18 +2,26 @@ package progress
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 )
 
-// StartLog logs the progress of t through lg every Options.Interval (10 s
-// by default): one "progress" line with the totals, then one
-// "progress db" line for each of the busiest active databases. Stop logs a
-// final totals line.
+// StartLog logs the progress of t through lg, looking every
+// Options.Interval (10 s by default): one "progress" line with the totals,
+// then one "progress db" line for each of the busiest active databases,
+// when a counter changed since the last line; while none does, one
+// "progress waiting" line every Options.Quiet (a minute by default) saying
+// for how long and, with Options.Waiting, on what. Stop logs a final
+// totals line.
 func StartLog(t *Tracker, lg *slog.Logger, o Options) *Display {
 	every := o.Interval
 	if every <= 0 {
 		every = 10 * time.Second
+	}
+	gate := Gate{Quiet: o.Quiet}
+	if gate.Quiet <= 0 {
+		gate.Quiet = DefaultQuiet(every)
 	}
 	d := newDisplay()
 	go func() {
@@ -24,9 +32,9 @@ func StartLog(t *Tracker, lg *slog.Logger, o Options) *Display {
 		for {
 			select {
 			case <-tick.C:
-				logOnce(t, lg, &r, o, false)
+				logOnce(t, lg, &r, o, &gate)
 			case <-d.stop:
-				logOnce(t, lg, &r, o, true)
+				logOnce(t, lg, &r, o, nil)
 				return
 			}
 		}
@@ -34,9 +42,23 @@ func StartLog(t *Tracker, lg *slog.Logger, o Options) *Display {
 	return d
 }
 
-func logOnce(t *Tracker, lg *slog.Logger, r *rates, o Options, final bool) {
+// logOnce logs the lines of one tick; a nil gate means the final line.
+func logOnce(t *Tracker, lg *slog.Logger, r *rates, o Options, gate *Gate) {
 	s := t.Snapshot()
+	final := gate == nil
+	var stalled time.Duration
+	if !final {
+		key := fmt.Sprint(s.DBsTotal, s.DBsDone, s.DBsFailed, len(s.Active), s.Totals)
+		var print bool
+		if print, stalled = gate.Check(key, time.Now()); !print {
+			return
+		}
+	}
 	r.update(s)
+	waiting := ""
+	if o.Waiting != nil {
+		waiting = o.Waiting(stalled > 0)
+	}
 	attrs := []slog.Attr{
 		slog.Int("dbs_done", s.DBsDone), slog.Int("dbs_total", s.DBsTotal),
 		slog.Int("dbs_failed", s.DBsFailed), slog.Int("dbs_active", len(s.Active)),
@@ -55,12 +77,19 @@ func logOnce(t *Tracker, lg *slog.Logger, r *rates, o Options, final bool) {
 		attrs = append(attrs, o.Extra()...)
 	}
 	msg := "progress"
-	if final {
+	switch {
+	case final:
 		msg = "progress final"
+	case stalled > 0:
+		msg = "progress waiting"
+		attrs = append(attrs, slog.Duration("no_change_for", roundWait(stalled)))
+		if waiting != "" {
+			attrs = append(attrs, slog.String("waiting", waiting))
+		}
 	}
 	ctx := context.Background()
 	lg.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
-	if final {
+	if final || stalled > 0 {
 		return
 	}
 	for _, a := range r.busiest(s, o.busiest()) {
@@ -72,3 +101,12 @@ func logOnce(t *Tracker, lg *slog.Logger, r *rates, o Options, final bool) {
 }
 
 func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
+
+// roundWait rounds a wait for display: to the second from 10 s on, else to
+// a tenth of a second.
+func roundWait(d time.Duration) time.Duration {
+	if d >= 10*time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(100 * time.Millisecond)
+}
