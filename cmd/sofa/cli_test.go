@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/internal/couchtest"
 	"github.com/sofadb/sofa/internal/faultproxy"
 	"github.com/sofadb/sofa/replicate"
@@ -370,22 +371,28 @@ func TestCLI_C3_KillAndRestart(t *testing.T) {
 	couchtest.AssertEqual(t, srv.DBURL("src"), srv.DBURL("tgt"), couchtest.CompareOptions{PouchDBRevpos: true})
 }
 
-// replicationID computes the id sofa uses for a one-database run with
-// default content options.
+// replicationID computes, independently of sofa's code, the checkpoint id
+// of a one-database run with default content options: the md5 of
+// "sofa-replication-v1", the source's identity and the target's (server
+// uuid from the welcome, "/", database name), NUL-separated. The final
+// run's id must equal it: a changed derivation orphans every checkpoint.
 func replicationID(t *testing.T, srcURL, tgtURL string) string {
 	t.Helper()
-	info := func(u string) replicate.DBInfo {
-		ep, err := couch.Probe(t.Context(), u, couch.Options{})
-		if err != nil {
+	identity := func(dbURL string) string {
+		i := strings.LastIndexByte(dbURL, '/')
+		var w struct {
+			UUID string `json:"uuid"`
+		}
+		if err := couchtest.NewClient(dbURL[:i]).GetJSON(t.Context(), "/", &w); err != nil {
 			t.Fatal(err)
 		}
-		i, err := ep.Server.DB(ep.DBName).Info(t.Context())
-		if err != nil {
-			t.Fatal(err)
+		if w.UUID == "" {
+			t.Fatalf("%s: welcome without uuid", dbURL[:i])
 		}
-		return i
+		return w.UUID + "/" + dbURL[i+1:]
 	}
-	return replicate.ReplicationID(info(srcURL).Identity, info(tgtURL).Identity)
+	sum := md5.Sum([]byte("sofa-replication-v1\x00" + identity(srcURL) + "\x00" + identity(tgtURL)))
+	return hex.EncodeToString(sum[:])
 }
 
 // checkpointNeverAhead reads the target's checkpoint and checks that
