@@ -234,7 +234,15 @@ func TestChunkPoolCancel(t *testing.T) {
 		_, err := d.WriteDocs(ctx, manyDocs("d", 500))
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// Cancel once the only slot is taken (its chunk blocked in the
+	// sink): the WriteDocs is then waiting for a slot, or about to.
+	deadline := time.Now().Add(time.Minute)
+	for len(w.pool.slots) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("no chunk reached the pool")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	cancel()
 	select {
 	case err := <-done:

@@ -216,14 +216,17 @@ func (d *DB) Changes(ctx context.Context, since replicate.Seq, fn func(replicate
 // Change.Docs (its history is its own hash), so it needs no `_bulk_get`.
 // For an initial copy this halves the requests to the source; the engine
 // asks for it only when the target lacks everything.
+//
+// On CouchDB the rows' attachment stubs must carry att_encoding_info: a
+// compressible attachment is stored gzip-encoded and its digest is the
+// md5 of the stored bytes, so without "encoding" the identity bytes read
+// later would not match the digest.
 func (d *DB) ChangesWithDocs(ctx context.Context, since replicate.Seq, fn func(replicate.Change) error) error {
-	if d.srv.Vendor == VendorPouchDB {
-		return d.changes(ctx, since, "&include_docs=true", fn)
+	extra := "&include_docs=true"
+	if d.srv.Vendor != VendorPouchDB {
+		extra += "&att_encoding_info=true"
 	}
-	// att_encoding_info: stubs say which attachments are stored gzip (as
-	// _bulk_get's do), so that identity bytes of one (an intermediary that
-	// drops Accept-Encoding) are recognised instead of failing the digest.
-	return d.changes(ctx, since, "&include_docs=true&att_encoding_info=true", fn)
+	return d.changes(ctx, since, extra, fn)
 }
 
 func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn func(replicate.Change) error) error {
@@ -476,7 +479,7 @@ func (d *DB) Attachment(ctx context.Context, docID, rev string, att *replicate.A
 		h["Accept-Encoding"] = []string{"identity"}
 	}
 	p := d.path + "/" + EscapeDocID(docID) + "/" + EscapeAttName(att.Name)
-	if len(p) > 8000 {
+	if len(p) > maxURLPath {
 		// Too long for a URL (PouchDB Server refuses over 16 KB): read the
 		// revision with its attachments inline, the id in a POST body.
 		return d.attachmentInline(ctx, docID, rev, att)

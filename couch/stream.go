@@ -121,7 +121,7 @@ func (d *DB) OpenAttachment(ctx context.Context, docID, rev string, att *replica
 		h["Accept-Encoding"] = []string{"identity"}
 	}
 	p := d.path + "/" + EscapeDocID(docID) + "/" + EscapeAttName(att.Name)
-	if len(p) > 8000 {
+	if len(p) > maxURLPath {
 		return nil, fmt.Errorf("%w: attachment %q of %q: URL too long to stream", replicate.ErrUnreadable, att.Name, shortID(docID))
 	}
 	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: p, Query: "rev=" + url.QueryEscape(rev), Accept: "*/*", Header: h, Stream: true})
@@ -166,7 +166,15 @@ func (d *DB) WriteStreamed(ctx context.Context, doc *replicate.Doc, open func(*r
 				if name == "" {
 					name = fmt.Sprintf("http_%d", e.Status)
 				}
-				return &replicate.DocError{ID: doc.ID, Rev: doc.Rev, Error: name, Reason: e.Reason}, nil
+				reason := e.Reason
+				if e.Status == 413 {
+					// The request's size was refused, not the document:
+					// the status names the limit to raise (the server's
+					// max_http_request_size or a proxy's), as the reason
+					// of a refused _bulk_docs request does.
+					reason = fmt.Sprintf("HTTP 413: %s", e.Reason)
+				}
+				return &replicate.DocError{ID: doc.ID, Rev: doc.Rev, Error: name, Reason: reason}, nil
 			}
 		}
 		return nil, d.fail("PUT "+shortID(doc.ID), err)

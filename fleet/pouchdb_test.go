@@ -130,7 +130,18 @@ type loadResult struct {
 // once (dbWorkers at a time), through l, retrying 429s with backoff.
 func (f *fixture) runLoad(t *testing.T, l *limit.Limiter) loadResult {
 	t.Helper()
-	rp := httputil.NewSingleHostReverseProxy(mustURL(t, f.srv.URL))
+	target := mustURL(t, f.srv.URL)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	if u := target.User; u != nil {
+		// The server's URL carries its admin's credentials (CouchDB):
+		// the proxy sends them as basic auth, as a client would.
+		direct := rp.Director
+		rp.Director = func(r *http.Request) {
+			direct(r)
+			pw, _ := u.Password()
+			r.SetBasicAuth(u.Username(), pw)
+		}
+	}
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 128}
 	px := &capacityProxy{k: proxyK, delay: proxyDelay, rp: rp}
 	hs := httptest.NewServer(px)
@@ -257,7 +268,7 @@ func TestListDBs_PouchDBServer(t *testing.T) {
 	}
 }
 
-// TestRun_AdaptiveAgainst429Proxy is issue item 6: PouchDB Server behind
+// TestRun_AdaptiveAgainst429Proxy is issue item 6: the test server behind
 // a proxy that answers 429 above K requests in flight. The run completes;
 // over its second half the median limit lies in [0.7K, K]; under 2% of
 // requests are rejected. The latency signal is off here: on a loaded

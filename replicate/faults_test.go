@@ -572,9 +572,26 @@ func TestFaults_R3_RevsLimitMissing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Non-default metadata, so that the comparison below compares
+	// something: _security everywhere, _revs_limit where the server has
+	// the route (CouchDB).
+	if err := c.PutSecurity(t.Context(), e.src, couchtest.Security{Members: couchtest.Group{Names: []string{"r3"}, Roles: []string{"readers"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if e.srv.Kind == couchtest.CouchDB {
+		if err := c.PutJSON(t.Context(), "/"+e.src+"/_revs_limit", 42, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	res := e.run(t, replicate.Options{CopyMetadata: true})
 	if res.Stats.DocsWritten != 1 {
 		t.Errorf("stats %+v", res.Stats)
+	}
+	if e.srv.Kind == couchtest.CouchDB {
+		var n int
+		if err := c.GetJSON(t.Context(), "/"+e.tgt+"/_revs_limit", &n); err != nil || n != 42 {
+			t.Errorf("target _revs_limit = %d (%v), want 42", n, err)
+		}
 	}
 	couchtest.AssertEqual(t, e.srv.DBURL(e.src), e.srv.DBURL(e.tgt), couchtest.CompareOptions{PouchDBRevpos: true, RevsLimit: true, Security: true})
 }

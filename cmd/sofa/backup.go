@@ -88,7 +88,7 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	if err := filter.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
-	sl := limit.New(limit.Options{Name: hostOf(srcURL), Max: bc.control.maxRequests, Fixed: bc.control.fixed, RPS: bc.control.maxRPS})
+	sl := bc.control.newLimiter(hostOf(srcURL))
 	copts := bc.client.options()
 	copts.Log = bc.out.logf
 	copts.Pacer = pacer{sl}

@@ -440,10 +440,15 @@ func TestBackup_FailedDatabaseMarked(t *testing.T) {
 	arEqual(t, src, "fine", tgt, "fine")
 }
 
-// C4 for archives: a proxy that resets one connection in 200 and delays
-// 1% of answers past the attempt timeout. Per-request timeouts and
-// retries carry the backup through; the archive is complete and
-// verifiable, and equal to the source.
+// C4 for archives: a proxy that resets connections and delays answers
+// past the attempt timeout. Per-request timeouts and retries carry the
+// backup through; the archive is verifiable and, restored into a fresh
+// server, equal to the source by the test's own oracle.
+//
+// The faults fire for certain: the rules fire on fixed requests (After,
+// Times) of each kind the backup sends, and the test fails if one did
+// not (a fault rate of 1% over the ~25 requests of this backup would
+// usually fire none).
 func TestBackup_C4_ResetsAndDelays(t *testing.T) {
 	bin := sofaBin(t)
 	src := couchtest.Start(t)
@@ -455,15 +460,31 @@ func TestBackup_C4_ResetsAndDelays(t *testing.T) {
 	arWrite(t, src, "c4", false, hist...)
 	px := faultproxy.StartT(t, src.URL)
 	if err := px.SetRules(
-		faultproxy.Rule{Name: "reset", Fault: faultproxy.Reset, Probability: 0.005, After: 3},
-		faultproxy.Rule{Name: "slow", Delay: 3 * time.Second, Probability: 0.01, After: 3},
+		// the 3rd and 7th pages of the changes feed: one connection reset,
+		// one answer held past the 1 s request timeout
+		faultproxy.Rule{Name: "reset-changes", Method: "GET", Path: "/c4/_changes$", Fault: faultproxy.Reset, After: 2, Times: 1},
+		faultproxy.Rule{Name: "slow-changes", Method: "GET", Path: "/c4/_changes$", Delay: 3 * time.Second, After: 6, Times: 1},
+		// the first _bulk_get is reset, the second held too long
+		faultproxy.Rule{Name: "reset-bulk-get", Method: "POST", Path: "/c4/_bulk_get$", Fault: faultproxy.Reset, Times: 1},
+		faultproxy.Rule{Name: "slow-bulk-get", Method: "POST", Path: "/c4/_bulk_get$", Delay: 3 * time.Second, Times: 1},
 	); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "c4.sofa")
 	arSofa(t, bin, nil, "backup", px.URL+"/c4", path, "-q", "--request-timeout", "1s",
 		"--batch-size", "50", "--fetch-batch", "10", "--changes-page", "100").want(t, exitOK)
-	t.Logf("proxy: %+v", px.Stats().Rules)
+	st := px.Stats()
+	t.Logf("proxy: %d requests, %d faults, rules %+v", st.Requests, st.Faults, st.Rules)
+	for _, name := range []string{"reset-changes", "slow-changes", "reset-bulk-get", "slow-bulk-get"} {
+		if st.Rules[name].Fired != 1 {
+			t.Errorf("rule %s fired %d times, want 1: the backup did not meet that fault", name, st.Rules[name].Fired)
+		}
+	}
+	if st.Faults < 2 {
+		t.Errorf("proxy counted %d faults, want the two resets at least", st.Faults)
+	}
 	arSofa(t, bin, nil, "verify", path).want(t, exitOK)
-	arSofa(t, bin, nil, "verify", "--full", path, src.DBURL("c4")).want(t, exitOK)
+	tgt := couchtest.Start(t)
+	arSofa(t, bin, nil, "restore", path, tgt.DBURL("c4"), "-q").want(t, exitOK)
+	couchtest.AssertEqual(t, src.DBURL("c4"), tgt.DBURL("c4"), couchtest.CompareOptions{PouchDBRevpos: true})
 }

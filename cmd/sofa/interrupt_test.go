@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +21,8 @@ import (
 // answers) so the interruption always lands mid-backup.
 func TestBackup_InterruptedSaysStartOver(t *testing.T) {
 	bin := sofaBin(t)
+	inChanges := make(chan struct{}) // closed when the backup is reading _changes
+	var once sync.Once
 	src := fakeServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch {
@@ -30,6 +33,7 @@ func TestBackup_InterruptedSaysStartOver(t *testing.T) {
 		case r.URL.Path == "/a":
 			io.WriteString(w, `{"db_name":"a","doc_count":1,"doc_del_count":0,"update_seq":1,"instance_start_time":"0"}`)
 		case strings.HasSuffix(r.URL.Path, "/_changes"):
+			once.Do(func() { close(inChanges) })
 			<-r.Context().Done() // hangs until the client goes away
 		default:
 			w.WriteHeader(404)
@@ -45,7 +49,11 @@ func TestBackup_InterruptedSaysStartOver(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond)
+	select {
+	case <-inChanges: // mid-backup: the interruption lands there
+	case <-ctx.Done():
+		t.Fatal("the backup never read _changes")
+	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ type controlFlags struct {
 	fixed         bool
 	maxRPS        float64
 	idealDuration time.Duration
+	latencyTol    float64
 }
 
 func (f *controlFlags) register(fs *pflag.FlagSet) {
@@ -40,14 +41,18 @@ func (f *controlFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.fixed, "fixed", false, "turn the adaptive controller off: always --max-requests per server and --max-dbs databases")
 	fs.Float64Var(&f.maxRPS, "max-rps", 0, "hard cap on requests per second per server, for fragile production servers (0: no cap)")
 	fs.DurationVar(&f.idealDuration, "ideal-duration", 0, "spread database starts over this time to lower server load (0: no spreading, as fast as the servers allow)")
+	fs.Float64Var(&f.latencyTol, "latency-tolerance", limit.DefaultLatencyTolerance, "a server whose median latency rises past its baseline times this factor is taken as overloaded (negative: only 429, 503 and timeouts lower the limit)")
+}
+
+// newLimiter is the limiter of one server under these flags.
+func (f *controlFlags) newLimiter(host string) *limit.Limiter {
+	return limit.New(limit.Options{Name: host, Max: f.maxRequests, Fixed: f.fixed, RPS: f.maxRPS, LatencyTolerance: f.latencyTol})
 }
 
 // limiters builds one limiter per host, shared when both URLs name the
 // same host.
 func (f *controlFlags) limiters(srcURL, tgtURL string) (src, tgt *limit.Limiter) {
-	mk := func(host string) *limit.Limiter {
-		return limit.New(limit.Options{Name: host, Max: f.maxRequests, Fixed: f.fixed, RPS: f.maxRPS})
-	}
+	mk := f.newLimiter
 	sh, th := hostOf(srcURL), hostOf(tgtURL)
 	src = mk(sh)
 	if sh == th {

@@ -19,7 +19,6 @@ import (
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
-	"github.com/sofadb/sofa/internal/limit"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -136,7 +135,7 @@ func (c *restoreCmd) run(ctx context.Context, archives []string, tgtURL string) 
 	if err != nil {
 		return err
 	}
-	tl := limit.New(limit.Options{Name: hostOf(tgtURL), Max: c.control.maxRequests, Fixed: c.control.fixed, RPS: c.control.maxRPS})
+	tl := c.control.newLimiter(hostOf(tgtURL))
 	copts := c.client.options()
 	copts.Log = c.out.logf
 	copts.Pacer = pacer{tl}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -559,47 +560,36 @@ func TestRestore_Pipe(t *testing.T) {
 	arSofa(t, bin, nil, "restore", "-", "-", tgt.URL).want(t, exitUsage)
 }
 
-// arPeakRSS runs sofa to completion and returns its peak RSS in bytes:
-// the VmHWM of /proc/PID/status, sampled every 10 ms until the process
-// exits (the high-water mark only grows, so the last sample is the peak up
-// to 10 ms before the end). rusage's ru_maxrss is no use here: Linux keeps
-// the high-water mark of the memory the child shared with this test
-// process (Go starts children with CLONE_VM) across exec.
+// arPeakRSS runs sofa to completion and returns its own peak RSS in
+// bytes: sofa runs under this test binary as a small wrapper (rssWrap),
+// which reads sofa's ru_maxrss when it exits. Neither the test process's
+// rusage of its child (Linux keeps, across exec, the high-water mark of
+// the memory the child shared with this large test process: Go starts
+// children with CLONE_VM) nor sampling /proc/PID/status (a peak in the
+// last interval before exit is missed) measures that.
 func arPeakRSS(t *testing.T, bin string, args ...string) int64 {
 	t.Helper()
-	if _, err := os.Stat("/proc/self/status"); err != nil {
-		t.Skip("needs /proc/PID/status")
-	}
-	cmd := exec.Command(bin, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	self, err := os.Executable()
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
-	var peak int64
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if b, err := os.ReadFile(status); err == nil {
-			for _, line := range strings.Split(string(b), "\n") {
-				var kb int64
-				if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil && kb<<10 > peak {
-					peak = kb << 10
-				}
-			}
-		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("sofa %s: %v\n%s", args[0], err, stderr.String())
-			}
-			return peak
-		case <-tick.C:
-		}
+	out := filepath.Join(t.TempDir(), "peak-rss")
+	cmd := exec.Command(self, append([]string{bin}, args...)...)
+	cmd.Env = append(os.Environ(), rssWrapEnv+"="+out)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sofa %s: %v\n%s", args[0], err, stderr.String())
 	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || peak <= 0 {
+		t.Fatalf("peak RSS %q: %v", b, err)
+	}
+	return peak
 }
 
 // TestRestore_Memory runs cases M1 and M2 scaled down. M1: documents with

@@ -14,8 +14,9 @@ type CompareOptions struct {
 	// Security also compares the databases' _security objects (missing
 	// sections count as empty; names and roles compare as sets).
 	Security bool
-	// RevsLimit also compares _revs_limit; a 404 on either side (PouchDB
-	// Server has no such route) skips the check.
+	// RevsLimit also compares _revs_limit; a 404 from a PouchDB Server
+	// (it has no such route) skips the check, from any other server it is
+	// an error.
 	RevsLimit bool
 	// IgnoreRevisions skips comparing each leaf's _revisions history.
 	IgnoreRevisions bool
@@ -24,6 +25,8 @@ type CompareOptions struct {
 	// PouchDB Server resets revpos to that generation whenever it receives
 	// attachment bytes (pouchdb-adapter-leveldb-core saveAttachment), so a
 	// copy of an attachment introduced earlier cannot keep its revpos there.
+	// The target's kind is read from its welcome (GET /): on any other
+	// target revpos must be equal.
 	PouchDBRevpos bool
 	// DigestsByKind skips comparing attachment digests (the bytes, length
 	// and content_type are still compared): for a CouchDB and a PouchDB
@@ -102,6 +105,13 @@ func CompareDBs(ctx context.Context, srcURL, dstURL string, opts CompareOptions)
 	src, dst := NewClient(srcURL), NewClient(dstURL)
 	src.HTTP, dst.HTTP = opts.HTTP, opts.HTTP
 	d := &Diff{max: opts.MaxItems}
+	if opts.PouchDBRevpos {
+		pouch, err := isPouchDB(ctx, dstURL, opts.HTTP)
+		if err != nil {
+			return nil, fmt.Errorf("target: %w", err)
+		}
+		opts.PouchDBRevpos = pouch
+	}
 
 	srcDocs, err := listDocs(ctx, src)
 	if err != nil {
@@ -164,7 +174,7 @@ func CompareDBs(ctx context.Context, srcURL, dstURL string, opts CompareOptions)
 		}
 	}
 	if opts.RevsLimit {
-		if err := compareRevsLimit(ctx, d, src, dst); err != nil {
+		if err := compareRevsLimit(ctx, d, src, dst, srcURL, dstURL, opts.HTTP); err != nil {
 			return nil, err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -295,8 +296,17 @@ func compareAttachments(d *Diff, where string, sraw, traw json.RawMessage, altRe
 			d.addf("%s: bytes differ: source %d bytes md5 %x, target %d bytes md5 %x",
 				aw, len(sd), md5.Sum(sd), len(td), md5.Sum(td))
 		}
-		if s.Length != nil && t.Length != nil && *s.Length != *t.Length {
-			d.addf("%s: length differs: source %d, target %d", aw, *s.Length, *t.Length)
+		// length as the server gave it, else the bytes' (inline data
+		// often comes without one)
+		sl, tl := int64(len(sd)), int64(len(td))
+		if s.Length != nil {
+			sl = *s.Length
+		}
+		if t.Length != nil {
+			tl = *t.Length
+		}
+		if sl != tl {
+			d.addf("%s: length differs: source %d, target %d", aw, sl, tl)
 		}
 	}
 	for _, name := range sortedKeys(ta) {
@@ -365,12 +375,21 @@ func normalSecurity(sec map[string]json.RawMessage) []byte {
 	return canonical(b)
 }
 
-func compareRevsLimit(ctx context.Context, d *Diff, src, dst *Client) error {
+func compareRevsLimit(ctx context.Context, d *Diff, src, dst *Client, srcURL, dstURL string, hc *http.Client) error {
 	var s, t json.RawMessage
 	errS := src.GetJSON(ctx, "/_revs_limit", &s)
 	errT := dst.GetJSON(ctx, "/_revs_limit", &t)
-	if StatusOf(errS) == http.StatusNotFound || StatusOf(errT) == http.StatusNotFound {
-		return nil
+	// Only PouchDB Server lacks the route: its 404 means "no such
+	// setting", anyone else's is a failure.
+	for _, side := range []struct {
+		err error
+		url string
+	}{{errS, srcURL}, {errT, dstURL}} {
+		if StatusOf(side.err) == http.StatusNotFound {
+			if pouch, err := isPouchDB(ctx, side.url, hc); err == nil && pouch {
+				return nil
+			}
+		}
 	}
 	if errS != nil {
 		return fmt.Errorf("source: %w", errS)
@@ -382,4 +401,26 @@ func compareRevsLimit(ctx context.Context, d *Diff, src, dst *Client) error {
 		d.addf("_revs_limit differs: source %s, target %s", s, t)
 	}
 	return nil
+}
+
+// isPouchDB reads the welcome (GET /) of the server holding the database
+// at dbURL and reports whether it is PouchDB Server.
+func isPouchDB(ctx context.Context, dbURL string, hc *http.Client) (bool, error) {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return false, fmt.Errorf("bad database URL")
+	}
+	p := strings.TrimRight(u.EscapedPath(), "/")
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		p = p[:i]
+	}
+	u.Path, u.RawPath, u.RawQuery = "", "", ""
+	c := NewClient(u.String() + p)
+	c.HTTP = hc
+	var w map[string]json.RawMessage
+	if err := c.GetJSON(ctx, "/", &w); err != nil {
+		return false, err
+	}
+	_, pouch := w["express-pouchdb"]
+	return pouch, nil
 }

@@ -93,6 +93,12 @@ func TestCompareDBs_DetectsDifferences(t *testing.T) {
 			want: `attachment "x": content_type differs`},
 		{name: "history", change: `{"_id":"hist","_rev":"2-b","_revisions":{"start":2,"ids":["b","OTHER"]}}`,
 			want: `_revisions differ`},
+		{name: "attachment missing", change: `{"_id":"att-rev","_rev":"1-a","_revisions":{"start":1,"ids":["a"]}}`,
+			want: `attachment "x": missing on target`},
+		{name: "attachment length", change: `{"_id":"att-rev","_rev":"1-a","_revisions":{"start":1,"ids":["a"]},"_attachments":{"x":{"content_type":"text/plain","revpos":1,"data":"` + att("same, longer") + `"}}}`,
+			want: `attachment "x": length differs: source 4, target 12`},
+		{name: "deleted leaf body", change: `{"_id":"conflicted","_rev":"2-d","_revisions":{"start":2,"ids":["d","a"]},"_deleted":true,"kept":"other field"}`,
+			want: `doc "conflicted" rev 2-d: body differs`},
 		{name: "security", sec: Security{Members: Group{Names: []string{"bob"}}},
 			want: `_security differs`},
 	} {
@@ -106,6 +112,27 @@ func TestCompareDBs_DetectsDifferences(t *testing.T) {
 				"attachment bytes":        `{"_id":"att-rev","_rev":"1-a","_revisions":{"start":1,"ids":["a"]},"_attachments":{"x":{"content_type":"text/plain","revpos":1,"data":"` + att("original") + `"}}}`,
 				"attachment content_type": `{"_id":"att-rev","_rev":"1-a","_revisions":{"start":1,"ids":["a"]},"_attachments":{"x":{"content_type":"text/plain","revpos":1,"data":"` + att("same") + `"}}}`,
 				"history":                 `{"_id":"hist","_rev":"2-b","_revisions":{"start":2,"ids":["b","a"]}}`,
+				"attachment missing":      `{"_id":"att-rev","_rev":"1-a","_revisions":{"start":1,"ids":["a"]},"_attachments":{"x":{"content_type":"text/plain","revpos":1,"data":"` + att("same") + `"}}}`,
+				"attachment length":       `{"_id":"att-rev","_rev":"1-a","_revisions":{"start":1,"ids":["a"]},"_attachments":{"x":{"content_type":"text/plain","revpos":1,"data":"` + att("same") + `"}}}`,
+			}
+			// The deleted leaf of the fixture keeps a field: its body is
+			// compared like a live one's. Each side gets its own copy.
+			if tc.name == "deleted leaf body" {
+				a, b = s.NewDB(t), s.NewDB(t)
+				var docs []json.RawMessage
+				for _, doc := range fixture() {
+					if !strings.Contains(string(doc), `"tombstone field"`) {
+						docs = append(docs, doc)
+					}
+				}
+				for _, db := range []string{a, b} {
+					if _, err := c.BulkDocs(t.Context(), db, false, docs...); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := c.BulkDocs(t.Context(), a, false, fixture()[2]); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if doc, ok := srcOnly[tc.name]; ok {
 				if _, err := c.BulkDocs(t.Context(), a, false, json.RawMessage(doc)); err != nil {
@@ -173,4 +200,94 @@ func TestCompareDBs_SecurityNormalized(t *testing.T) {
 		t.Fatal(err)
 	}
 	AssertEqual(t, s.DBURL(a), s.DBURL(b), CompareOptions{Security: true})
+}
+
+// A copy whose attachment revpos differs (same bytes, same revision) is
+// reported; PouchDBRevpos forgives it only when the target is PouchDB
+// Server, which resets revpos to the revision's generation.
+func TestCompareDBs_Revpos(t *testing.T) {
+	att := base64.StdEncoding.EncodeToString([]byte("same bytes"))
+	s := Shared(t)
+	c := s.Client()
+	a, b := s.NewDB(t), s.NewDB(t)
+	// source: x introduced at generation 1, kept as a stub by an edit
+	rev, err := c.PutAttachment(t.Context(), a, "doc", "", "x", "text/plain", []byte("same bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first map[string]any
+	if err := c.GetJSON(t.Context(), "/"+a+"/doc?rev="+rev, &first); err != nil {
+		t.Fatal(err)
+	}
+	first["v"] = 2 // the attachment stays as the stub just read
+	if _, err := c.PutDoc(t.Context(), a, "doc", first); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]json.RawMessage
+	if err := c.GetJSON(t.Context(), "/"+a+"/doc?revs=true", &doc); err != nil {
+		t.Fatal(err)
+	}
+	// target: that revision written with the bytes and revpos 2
+	if _, err := c.BulkDocs(t.Context(), b, false,
+		json.RawMessage(fmt.Sprintf(`{"_id":"doc","_rev":%s,"_revisions":%s,"v":2,"_attachments":{"x":{"content_type":"text/plain","revpos":2,"data":"%s"}}}`,
+			doc["_rev"], doc["_revisions"], att))); err != nil {
+		t.Fatal(err)
+	}
+	d, err := CompareDBs(t.Context(), s.DBURL(a), s.DBURL(b), CompareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d.String(), `attachment "x": revpos differs: source 1, target 2`) {
+		t.Fatalf("revpos difference not reported:\n%s", d)
+	}
+	d, err = CompareDBs(t.Context(), s.DBURL(a), s.DBURL(b), CompareOptions{PouchDBRevpos: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Kind == PouchDB && !d.Equal() {
+		t.Errorf("PouchDBRevpos on a PouchDB Server target: %s", d)
+	}
+	if s.Kind != PouchDB && !strings.Contains(d.String(), "revpos differs") {
+		t.Errorf("PouchDBRevpos forgave a revpos difference on a %s target:\n%s", s.Kind, d)
+	}
+}
+
+// _revs_limit and _security are compared with non-default values on both
+// sides (CouchDB: PouchDB Server has no _revs_limit and compares its
+// _security in TestCompareDBs_DetectsDifferences).
+func TestCompareDBs_RevsLimitAndSecurity(t *testing.T) {
+	RequireKind(t, CouchDB, "PouchDB Server has no _revs_limit")
+	s := Shared(t)
+	c := s.Client()
+	a, b := s.NewDB(t), s.NewDB(t)
+	sec := Security{Admins: Group{Roles: []string{"ops"}}, Members: Group{Names: []string{"alice"}}}
+	for _, db := range []string{a, b} {
+		if err := c.PutJSON(t.Context(), "/"+db+"/_revs_limit", 7, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PutSecurity(t.Context(), db, sec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := CompareOptions{RevsLimit: true, Security: true}
+	AssertEqual(t, s.DBURL(a), s.DBURL(b), opts)
+	if err := c.PutJSON(t.Context(), "/"+b+"/_revs_limit", 9, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PutSecurity(t.Context(), b, Security{Admins: Group{Roles: []string{"ops"}}, Members: Group{Names: []string{"bob"}}}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := CompareDBs(t.Context(), s.DBURL(a), s.DBURL(b), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"_revs_limit differs: source 7, target 9", "_security differs"} {
+		if !strings.Contains(d.String(), want) {
+			t.Errorf("diff does not mention %q:\n%s", want, d)
+		}
+	}
+	// A 404 from a CouchDB database is a failure, not "no such route".
+	if _, err := CompareDBs(t.Context(), s.DBURL(a), s.DBURL("no-such-db"), CompareOptions{RevsLimit: true}); err == nil {
+		t.Error("compare with a missing CouchDB database succeeded")
+	}
 }

@@ -2,6 +2,7 @@ package faultproxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -293,33 +294,60 @@ func TestProxy_MaxBodyBytes(t *testing.T) {
 	}
 }
 
+// MaxInFlight: two requests are held in the proxy (a long delay that
+// ends when their clients give up); while they are, every other request
+// is answered 429 at once. No timing: the test waits for the proxy to
+// count the two in flight, and cancels them when done.
 func TestProxy_MaxInFlight(t *testing.T) {
 	p, _, _ := setup(t)
 	p.SetLimits(Limits{MaxInFlight: 2, RetryAfter: "1"})
-	if err := p.SetRules(Rule{Delay: 300 * time.Millisecond}); err != nil {
+	if err := p.SetRules(Rule{Name: "hold", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
 	var wg sync.WaitGroup
-	statuses := make([]int, 6)
-	for i := range statuses {
-		wg.Go(func() { statuses[i] = do(t, http.MethodGet, p.URL+"/", "").status })
+	held := make([]error, 2)
+	for i := range held {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			held[i] = err
+		})
 	}
-	wg.Wait()
-	ok, throttled := 0, 0
-	for _, s := range statuses {
-		switch s {
-		case 200:
-			ok++
-		case 429:
-			throttled++
+	waitFor(t, "2 requests in flight", func() bool { return p.Stats().InFlight == 2 })
+	for range 4 {
+		a := do(t, http.MethodGet, p.URL+"/", "")
+		if a.status != 429 || a.header.Get("Retry-After") != "1" {
+			t.Errorf("request beyond MaxInFlight: %d %v Retry-After %q, want 429 with Retry-After 1", a.status, a.err, a.header.Get("Retry-After"))
 		}
 	}
-	if ok != 2 || throttled != 4 {
-		t.Errorf("statuses %v, want 2 x 200 and 4 x 429", statuses)
+	cancel()
+	wg.Wait()
+	for _, err := range held {
+		if err == nil {
+			t.Error("a held request was answered: the hold rule did not apply")
+		}
 	}
 	st := p.Stats()
-	if st.MaxInFlight < 3 || st.Throttled != 4 {
-		t.Errorf("stats = %+v, want MaxInFlight >= 3, Throttled 4", st)
+	if st.MaxInFlight != 3 || st.Throttled != 4 || st.Rules["hold"].Fired != 2 {
+		t.Errorf("stats = %+v, want MaxInFlight 3, Throttled 4, hold fired twice", st)
+	}
+}
+
+// waitFor waits for cond, checked every millisecond, for at most a
+// minute (a condition, not a sleep: it returns as soon as cond holds).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -130,14 +130,31 @@ func TestStartTerminal_DrawsBars(t *testing.T) {
 	b := tr.Begin("beta")
 	b.AddDocsWritten(5)
 	disp := StartTerminal(tr, &buf, Options{Interval: 5 * time.Millisecond})
-	time.Sleep(50 * time.Millisecond)
-	tr.End(b, false)
-	time.Sleep(50 * time.Millisecond)
-	disp.Stop()
-	out := buf.String()
-	for _, want := range []string{"alpha", "beta", "dbs 0/3", "dbs 1/3", "100/200 docs"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("terminal output lacks %q:\n%s", want, out)
+	defer disp.Stop()
+	// Frames are drawn by the display's own goroutines: wait for the
+	// frame showing each state, however long the machine takes.
+	drawn := func(want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			out := buf.String()
+			missing := ""
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					missing = w
+					break
+				}
+			}
+			if missing == "" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("terminal output lacks %q after a minute:\n%s", missing, out)
+			}
+			time.Sleep(time.Millisecond)
 		}
 	}
+	drawn("alpha", "beta", "dbs 0/3", "100/200 docs")
+	tr.End(b, false)
+	drawn("dbs 1/3")
 }
