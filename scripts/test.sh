@@ -78,7 +78,8 @@ for k in "${run[@]}" race; do
 	fi
 	if [ "$s" -gt 0 ]; then
 		echo "-- skipped in $k:"
-		grep -E -A1 '^\s*--- SKIP' "$log" | grep -v -E '^--$' | paste - - | sed -E 's/\s+/ /g' | sort | uniq | head -60
+		# go test -v prints a skip's reason on the line before "--- SKIP".
+		awk '/^[[:space:]]*--- SKIP/ { name=$3; sub(/^[[:space:]]+/, "", prev); print "  " name ": " prev } { prev=$0 }' "$log" | sort -u | head -60
 	fi
 	echo "$k: $p passed, $f failed, $s skipped"
 done
