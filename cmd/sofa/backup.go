@@ -106,27 +106,24 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	}
 	var since *archive.Since
 	if bc.since != "" {
-		if since, err = archive.ReadSeqs(bc.since); err != nil {
-			return fatal(fmt.Errorf("--since %s: %v", bc.since, err))
+		if since, err = readSince(bc.since); err != nil {
+			return fatal(fmt.Errorf("--since %s: %w", bc.since, err))
 		}
 		if since.Source != "" && since.Source != source {
 			return usageErr("--since %s: that archive is a backup of another server (%s), not of %s (%s); take a full backup (without --since)", bc.since, since.Source, src.Server.URL(), source)
 		}
 	}
-	sink, err := createArchive(path, bc.force)
+	sink, err := createArchive(ctx, path, bc.force, bc.out.logf)
 	if err != nil {
 		return err
-	}
-	for _, p := range sink.stale {
-		bc.out.logf("removed %s (left by a killed backup)", p)
 	}
 	tempDir := ""
 	if path != "-" {
 		tempDir = filepath.Dir(path)
 	}
-	w, err := archive.NewWriter(sink.w, archive.Options{Compression: comp, Tool: "sofa " + version, Source: source, Since: since, TempDir: tempDir})
+	w, err := archive.NewWriter(sink, archive.Options{Compression: comp, Tool: "sofa " + version, Source: source, Since: since, TempDir: tempDir})
 	if err != nil {
-		sink.abort()
+		sink.Abort()
 		return fatal(fmt.Errorf("write archive: %v", err))
 	}
 	budget := replicate.NewBudget(bc.engine.maxInflight)
@@ -138,23 +135,23 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	watch.add(sl, src.Server.Stats)
 	_, runErr := runDBs(ctx, dbs, job, []*limit.Limiter{sl}, watch, bc.control, bc.out, "backed up")
 	if codeOf(runErr) == exitInterrupted {
-		sink.abort()
+		sink.Abort()
 		return &exitError{code: exitInterrupted, err: errors.New("interrupted: no archive was written (a backup starts over when run again)")}
 	}
 	if codeOf(runErr) == exitFatal {
-		sink.abort()
+		sink.Abort()
 		return runErr
 	}
 	if err := w.Close(); err != nil {
-		sink.abort()
+		sink.Abort()
 		return fatal(fmt.Errorf("write archive: %v", err))
 	}
-	if err := sink.commit(); err != nil {
+	if err := sink.Commit(); err != nil {
 		return fatal(err)
 	}
 	if !bc.out.quiet && path != "-" {
-		if st, err := os.Stat(path); err == nil {
-			fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", path, humanBytes(st.Size()))
+		if st, err := archives.Stat(ctx, path); err == nil {
+			fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", path, humanBytes(st.Size))
 		}
 	}
 	return runErr
@@ -231,4 +228,14 @@ func fillResult(r *fleet.DBResult, res *replicate.Result) {
 	st := res.Stats
 	r.Merge(fleet.DBResult{DocsRead: st.DocsRead, DocsWritten: st.DocsWritten, DocWriteFailures: st.DocWriteFailures,
 		MissingChecked: st.MissingChecked, MissingFound: st.MissingFound, Bytes: st.Bytes, Failures: res.Failures})
+}
+
+// readSince reads the seqs an incremental backup continues from.
+func readSince(path string) (*archive.Since, error) {
+	r, err := archives.Open(context.Background(), path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return archive.ReadSince(r)
 }
