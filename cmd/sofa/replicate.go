@@ -10,7 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/internal/dbcopy"
 	"github.com/sofadb/sofa/internal/progress"
 	"github.com/sofadb/sofa/replicate"
 )
@@ -27,7 +29,7 @@ type replicateCmd struct {
 	// progressEvery is --progress-interval; watch tells what the run waits
 	// on when its progress stands still.
 	progressEvery time.Duration
-	watch         *stallWatch
+	watch         *sofa.StallWatch
 	// whole-server mode
 	control       controlFlags
 	include       []string
@@ -37,7 +39,6 @@ type replicateCmd struct {
 	q, n          int
 	verifyMode    string
 	checkpoints   string
-	budget        *replicate.Budget
 	// counters are the HTTP clients' counters of a one-database run,
 	// summed into the summary.
 	counters []*couch.Counters
@@ -127,26 +128,23 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	// Per-host adaptive limits: fewer requests in flight on 429, 503 and
 	// timeouts, a pause on Retry-After, growth again once the host keeps up.
 	sl, tl := rc.control.limiters(srcURL, tgtURL)
-	copts.Pacer = pacer{sl}
-	src, err := openEndpoint(ctx, srcURL, "SOURCE", rc.client.forRole("SOURCE", copts))
+	srcEP, err := openEndpoint(ctx, srcURL, "SOURCE", rc.client.forRole("SOURCE", copts), sl)
 	if err != nil {
 		return err
 	}
-	copts.Pacer = pacer{tl}
-	tgt, err := openEndpoint(ctx, tgtURL, "TARGET", rc.client.forRole("TARGET", copts))
+	tgtEP, err := openEndpoint(ctx, tgtURL, "TARGET", rc.client.forRole("TARGET", copts), tl)
 	if err != nil {
 		return err
 	}
+	src, tgt := srcEP.Couch(), tgtEP.Couch()
 	rc.counters = []*couch.Counters{src.Server.Stats, tgt.Server.Stats}
-	rc.watch = &stallWatch{}
-	rc.watch.add(sl, src.Server.Stats)
-	rc.watch.add(tl, tgt.Server.Stats)
+	rc.watch = sofa.NewStallWatch(srcEP, tgtEP)
 	if src.Server.URL() == tgt.Server.URL() && src.DBName == tgt.DBName {
 		return usageErr("SOURCE and TARGET are the same %s", map[bool]string{true: "server", false: "database"}[src.DBName == ""])
 	}
 	switch {
 	case src.DBName == "" && tgt.DBName == "":
-		return rc.runServers(ctx, src, tgt, sl, tl)
+		return rc.runServers(ctx, srcEP, tgtEP)
 	case src.DBName == "" || tgt.DBName == "":
 		return usageErr("SOURCE and TARGET must both be databases or both be servers")
 	}
@@ -160,7 +158,7 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 func (rc *replicateCmd) replicateDB(ctx context.Context, sdb, tdb *couch.DB, counters *replicate.Counters) (*replicate.Result, error) {
 	sinfo, err := sdb.Info(ctx)
 	if err != nil {
-		return nil, fatal(fmt.Errorf("source: %v", err))
+		return nil, fatal(fmt.Errorf("source: %w", err))
 	}
 	opts := rc.engine.options()
 	opts.Counters = counters
@@ -176,14 +174,14 @@ func (rc *replicateCmd) replicateDB(ctx context.Context, sdb, tdb *couch.DB, cou
 	}
 	if _, err := tdb.Info(ctx); err != nil {
 		if !errors.Is(err, replicate.ErrNotFound) {
-			return nil, fatal(fmt.Errorf("target: %v", err))
+			return nil, fatal(fmt.Errorf("target: %w", err))
 		}
 		if !rc.createTarget {
 			return nil, fatal(fmt.Errorf("target database %s does not exist (use --create-target)", tdb))
 		}
 		meta, err := sdb.Metadata(ctx)
 		if err != nil {
-			return nil, fatal(fmt.Errorf("source: %v", err))
+			return nil, fatal(fmt.Errorf("source: %w", err))
 		}
 		switch err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned}); {
 		case err == nil:
@@ -191,14 +189,14 @@ func (rc *replicateCmd) replicateDB(ctx context.Context, sdb, tdb *couch.DB, cou
 			opts.SourceMetadata = &meta
 			// Claimed before any document: a rerun after an interruption
 			// knows the database is its own and still owes it _security.
-			if err := claimNew(ctx, sinfo, tdb); err != nil {
+			if err := dbcopy.ClaimNew(ctx, sinfo, tdb); err != nil {
 				return nil, fatal(err)
 			}
 		case !errors.Is(err, couch.ErrExists):
-			return nil, fatal(fmt.Errorf("target: %v", err))
+			return nil, fatal(fmt.Errorf("target: %w", err))
 		}
 		opts.CopyMetadata = true
-	} else if rc.createTarget && claimed(ctx, sinfo, tdb) {
+	} else if rc.createTarget && dbcopy.Claimed(ctx, sinfo, tdb) {
 		// Created by an earlier run of this copy that did not finish:
 		// its properties are set like a created target's.
 		opts.CopyMetadata = true
@@ -245,7 +243,7 @@ func (rc *replicateCmd) progress(ctx context.Context, opts *replicate.Options, s
 				if !print {
 					continue
 				}
-				waiting := rc.watch.waiting(stalled > 0) // retries since the last change
+				waiting := rc.watch.Waiting(stalled > 0) // retries since the last change
 				switch {
 				case stalled > 0:
 					fmt.Fprintf(os.Stderr, "sofa: %s: no change for %s (%s, %s): %s\n", sdb.Name(), stalled.Round(100*time.Millisecond), line, tail, waiting)

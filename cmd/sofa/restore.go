@@ -19,6 +19,7 @@ import (
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/internal/dbcopy"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -135,14 +136,13 @@ func (c *restoreCmd) run(ctx context.Context, archives []string, tgtURL string) 
 	if err != nil {
 		return err
 	}
-	tl := c.control.newLimiter(hostOf(tgtURL))
 	copts := c.client.options()
 	copts.Log = c.out.logf
-	copts.Pacer = pacer{tl}
-	tgt, err := openEndpoint(ctx, tgtURL, "TARGET", copts)
+	tep, err := openEndpoint(ctx, tgtURL, "TARGET", copts, c.control.newLimiter(hostOf(tgtURL)))
 	if err != nil {
 		return err
 	}
+	tgt := tep.Couch()
 	if err := c.checkSelection(archives, filter, renames, tgt.DBName != ""); err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (c *restoreCmd) checkSelection(archives []string, filter fleet.Filter, rena
 		_, dbs, err := archive.List(f)
 		f.Close()
 		if err != nil {
-			return fatal(fmt.Errorf("%s: %v", path, err))
+			return fatal(fmt.Errorf("%s: %w", path, err))
 		}
 		for _, d := range dbs {
 			all[d.Name] = true
@@ -273,7 +273,7 @@ func checkChain(archives []string) (map[string]int, error) {
 		}
 		f.Close()
 		if err != nil {
-			return nil, fatal(fmt.Errorf("%s: %v", path, err))
+			return nil, fatal(fmt.Errorf("%s: %w", path, err))
 		}
 		headers = append(headers, h)
 	}
@@ -303,7 +303,7 @@ func (c *restoreCmd) restoreArchive(ctx context.Context, path string, index int,
 	blobMem := min(archive.DefaultBlobMemory, max(c.engine.maxInflight/4, 1))
 	rd, err := archive.NewReader(f, &archive.ReaderOptions{BlobMemory: blobMem})
 	if err != nil {
-		return fatal(fmt.Errorf("%s: %v", path, err))
+		return fatal(fmt.Errorf("%s: %w", path, err))
 	}
 	defer rd.Close()
 	picked := 0
@@ -313,7 +313,7 @@ func (c *restoreCmd) restoreArchive(ctx context.Context, path string, index int,
 			return nil
 		}
 		if err != nil {
-			return fatal(fmt.Errorf("%s: %v", path, err))
+			return fatal(fmt.Errorf("%s: %w", path, err))
 		}
 		if !filter.Match(dbr.Name()) {
 			continue
@@ -343,7 +343,7 @@ func (c *restoreCmd) restoreArchive(ctx context.Context, path string, index int,
 			}
 			var ae *archive.Error
 			if errors.As(err, &ae) {
-				return fatal(fmt.Errorf("%s: %v", path, err))
+				return fatal(fmt.Errorf("%s: %w", path, err))
 			}
 		}
 	}
@@ -389,7 +389,7 @@ func (c *restoreCmd) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *
 	}
 	c.out.logf("restoring %s", tdb.Name())
 	res, err := replicate.Run(ctx, src, target, opts)
-	fillResult(&r, res)
+	dbcopy.FillResult(&r, res)
 	if err != nil {
 		return r, err
 	}
@@ -448,34 +448,34 @@ func (c *restoreCmd) prepareTarget(ctx context.Context, dbr *archive.DBReader, t
 		if err := c.recreate(ctx, tdb); err != nil {
 			return false, err
 		}
-		return false, claimNew(ctx, sinfo, tdb)
+		return false, dbcopy.ClaimNew(ctx, sinfo, tdb)
 	}
 	if errors.Is(err, replicate.ErrNotFound) {
 		err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned, Q: c.q, N: c.n})
 		if errors.Is(err, couch.ErrExists) {
-			return false, claimTarget(ctx, sinfo, tdb) // created meanwhile
+			return false, dbcopy.ClaimTarget(ctx, sinfo, tdb) // created meanwhile
 		}
 		if err != nil {
-			return false, fmt.Errorf("target: %v", err)
+			return false, fmt.Errorf("target: %w", err)
 		}
 		tdb.Fresh = true
-		return false, claimNew(ctx, sinfo, tdb)
+		return false, dbcopy.ClaimNew(ctx, sinfo, tdb)
 	}
 	if err != nil {
-		return false, fmt.Errorf("target: %v", err)
+		return false, fmt.Errorf("target: %w", err)
 	}
 	reused = tinfo.DocCount+tinfo.DelCount > 0
 	if c.reuseExisting || incremental || systemDB(tdb.Name()) {
 		return reused, nil
 	}
 	if !reused {
-		return false, claimTarget(ctx, sinfo, tdb)
+		return false, dbcopy.ClaimTarget(ctx, sinfo, tdb)
 	}
 	id := replicate.ReplicationID(sinfo.Identity, tinfo.Identity)
-	if _, err := tdb.GetLocal(ctx, "_local/"+id); err == nil || claimed(ctx, sinfo, tdb) {
+	if _, err := tdb.GetLocal(ctx, "_local/"+id); err == nil || dbcopy.Claimed(ctx, sinfo, tdb) {
 		return true, nil // this restore's own earlier run: resume
 	}
-	return true, errNotEmpty
+	return true, dbcopy.ErrNotEmpty
 }
 
 // systemDB reports whether name is _users or _replicator, which a restore
