@@ -73,7 +73,8 @@ func seed(t *testing.T, srv *couchtest.Server, db string, n int) {
 
 // TestLibrary_CopyBackupVerify, through the public API only: Copy of a
 // server to another, Verify of the two, Backup of the source into an
-// in-memory archive, Verify of the archive against the copy.
+// in-memory archive, Verify of the archive against the copy, Restore out
+// of it.
 func TestLibrary_CopyBackupVerify(t *testing.T) {
 	ctx := context.Background()
 	a, b := couchtest.Start(t), couchtest.Start(t)
@@ -144,5 +145,16 @@ func TestLibrary_CopyBackupVerify(t *testing.T) {
 	vs, err = sofa.Verify(ctx, ar, copyDB, sofa.VerifyOptions{Compare: verify.Options{Mode: verify.Full}})
 	if err != nil || !vs.Equal || vs.DBsTotal != 1 {
 		t.Fatalf("verify archive against the copy: %+v, %v", vs, err)
+	}
+
+	// Restore (a chain of one) out of the in-memory archive, renamed.
+	rs, err := sofa.Restore(ctx, []*sofa.Endpoint{ar}, dst, sofa.RestoreOptions{Renames: map[string]string{"alpha": "alpha-restored"}})
+	if err != nil || !rs.Complete() || rs.DBsTotal != 1 || rs.DBs[0].Name != "alpha-restored" {
+		t.Fatalf("restore: %+v, %v", rs, err)
+	}
+	couchtest.AssertEqual(t, a.URL+"/alpha", b.URL+"/alpha-restored")
+	// Selecting nothing of the archive is an error.
+	if _, err := sofa.Restore(ctx, []*sofa.Endpoint{ar}, dst, sofa.RestoreOptions{Selection: sofa.Selection{Include: []string{"zzz"}}}); err == nil || !strings.Contains(err.Error(), "no database of the archive was selected") {
+		t.Fatalf("restore of nothing: %v", err)
 	}
 }
