@@ -381,3 +381,70 @@ func (c *copier) verifyCopy(ctx context.Context, sdb, tdb *couch.DB, opts replic
 	}
 	return nil
 }
+
+// CopyDBOptions configure CopyDB.
+type CopyDBOptions struct {
+	// Engine are the engine's options; set Engine.Counters to watch the
+	// copy as it goes, Engine.Warn and Engine.Debug to hear of it.
+	Engine replicate.Options
+	// CreateTarget creates a missing target database with the source's
+	// properties, `_revs_limit` and `_security`, claimed before any
+	// document (a rerun after an interruption still sets them).
+	CreateTarget bool
+	// CopySecurity copies `_revs_limit` (before the documents) and
+	// `_security` (after them) to an existing target.
+	CopySecurity bool
+	// SourceCheckpoints writes checkpoints on the source too.
+	SourceCheckpoints bool
+}
+
+// ErrNoTarget: CopyDB into a missing database without CreateTarget.
+var ErrNoTarget = errors.New("target database does not exist")
+
+// CopyDB copies one database to another (both database endpoints) with
+// the engine, creating the target when asked. The Result holds the
+// replication id, the seqs, the counters and each revision not copied.
+func CopyDB(ctx context.Context, src, dst *Endpoint, o CopyDBOptions) (*replicate.Result, error) {
+	if src.Kind() != KindDatabase || dst.Kind() != KindDatabase {
+		return nil, optionErr("copy: %s to %s: both must be database URLs", src, dst)
+	}
+	sdb := src.couch.Server.DB(src.couch.DBName)
+	tdb := dst.couch.Server.DB(dst.couch.DBName)
+	sinfo, err := sdb.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("source: %w", err)
+	}
+	opts := o.Engine
+	opts.CopyMetadata = o.CopySecurity
+	opts.SourceReadOnly = !o.SourceCheckpoints
+	if _, err := tdb.Info(ctx); err != nil {
+		if !errors.Is(err, replicate.ErrNotFound) {
+			return nil, fmt.Errorf("target: %w", err)
+		}
+		if !o.CreateTarget {
+			return nil, fmt.Errorf("target database %s does not exist (use --create-target)%.0w", tdb, ErrNoTarget)
+		}
+		meta, err := sdb.Metadata(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("source: %w", err)
+		}
+		switch err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned}); {
+		case err == nil:
+			opts.TargetCreated = tdb.Created()
+			opts.SourceMetadata = &meta
+			// Claimed before any document: a rerun after an interruption
+			// knows the database is its own and still owes it _security.
+			if err := dbcopy.ClaimNew(ctx, sinfo, tdb); err != nil {
+				return nil, err
+			}
+		case !errors.Is(err, couch.ErrExists):
+			return nil, fmt.Errorf("target: %w", err)
+		}
+		opts.CopyMetadata = true
+	} else if o.CreateTarget && dbcopy.Claimed(ctx, sinfo, tdb) {
+		// Created by an earlier run of this copy that did not finish:
+		// its properties are set like a created target's.
+		opts.CopyMetadata = true
+	}
+	return replicate.Run(ctx, sdb, tdb, opts)
+}

@@ -147,6 +147,20 @@ func TestLibrary_CopyBackupVerify(t *testing.T) {
 		t.Fatalf("verify archive against the copy: %+v, %v", vs, err)
 	}
 
+	// One database: a missing target is refused unless CreateTarget.
+	oneDst, err := sofa.Open(ctx, b.URL+"/alpha-one", sofa.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sofa.CopyDB(ctx, srcDB, oneDst, sofa.CopyDBOptions{}); !errors.Is(err, sofa.ErrNoTarget) {
+		t.Fatalf("CopyDB into a missing database: %v, want ErrNoTarget", err)
+	}
+	res, err := sofa.CopyDB(ctx, srcDB, oneDst, sofa.CopyDBOptions{CreateTarget: true})
+	if err != nil || res.Stats.DocsWritten != 20 || len(res.Failures) != 0 {
+		t.Fatalf("CopyDB: %+v, %v", res, err)
+	}
+	couchtest.AssertEqual(t, a.URL+"/alpha", b.URL+"/alpha-one")
+
 	// Restore (a chain of one) out of the in-memory archive, renamed.
 	rs, err := sofa.Restore(ctx, []*sofa.Endpoint{ar}, dst, sofa.RestoreOptions{Renames: map[string]string{"alpha": "alpha-restored"}})
 	if err != nil || !rs.Complete() || rs.DBsTotal != 1 || rs.DBs[0].Name != "alpha-restored" {
