@@ -11,8 +11,8 @@ import (
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
-	"github.com/sofadb/sofa/internal/limit"
 	"github.com/sofadb/sofa/internal/progress"
+	"github.com/sofadb/sofa/limitstats"
 	"github.com/sofadb/sofa/replicate"
 	"github.com/sofadb/sofa/verify"
 )
@@ -41,14 +41,14 @@ type VerifyDB struct {
 
 // VerifySummary is the result of Verify, ready for encoding/json.
 type VerifySummary struct {
-	Equal       bool          `json:"equal"`
-	DBsTotal    int           `json:"dbs_total"`
-	DBsEqual    int           `json:"dbs_equal"`
-	DBsDiffer   int           `json:"dbs_different"`
-	DBsFailed   int           `json:"dbs_failed"`
-	Interrupted bool          `json:"interrupted,omitempty"`
-	DBs         []VerifyDB    `json:"dbs"`
-	Hosts       []limit.Stats `json:"hosts,omitempty"`
+	Equal       bool               `json:"equal"`
+	DBsTotal    int                `json:"dbs_total"`
+	DBsEqual    int                `json:"dbs_equal"`
+	DBsDiffer   int                `json:"dbs_different"`
+	DBsFailed   int                `json:"dbs_failed"`
+	Interrupted bool               `json:"interrupted,omitempty"`
+	DBs         []VerifyDB         `json:"dbs"`
+	Hosts       []limitstats.Stats `json:"hosts,omitempty"`
 }
 
 // ErrSeveralDatabases: an archive of several databases compared with a
