@@ -59,7 +59,7 @@ func Claimed(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) bool {
 // way) then marks the database interrupted, not failed.
 func AsInterrupted(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("%w: %v", cerr, err)
+		return fmt.Errorf("%w: %w", cerr, err)
 	}
 	return err
 }
