@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sofadb/sofa/internal/limit"
+	"github.com/sofadb/sofa/limitstats"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -93,7 +93,7 @@ type Summary struct {
 	// DBs holds one result per database, in the order given to Run.
 	DBs []DBResult `json:"dbs"`
 	// Hosts holds each limiter's totals and decisions.
-	Hosts []limit.Stats `json:"hosts,omitempty"`
+	Hosts []limitstats.Stats `json:"hosts,omitempty"`
 	// Concurrency tells how many databases ran at once and why.
 	Concurrency Concurrency `json:"concurrency"`
 	// RequestsByKind holds, per endpoint ("source", "target"), the HTTP

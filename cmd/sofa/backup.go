@@ -5,16 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/archive"
-	"github.com/sofadb/sofa/couch"
-	"github.com/sofadb/sofa/fleet"
-	"github.com/sofadb/sofa/internal/limit"
-	"github.com/sofadb/sofa/internal/progress"
-	"github.com/sofadb/sofa/replicate"
+	"github.com/sofadb/sofa/storage"
 )
 
 type backupCmd struct {
@@ -79,156 +75,52 @@ The format is described in docs/archive-format.md.
 func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	comp, err := archive.ParseCompression(bc.compression)
 	if err != nil {
-		return usageErr("--compression: %v", err)
+		return usageErr("--compression: %w", err)
 	}
 	if path == "-" && bc.out.jsonOut {
 		return usageErr("--json prints the summary on stdout, which carries the archive when ARCHIVE is -")
 	}
-	filter := fleet.Filter{Include: bc.include, Exclude: bc.exclude, Skip: fleet.BackupSkip}
-	if err := filter.Validate(); err != nil {
-		return usageErr("%v", err)
+	sel := sofa.Selection{Include: bc.include, Exclude: bc.exclude, Skip: sofa.BackupSkip}
+	if err := sel.Validate(); err != nil {
+		return libErr(err)
 	}
-	sl := bc.control.newLimiter(hostOf(srcURL))
 	copts := bc.client.options()
 	copts.Log = bc.out.logf
-	copts.Pacer = pacer{sl}
-	src, err := openEndpoint(ctx, srcURL, "SOURCE", copts)
+	src, err := openEndpoint(ctx, srcURL, "SOURCE", copts, bc.control.newLimiter(hostOf(srcURL)))
 	if err != nil {
 		return err
 	}
-	dbs, err := selectDBs(ctx, src, filter)
+	dst, err := sofa.Open(ctx, path, sofa.OpenOptions{Store: archives})
 	if err != nil {
-		return err
+		return libErr(err)
 	}
-	source := src.Server.UUID
-	if source == "" {
-		source = src.Server.URL()
-	}
-	var since *archive.Since
-	if bc.since != "" {
-		if since, err = archive.ReadSeqs(bc.since); err != nil {
-			return fatal(fmt.Errorf("--since %s: %v", bc.since, err))
-		}
-		if since.Source != "" && since.Source != source {
-			return usageErr("--since %s: that archive is a backup of another server (%s), not of %s (%s); take a full backup (without --since)", bc.since, since.Source, src.Server.URL(), source)
-		}
-	}
-	sink, err := createArchive(path, bc.force)
-	if err != nil {
-		return err
-	}
-	for _, p := range sink.stale {
-		bc.out.logf("removed %s (left by a killed backup)", p)
-	}
-	tempDir := ""
-	if path != "-" {
-		tempDir = filepath.Dir(path)
-	}
-	w, err := archive.NewWriter(sink.w, archive.Options{Compression: comp, Tool: "sofa " + version, Source: source, Since: since, TempDir: tempDir})
-	if err != nil {
-		sink.abort()
-		return fatal(fmt.Errorf("write archive: %v", err))
-	}
-	budget := replicate.NewBudget(bc.engine.maxInflight)
 	bc.engine.setMemoryLimit(int64(bc.control.maxDBs) << 20)
-	job := func(ctx context.Context, name string, p *progress.DB) (fleet.DBResult, error) {
-		return bc.backupDB(ctx, src.Server, w, name, p, budget)
+	prog := bc.out.progress()
+	sum, err := sofa.Backup(ctx, src, dst, sofa.BackupOptions{
+		Engine: bc.engine.options(), Selection: sel, Since: bc.since,
+		Compression: comp, Overwrite: bc.force, Tool: "sofa " + version,
+		MaxDBs: bc.control.maxDBs, Fixed: bc.control.fixed, IdealDuration: bc.control.idealDuration,
+		Progress: prog, Logger: bc.out.logger(), Logf: bc.out.logf, DebugLogf: bc.out.debugLogf(),
+	})
+	prog.Stop()
+	if sum == nil {
+		// nothing ran: the archive or the selection was refused
+		if errors.Is(err, storage.ErrExist) {
+			return usageErr("%w (use --force to overwrite it)", err)
+		}
+		return libErr(err)
 	}
-	watch := &stallWatch{}
-	watch.add(sl, src.Server.Stats)
-	_, runErr := runDBs(ctx, dbs, job, []*limit.Limiter{sl}, watch, bc.control, bc.out, "backed up")
-	if codeOf(runErr) == exitInterrupted {
-		sink.abort()
+	runErr := finishDBs(sum, err, bc.out, "backed up")
+	switch codeOf(runErr) {
+	case exitInterrupted:
 		return &exitError{code: exitInterrupted, err: errors.New("interrupted: no archive was written (a backup starts over when run again)")}
-	}
-	if codeOf(runErr) == exitFatal {
-		sink.abort()
+	case exitFatal:
 		return runErr
 	}
-	if err := w.Close(); err != nil {
-		sink.abort()
-		return fatal(fmt.Errorf("write archive: %v", err))
-	}
-	if err := sink.commit(); err != nil {
-		return fatal(err)
-	}
 	if !bc.out.quiet && path != "-" {
-		if st, err := os.Stat(path); err == nil {
-			fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", path, humanBytes(st.Size()))
+		if st, err := archives.Stat(ctx, path); err == nil {
+			fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", path, humanBytes(st.Size))
 		}
 	}
 	return runErr
-}
-
-// selectDBs lists the databases a verb works on: the one named in a
-// database URL, or the server's databases kept by filter.
-func selectDBs(ctx context.Context, ep *couch.Endpoint, filter fleet.Filter) ([]string, error) {
-	if ep.DBName != "" {
-		if _, err := ep.Server.DB(ep.DBName).Info(ctx); err != nil {
-			return nil, fatal(fmt.Errorf("source: %v", err))
-		}
-		return []string{ep.DBName}, nil
-	}
-	names, err := fleet.ListDBs(ctx, ep.Server, 1000)
-	if err != nil {
-		return nil, fatal(fmt.Errorf("source: list databases: %v", err))
-	}
-	dbs := filter.Apply(names)
-	if len(dbs) == 0 {
-		return nil, fatal(fmt.Errorf("source: no database matches (of %d listed)", len(names)))
-	}
-	return dbs, nil
-}
-
-// backupDB copies one database into the archive through the engine: the
-// archive's database writer is the Target.
-func (bc *backupCmd) backupDB(ctx context.Context, srv *couch.Server, w *archive.Writer, name string, p *progress.DB, budget *replicate.Budget) (fleet.DBResult, error) {
-	r := fleet.DBResult{Name: name}
-	sdb := srv.DB(name)
-	sdb.ReadOnly = true // a backup never writes to the source
-	sinfo, err := sdb.Info(ctx)
-	if err != nil {
-		return r, fmt.Errorf("source: %v", err)
-	}
-	p.SetDocsTotal(sinfo.DocCount + sinfo.DelCount)
-	dbw, err := w.Database(name)
-	if err != nil {
-		return r, err
-	}
-	dbw.SetSourceInfo(sinfo)
-	opts := bc.engine.options()
-	opts.CopyMetadata = true
-	opts.Budget = budget
-	opts.Counters = &replicate.Counters{}
-	opts.SourceReadOnly = true
-	opts.Warn = func(s string) { bc.out.logf("%s: %s", name, s) }
-	opts.Debug = bc.out.debugf(name)
-	stop := feedProgress(opts.Counters, p)
-	res, err := replicate.Run(ctx, sdb, dbw, opts)
-	stop()
-	fillResult(&r, res)
-	if err != nil {
-		dbw.Abort(err.Error())
-		return r, err
-	}
-	if len(res.Failures) > 0 {
-		// The archive must not present this database as whole.
-		f := res.Failures[0]
-		return r, dbw.Abort(fmt.Sprintf("%d revisions not backed up (first: id %q rev %s: %s: %s)", len(res.Failures), f.ID, f.Rev, f.Error, f.Reason))
-	}
-	if err := dbw.Close(); err != nil {
-		return r, err
-	}
-	return r, nil
-}
-
-// fillResult adds a replication's counters and failures to r (nil res:
-// nothing to add).
-func fillResult(r *fleet.DBResult, res *replicate.Result) {
-	if res == nil {
-		return
-	}
-	st := res.Stats
-	r.Merge(fleet.DBResult{DocsRead: st.DocsRead, DocsWritten: st.DocsWritten, DocWriteFailures: st.DocWriteFailures,
-		MissingChecked: st.MissingChecked, MissingFound: st.MissingFound, Bytes: st.Bytes, Failures: res.Failures})
 }

@@ -24,10 +24,10 @@ func applyEnvAndConfig(cmd *cobra.Command) error {
 	if path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return usageErr("config file: %v", err)
+			return usageErr("config file: %w", err)
 		}
 		if err := toml.Unmarshal(b, &file); err != nil {
-			return usageErr("config file %s: %v", path, err)
+			return usageErr("config file %s: %w", path, err)
 		}
 		for k := range file {
 			if cmd.Flags().Lookup(k) == nil {
@@ -43,13 +43,13 @@ func applyEnvAndConfig(cmd *cobra.Command) error {
 		env := "SOFA_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(env); ok {
 			if err := f.Value.Set(v); err != nil {
-				ferr = usageErr("%s=%q: %v", env, v, err)
+				ferr = usageErr("%s=%q: %w", env, v, err)
 			}
 			return
 		}
 		if v, ok := file[f.Name]; ok {
 			if err := f.Value.Set(fmt.Sprint(v)); err != nil {
-				ferr = usageErr("config file %s: %s: %v", path, f.Name, err)
+				ferr = usageErr("config file %s: %s: %w", path, f.Name, err)
 			}
 		}
 	})

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/couch"
 )
 
@@ -44,7 +45,7 @@ func withCredentials(raw, role string) (string, error) {
 		b, err := term.ReadPassword(int(os.Stdin.Fd()))
 		fmt.Fprintln(os.Stderr)
 		if err != nil {
-			return "", fatal(fmt.Errorf("read password: %v", err))
+			return "", fatal(fmt.Errorf("read password: %w", err))
 		}
 		pass, hasPass = string(b), true
 	}
@@ -61,8 +62,9 @@ func withCredentials(raw, role string) (string, error) {
 // insecureWarning is printed once per run that skips certificate checks.
 var insecureWarning sync.Once
 
-// openEndpoint probes a URL as a server or database.
-func openEndpoint(ctx context.Context, raw, role string, opts couch.Options) (*couch.Endpoint, error) {
+// openEndpoint probes a URL as a server or database; lim paces its
+// requests (nil: none).
+func openEndpoint(ctx context.Context, raw, role string, opts couch.Options, lim *sofa.Limiter) (*sofa.Endpoint, error) {
 	full, err := withCredentials(raw, role)
 	if err != nil {
 		return nil, err
@@ -72,15 +74,15 @@ func openEndpoint(ctx context.Context, raw, role string, opts couch.Options) (*c
 			fmt.Fprintln(os.Stderr, "sofa: warning: --insecure: https server certificates are NOT verified; anyone on the network path can read and change the data and the credentials")
 		})
 	}
-	ep, err := couch.Probe(ctx, full, opts)
+	ep, err := sofa.Open(ctx, full, sofa.OpenOptions{Client: opts, Limiter: lim, Unpaced: lim == nil})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return nil, err
 		}
-		return nil, fatal(fmt.Errorf("%s: %v", strings.ToLower(role), err))
+		return nil, fatal(fmt.Errorf("%s: %w", strings.ToLower(role), err))
 	}
-	if opts.Auth == couch.AuthCookie && ep.Server.AuthUsed() != couch.AuthCookie {
-		fmt.Fprintf(os.Stderr, "sofa: warning: %s: %s has no /_session: credentials are sent with every request (basic authentication) instead of --auth cookie\n", strings.ToLower(role), ep.Server.URL())
+	if srv := ep.Couch().Server; opts.Auth == couch.AuthCookie && srv.AuthUsed() != couch.AuthCookie {
+		fmt.Fprintf(os.Stderr, "sofa: warning: %s: %s has no /_session: credentials are sent with every request (basic authentication) instead of --auth cookie\n", strings.ToLower(role), srv.URL())
 	}
 	return ep, nil
 }

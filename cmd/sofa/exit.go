@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sofadb/sofa"
 )
 
 // Exit codes, one table for every verb (shown in --help).
@@ -56,4 +57,23 @@ func codeOf(err error) int {
 		return exitInterrupted
 	}
 	return exitFatal
+}
+
+// libErr maps an error of the library to its exit code: wrong options
+// or arguments are usage errors, an interruption is one, anything else
+// is fatal. An error that already carries its code keeps it.
+func libErr(err error) error {
+	var e *exitError
+	var oe *sofa.OptionError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &e):
+		return err
+	case errors.As(err, &oe):
+		return &exitError{code: exitUsage, err: err}
+	case errors.Is(err, context.Canceled):
+		return err // main says what an interruption means
+	}
+	return fatal(err)
 }

@@ -215,7 +215,7 @@ func checkFlagValues(fs *pflag.FlagSet) error {
 			continue
 		}
 		if err != nil {
-			return usageErr("--%s %s: %v", nf.name, fl.Value.String(), err)
+			return usageErr("--%s %s: %w", nf.name, fl.Value.String(), err)
 		}
 		if !(v >= nf.min) { // also refuses NaN
 			what := "must not be negative"

@@ -10,8 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/sofadb/sofa/fleet"
-	"github.com/sofadb/sofa/internal/limit"
+	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/internal/progress"
 )
 
@@ -39,6 +38,14 @@ func (o *outputFlags) debugf(db string) func(format string, args ...any) {
 	return func(format string, args ...any) { o.logf(db+": "+format, args...) }
 }
 
+// debugLogf is the engine's per-batch logger under --debug, nil otherwise.
+func (o *outputFlags) debugLogf() func(format string, args ...any) {
+	if !o.debug {
+		return nil
+	}
+	return o.logf
+}
+
 func (o *outputFlags) logger() *slog.Logger {
 	if !o.verbose && !o.debug {
 		return nil
@@ -50,40 +57,63 @@ func (o *outputFlags) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 }
 
-// runDBs runs job over dbs with the fleet scheduler and a progress display,
-// prints the summary and maps it to an exit code (verb names the work:
-// "copied", "backed up", "restored").
-//
-// watch, when not nil, says on "progress waiting" lines what the run waits
-// on.
-func runDBs(ctx context.Context, dbs []string, job fleet.Job, limiters []*limit.Limiter, watch *stallWatch, c controlFlags, out outputFlags, verb string) (fleet.Summary, error) {
-	tracker := progress.NewTracker()
-	tracker.SetTotal(len(dbs))
-	var display *progress.Display
-	if !out.quiet && !out.jsonOut {
-		display = progress.Start(tracker, os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), progressOptions(out.progressEvery, watch))
+// progress is the progress of a many-database run for out: a display on
+// stderr (bars on a terminal, lines otherwise) unless --quiet or --json.
+// Stop it once the run returns.
+func (o *outputFlags) progress() *displayProgress {
+	return &displayProgress{t: progress.NewTracker(), show: !o.quiet && !o.jsonOut, every: o.progressEvery}
+}
+
+// displayProgress is a sofa.Progress over the progress tracker and its
+// display.
+type displayProgress struct {
+	t     *progress.Tracker
+	d     *progress.Display
+	show  bool
+	every time.Duration
+}
+
+func (p *displayProgress) Start(dbs int, waiting func(stalled bool) string) {
+	p.t.SetTotal(dbs)
+	if p.show {
+		p.d = progress.Start(p.t, os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), progress.Options{Interval: p.every, Waiting: waiting})
 	}
-	sum, runErr := fleet.Run(ctx, dbs, job, fleet.Options{
-		Limiters: limiters, MaxDBs: c.maxDBs, Fixed: c.fixed,
-		IdealDuration: c.idealDuration, Progress: tracker, Logger: out.logger(),
-	})
-	if display != nil {
-		display.Stop()
+}
+
+func (p *displayProgress) Begin(db string) sofa.DBProgress { return p.t.Begin(db) }
+
+func (p *displayProgress) End(db string, d sofa.DBProgress, failed bool) {
+	pd, _ := d.(*progress.DB)
+	p.t.End(pd, failed)
+}
+
+// Stop stops the display (no-op when none was started).
+func (p *displayProgress) Stop() {
+	if p.d != nil {
+		p.d.Stop()
 	}
-	if out.jsonOut {
-		printJSON(os.Stdout, sum)
-	} else if !out.quiet {
-		printFleetSummary(os.Stderr, &sum)
+}
+
+// finishDBs prints the summary of a many-database run (when it has one)
+// and maps its outcome to an exit code (verb names the work: "copied",
+// "backed up").
+func finishDBs(sum *sofa.Summary, err error, out outputFlags, verb string) error {
+	if sum != nil {
+		if out.jsonOut {
+			printJSON(os.Stdout, sum)
+		} else if !out.quiet {
+			printFleetSummary(os.Stderr, sum)
+		}
 	}
 	switch {
-	case sum.Interrupted || errors.Is(runErr, context.Canceled):
-		return sum, &exitError{code: exitInterrupted, err: errors.New("interrupted: checkpoints written; run the same command again to resume")}
-	case runErr != nil:
-		return sum, fatal(runErr)
+	case err != nil && errors.Is(err, context.Canceled), sum != nil && sum.Interrupted:
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted: checkpoints written; run the same command again to resume")}
+	case err != nil:
+		return libErr(err)
 	case !sum.Complete():
-		return sum, &exitError{code: exitPartial, err: fmt.Errorf("%d of %d databases were not %s completely (listed above)", sum.DBsTotal-sum.DBsOK, sum.DBsTotal, verb)}
+		return &exitError{code: exitPartial, err: fmt.Errorf("%d of %d databases were not %s completely (listed above)", sum.DBsTotal-sum.DBsOK, sum.DBsTotal, verb)}
 	}
-	return sum, nil
+	return nil
 }
 
 func registerOutput(fs *pflag.FlagSet, o *outputFlags) {
@@ -97,13 +127,4 @@ func registerOutput(fs *pflag.FlagSet, o *outputFlags) {
 // registerProgressInterval adds --progress-interval.
 func registerProgressInterval(fs *pflag.FlagSet, d *time.Duration) {
 	fs.DurationVar(d, "progress-interval", 0, "time between progress lines when stderr is not a terminal; a line is printed only when something changed, or after six intervals without change, saying what the run waits on (0: 10s, 2s when copying one database)")
-}
-
-// progressOptions are the options of a fleet run's progress display.
-func progressOptions(every time.Duration, watch *stallWatch) progress.Options {
-	o := progress.Options{Interval: every}
-	if watch != nil {
-		o.Waiting = watch.waiting
-	}
-	return o
 }

@@ -50,7 +50,7 @@ func lsArchive(path string, jsonOut bool) error {
 	defer f.Close()
 	hdr, dbs, err := archive.List(f)
 	if err != nil {
-		return fatal(fmt.Errorf("%s: %v", path, err))
+		return fatal(fmt.Errorf("%s: %w", path, err))
 	}
 	if jsonOut {
 		printJSON(os.Stdout, map[string]any{"header": hdr, "databases": dbs})
@@ -76,14 +76,15 @@ func lsArchive(path string, jsonOut bool) error {
 }
 
 func lsServer(ctx context.Context, raw string, client clientFlags, jsonOut bool) error {
-	ep, err := openEndpoint(ctx, raw, "SOURCE", client.options())
+	sep, err := openEndpoint(ctx, raw, "SOURCE", client.options(), nil)
 	if err != nil {
 		return err
 	}
+	ep := sep.Couch()
 	names := []string{ep.DBName}
 	if ep.DBName == "" {
 		if names, err = fleet.ListDBs(ctx, ep.Server, 1000); err != nil {
-			return fatal(fmt.Errorf("list databases: %v", err))
+			return fatal(fmt.Errorf("list databases: %w", err))
 		}
 	}
 	type row struct {

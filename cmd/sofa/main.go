@@ -78,7 +78,7 @@ they never appear in output, logs or errors.
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageErr("%v (see %s --help)", err, c.CommandPath())
+		return usageErr("%w (see %s --help)", err, c.CommandPath())
 	})
 	root.AddCommand(newReplicateCmd())
 	root.AddCommand(newBackupCmd())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/internal/progress"
 	"github.com/sofadb/sofa/replicate"
@@ -27,7 +28,7 @@ type replicateCmd struct {
 	// progressEvery is --progress-interval; watch tells what the run waits
 	// on when its progress stands still.
 	progressEvery time.Duration
-	watch         *stallWatch
+	watch         *sofa.StallWatch
 	// whole-server mode
 	control       controlFlags
 	include       []string
@@ -37,7 +38,6 @@ type replicateCmd struct {
 	q, n          int
 	verifyMode    string
 	checkpoints   string
-	budget        *replicate.Budget
 	// counters are the HTTP clients' counters of a one-database run,
 	// summed into the summary.
 	counters []*couch.Counters
@@ -127,45 +127,34 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	// Per-host adaptive limits: fewer requests in flight on 429, 503 and
 	// timeouts, a pause on Retry-After, growth again once the host keeps up.
 	sl, tl := rc.control.limiters(srcURL, tgtURL)
-	copts.Pacer = pacer{sl}
-	src, err := openEndpoint(ctx, srcURL, "SOURCE", rc.client.forRole("SOURCE", copts))
+	srcEP, err := openEndpoint(ctx, srcURL, "SOURCE", rc.client.forRole("SOURCE", copts), sl)
 	if err != nil {
 		return err
 	}
-	copts.Pacer = pacer{tl}
-	tgt, err := openEndpoint(ctx, tgtURL, "TARGET", rc.client.forRole("TARGET", copts))
+	tgtEP, err := openEndpoint(ctx, tgtURL, "TARGET", rc.client.forRole("TARGET", copts), tl)
 	if err != nil {
 		return err
 	}
+	src, tgt := srcEP.Couch(), tgtEP.Couch()
 	rc.counters = []*couch.Counters{src.Server.Stats, tgt.Server.Stats}
-	rc.watch = &stallWatch{}
-	rc.watch.add(sl, src.Server.Stats)
-	rc.watch.add(tl, tgt.Server.Stats)
+	rc.watch = sofa.NewStallWatch(srcEP, tgtEP)
 	if src.Server.URL() == tgt.Server.URL() && src.DBName == tgt.DBName {
 		return usageErr("SOURCE and TARGET are the same %s", map[bool]string{true: "server", false: "database"}[src.DBName == ""])
 	}
 	switch {
 	case src.DBName == "" && tgt.DBName == "":
-		return rc.runServers(ctx, src, tgt, sl, tl)
+		return rc.runServers(ctx, srcEP, tgtEP)
 	case src.DBName == "" || tgt.DBName == "":
 		return usageErr("SOURCE and TARGET must both be databases or both be servers")
 	}
 	rc.engine.setMemoryLimit(0)
-	sdb, tdb := src.Server.DB(src.DBName), tgt.Server.DB(tgt.DBName)
-	res, err := rc.replicateDB(ctx, sdb, tdb, nil)
+	res, err := rc.replicateDB(ctx, srcEP, tgtEP)
 	return rc.finish(res, err, os.Stdout)
 }
 
 // replicateDB copies one database, creating the target when asked.
-func (rc *replicateCmd) replicateDB(ctx context.Context, sdb, tdb *couch.DB, counters *replicate.Counters) (*replicate.Result, error) {
-	sinfo, err := sdb.Info(ctx)
-	if err != nil {
-		return nil, fatal(fmt.Errorf("source: %v", err))
-	}
+func (rc *replicateCmd) replicateDB(ctx context.Context, src, tgt *sofa.Endpoint) (*replicate.Result, error) {
 	opts := rc.engine.options()
-	opts.Counters = counters
-	opts.CopyMetadata = rc.copySecurity
-	opts.SourceReadOnly = rc.checkpoints == checkpointsTarget
 	opts.Warn = func(s string) {
 		if !rc.quiet {
 			fmt.Fprintln(os.Stderr, "sofa: warning: "+s)
@@ -174,38 +163,13 @@ func (rc *replicateCmd) replicateDB(ctx context.Context, sdb, tdb *couch.DB, cou
 	if rc.debug {
 		opts.Debug = rc.logf
 	}
-	if _, err := tdb.Info(ctx); err != nil {
-		if !errors.Is(err, replicate.ErrNotFound) {
-			return nil, fatal(fmt.Errorf("target: %v", err))
-		}
-		if !rc.createTarget {
-			return nil, fatal(fmt.Errorf("target database %s does not exist (use --create-target)", tdb))
-		}
-		meta, err := sdb.Metadata(ctx)
-		if err != nil {
-			return nil, fatal(fmt.Errorf("source: %v", err))
-		}
-		switch err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned}); {
-		case err == nil:
-			opts.TargetCreated = tdb.Created()
-			opts.SourceMetadata = &meta
-			// Claimed before any document: a rerun after an interruption
-			// knows the database is its own and still owes it _security.
-			if err := claimNew(ctx, sinfo, tdb); err != nil {
-				return nil, fatal(err)
-			}
-		case !errors.Is(err, couch.ErrExists):
-			return nil, fatal(fmt.Errorf("target: %v", err))
-		}
-		opts.CopyMetadata = true
-	} else if rc.createTarget && claimed(ctx, sinfo, tdb) {
-		// Created by an earlier run of this copy that did not finish:
-		// its properties are set like a created target's.
-		opts.CopyMetadata = true
+	stopProgress := rc.progress(ctx, &opts, src.DBName())
+	defer stopProgress()
+	res, err := sofa.CopyDB(ctx, src, tgt, sofa.CopyDBOptions{Engine: opts, CreateTarget: rc.createTarget,
+		CopySecurity: rc.copySecurity, SourceCheckpoints: rc.checkpoints == checkpointsBoth})
+	if err != nil && res == nil {
+		return nil, libErr(err)
 	}
-	stopProgress := rc.progress(ctx, &opts, sdb)
-	res, err := replicate.Run(ctx, sdb, tdb, opts)
-	stopProgress()
 	return res, err
 }
 
@@ -213,7 +177,7 @@ func (rc *replicateCmd) replicateDB(ctx context.Context, sdb, tdb *couch.DB, cou
 // --progress-interval (2 s): when a counter changed since the last line,
 // or, while none does, every six intervals a line saying for how long and
 // what the run waits on (retried requests, the host).
-func (rc *replicateCmd) progress(ctx context.Context, opts *replicate.Options, sdb *couch.DB) func() {
+func (rc *replicateCmd) progress(ctx context.Context, opts *replicate.Options, name string) func() {
 	if opts.Counters == nil {
 		opts.Counters = &replicate.Counters{}
 	}
@@ -245,13 +209,13 @@ func (rc *replicateCmd) progress(ctx context.Context, opts *replicate.Options, s
 				if !print {
 					continue
 				}
-				waiting := rc.watch.waiting(stalled > 0) // retries since the last change
+				waiting := rc.watch.Waiting(stalled > 0) // retries since the last change
 				switch {
 				case stalled > 0:
-					fmt.Fprintf(os.Stderr, "sofa: %s: no change for %s (%s, %s): %s\n", sdb.Name(), stalled.Round(100*time.Millisecond), line, tail, waiting)
+					fmt.Fprintf(os.Stderr, "sofa: %s: no change for %s (%s, %s): %s\n", name, stalled.Round(100*time.Millisecond), line, tail, waiting)
 				default:
 					rate := float64(s.DocsWritten) / time.Since(t0).Seconds()
-					fmt.Fprintf(os.Stderr, "sofa: %s: %s (%.0f/s), %s\n", sdb.Name(), line, rate, tail)
+					fmt.Fprintf(os.Stderr, "sofa: %s: %s (%.0f/s), %s\n", name, line, rate, tail)
 				}
 			}
 		}

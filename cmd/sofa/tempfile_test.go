@@ -17,7 +17,8 @@ import (
 	"github.com/sofadb/sofa/internal/faultproxy"
 )
 
-// Temporary archive files: a backup flocks its .NAME.tmp-HEX for its whole
+// Temporary archive files (storage.Local; its own tests check the sweep
+// at function level): a backup flocks its .NAME.tmp-HEX for its whole
 // life, and the next backup to NAME removes every such file it can lock
 // (the leftover of a killed backup) and keeps those it cannot (a running
 // backup's).
@@ -46,93 +47,8 @@ func lockedFile(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	if err := lockTemp(f); err != nil {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestTemp_StaleRemovedLockedKept, at function level: createArchive
-// removes an unlocked leftover, keeps a locked one and every file not named
-// exactly like a temporary file of this final name, holds the lock on its
-// own file, and commit leaves no temporary file of its own.
-func TestTemp_StaleRemovedLockedKept(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "x.sofa")
-	stale := filepath.Join(dir, ".x.sofa.tmp-aabbccddeeff")
-	if err := os.WriteFile(stale, []byte("partial"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	emptyStale := filepath.Join(dir, ".x.sofa.tmp-000000000000")
-	if err := os.WriteFile(emptyStale, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	held := filepath.Join(dir, ".x.sofa.tmp-112233445566")
-	lockedFile(t, held)
-	keep := []string{
-		".x.sofa.tmp-notes.txt",     // not hex
-		".y.sofa.tmp-aabbccddeeff",  // another final name
-		"x.sofa.tmp-aabbccddeeff",   // not hidden
-		".x.sofa.tmp-",              // no suffix
-		".xx.sofa.tmp-aabbccddeeff", // another final name sharing a prefix
-	}
-	for _, n := range keep {
-		if err := os.WriteFile(filepath.Join(dir, n), []byte("keep"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	sink, err := createArchive(path, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(sink.stale)
-	if want := []string{emptyStale, stale}; !slices.Equal(sink.stale, want) {
-		t.Errorf("removed %q, want %q", sink.stale, want)
-	}
-	for _, p := range []string{stale, emptyStale} {
-		if _, err := os.Stat(p); err == nil {
-			t.Errorf("stale %s not removed", filepath.Base(p))
-		}
-	}
-	if _, err := os.Stat(held); err != nil {
-		t.Errorf("locked temporary file removed: %v", err)
-	}
-	for _, n := range keep {
-		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
-			t.Errorf("unrelated file %s removed: %v", n, err)
-		}
-	}
-	// The sink's own file is locked: a second scan (another backup) keeps it.
-	if got := removeStaleTemps(path); len(got) != 0 {
-		t.Errorf("a second scan removed %q while the sink is open", got)
-	}
-	if _, err := os.Stat(sink.tmp); err != nil {
-		t.Fatalf("own temporary file: %v", err)
-	}
-	if _, err := sink.w.Write([]byte("archive")); err != nil {
-		t.Fatal(err)
-	}
-	if err := sink.commit(); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := os.ReadFile(path); err != nil || string(b) != "archive" {
-		t.Fatalf("final file %q, %v", b, err)
-	}
-	if got := tempNames(t, dir, "x.sofa"); !slices.Equal(got, []string{".x.sofa.tmp-", ".x.sofa.tmp-112233445566", ".x.sofa.tmp-notes.txt"}) {
-		t.Errorf("temporary files after commit: %q", got)
-	}
-
-	// abort removes the own file too; the held one survives again.
-	sink, err = createArchive(path, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink.abort()
-	if _, err := os.Stat(sink.tmp); err == nil {
-		t.Error("abort left its temporary file")
-	}
-	if _, err := os.Stat(held); err != nil {
-		t.Errorf("locked temporary file removed: %v", err)
 	}
 }
 

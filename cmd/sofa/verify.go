@@ -6,20 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 
 	"github.com/spf13/cobra"
 
-	"github.com/sofadb/sofa/couch"
-	"github.com/sofadb/sofa/fleet"
-	"github.com/sofadb/sofa/internal/limit"
-	"github.com/sofadb/sofa/internal/progress"
-	"github.com/sofadb/sofa/replicate"
+	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/verify"
 )
 
 type verifyCmd struct {
-	lenient   bool // a side is PouchDB Server (see verify.Options.LenientRevpos)
 	client    clientFlags
 	control   controlFlags
 	full      bool
@@ -100,67 +94,41 @@ a database URL), as above.
 	return cmd
 }
 
-// verifyDB is the outcome of one database, as printed with --json.
-type verifyDB struct {
-	Name   string         `json:"name"`
-	Status string         `json:"status"` // equal, different, failed, interrupted, not_started
-	Error  string         `json:"error,omitempty"`
-	Report *verify.Report `json:"report,omitempty"`
-}
+type verifyResult = sofa.VerifySummary
 
-type verifyResult struct {
-	Equal       bool          `json:"equal"`
-	DBsTotal    int           `json:"dbs_total"`
-	DBsEqual    int           `json:"dbs_equal"`
-	DBsDiffer   int           `json:"dbs_different"`
-	DBsFailed   int           `json:"dbs_failed"`
-	Interrupted bool          `json:"interrupted,omitempty"`
-	DBs         []verifyDB    `json:"dbs"`
-	Hosts       []limit.Stats `json:"hosts,omitempty"`
-}
-
-func (vc *verifyCmd) options(b *couch.Server, metadataDefault bool, cmd *cobra.Command) verify.Options {
-	o := verify.Options{Mode: verify.Cheap, Metadata: vc.metadata, MaxDifferences: vc.maxDiffs,
-		LenientRevpos: vc.lenient || b.Vendor == couch.VendorPouchDB}
+// options are the comparison options; metadataDefault turns --metadata
+// on unless given (server URLs, archives).
+func (vc *verifyCmd) options(metadataDefault bool, cmd *cobra.Command) sofa.VerifyOptions {
+	o := verify.Options{Mode: verify.Cheap, Metadata: vc.metadata, MaxDifferences: vc.maxDiffs}
 	if vc.full {
 		o.Mode = verify.Full
 	}
 	if !cmd.Flags().Changed("metadata") && metadataDefault {
 		o.Metadata = true
 	}
-	return o
+	return sofa.VerifyOptions{Compare: o,
+		Selection: sofa.Selection{Include: vc.include, Exclude: vc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, vc.withUsers)},
+		MaxDBs:    vc.control.maxDBs, Fixed: vc.control.fixed, IdealDuration: vc.control.idealDuration}
 }
 
 func (vc *verifyCmd) run(ctx context.Context, cmd *cobra.Command, aURL, bURL string) error {
 	sl, tl := vc.control.limiters(aURL, bURL)
 	copts := vc.client.options()
-	copts.Pacer = pacer{sl}
-	a, err := openEndpoint(ctx, aURL, "SOURCE", vc.client.forRole("SOURCE", copts))
+	a, err := openEndpoint(ctx, aURL, "SOURCE", vc.client.forRole("SOURCE", copts), sl)
 	if err != nil {
 		return err
 	}
-	copts.Pacer = pacer{tl}
-	b, err := openEndpoint(ctx, bURL, "TARGET", vc.client.forRole("TARGET", copts))
+	b, err := openEndpoint(ctx, bURL, "TARGET", vc.client.forRole("TARGET", copts), tl)
 	if err != nil {
 		return err
 	}
-	var res verifyResult
-	// PouchDB Server resets revpos to the generation that carries the
-	// bytes; either side being one makes that difference acceptable.
-	vc.lenient = a.Server.Vendor == couch.VendorPouchDB
-	switch {
-	case a.DBName == "" && b.DBName == "":
-		res, err = vc.servers(ctx, a.Server, b.Server, vc.options(b.Server, true, cmd), []*limit.Limiter{sl, tl})
-		if err != nil {
-			return err
-		}
-	case a.DBName != "" && b.DBName != "":
-		res = vc.one(ctx, a.Server, b.Server, a.DBName, b.DBName, vc.options(b.Server, false, cmd))
-	default:
-		return usageErr("A and B must both be databases or both be servers")
+	servers := a.Kind() == sofa.KindServer && b.Kind() == sofa.KindServer
+	res, err := sofa.Verify(ctx, a, b, vc.options(servers, cmd))
+	if err != nil {
+		return libErr(err)
 	}
-	vc.print(os.Stdout, os.Stderr, &res)
-	return vc.exit(ctx, &res)
+	vc.print(os.Stdout, os.Stderr, res)
+	return vc.exit(ctx, res)
 }
 
 // exit maps a comparison's result to an exit code.
@@ -174,104 +142,6 @@ func (vc *verifyCmd) exit(ctx context.Context, res *verifyResult) error {
 		return &exitError{code: exitDifferent, err: fmt.Errorf("%d of %d databases differ (listed above)", res.DBsDiffer, res.DBsTotal)}
 	}
 	return nil
-}
-
-// one compares one pair of databases.
-func (vc *verifyCmd) one(ctx context.Context, as, bs *couch.Server, an, bn string, o verify.Options) verifyResult {
-	var res verifyResult
-	res.add(dbOutcome(ctx, an, as.DB(an), bs.DB(bn), o))
-	return res
-}
-
-func dbOutcome(ctx context.Context, name string, a, b replicate.Source, o verify.Options) verifyDB {
-	rep, err := verify.Compare(ctx, a, b, o)
-	d := verifyDB{Name: name, Report: rep}
-	switch {
-	case err != nil && ctx.Err() != nil:
-		d.Status, d.Error = "interrupted", err.Error()
-	case err != nil:
-		d.Status, d.Error = "failed", err.Error()
-	case rep.Equal():
-		d.Status = "equal"
-	default:
-		d.Status = "different"
-	}
-	return d
-}
-
-func (r *verifyResult) add(d verifyDB) {
-	r.DBs = append(r.DBs, d)
-	r.DBsTotal++
-	switch d.Status {
-	case "equal":
-		r.DBsEqual++
-	case "different":
-		r.DBsDiffer++
-	case "failed":
-		r.DBsFailed++
-	default:
-		r.Interrupted = true
-	}
-	r.Equal = r.DBsEqual == r.DBsTotal
-}
-
-// servers compares every selected database of a with its namesake on b;
-// selected databases only b holds are differences too.
-func (vc *verifyCmd) servers(ctx context.Context, as, bs *couch.Server, o verify.Options, lims []*limit.Limiter) (verifyResult, error) {
-	var res verifyResult
-	filter := fleet.Filter{Include: vc.include, Exclude: vc.exclude, Skip: withoutUsers(fleet.ReplicateSkip, vc.withUsers)}
-	if err := filter.Validate(); err != nil {
-		return res, usageErr("%v", err)
-	}
-	an, err := fleet.ListDBs(ctx, as, 0)
-	if err != nil {
-		return res, fatal(fmt.Errorf("a: list databases: %v", err))
-	}
-	bn, err := fleet.ListDBs(ctx, bs, 0)
-	if err != nil {
-		return res, fatal(fmt.Errorf("b: list databases: %v", err))
-	}
-	dbs := filter.Apply(an)
-	var mu sync.Mutex
-	out := map[string]verifyDB{}
-	job := func(ctx context.Context, name string, p *progress.DB) (fleet.DBResult, error) {
-		d := dbOutcome(ctx, name, as.DB(name), bs.DB(name), o)
-		mu.Lock()
-		out[name] = d
-		mu.Unlock()
-		r := fleet.DBResult{}
-		if d.Report != nil {
-			r.DocsRead = d.Report.Docs
-		}
-		if d.Error != "" {
-			return r, errors.New(d.Error)
-		}
-		return r, nil
-	}
-	sum, runErr := fleet.Run(ctx, dbs, job, fleet.Options{Limiters: lims, MaxDBs: vc.control.maxDBs, Fixed: vc.control.fixed, IdealDuration: vc.control.idealDuration})
-	for _, r := range sum.DBs {
-		d, ok := out[r.Name]
-		if !ok {
-			d = verifyDB{Name: r.Name, Status: string(r.Status)}
-		}
-		res.add(d)
-	}
-	inA := map[string]bool{}
-	for _, n := range an {
-		inA[n] = true
-	}
-	for _, n := range filter.Apply(bn) {
-		if !inA[n] {
-			rep := &verify.Report{Mode: o.Mode.String(), Total: 1, ByKind: map[verify.Kind]int{verify.KindOnlyInB: 1},
-				Differences: []verify.Difference{{Kind: verify.KindOnlyInB, Detail: fmt.Sprintf("database %q exists only in b", n)}}}
-			res.add(verifyDB{Name: n, Status: "different", Report: rep})
-		}
-	}
-	res.Hosts = sum.Hosts
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		return res, fatal(runErr)
-	}
-	return res, nil
 }
 
 func (vc *verifyCmd) print(stdout, stderr io.Writer, res *verifyResult) {

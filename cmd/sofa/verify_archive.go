@@ -3,19 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/archive"
-	"github.com/sofadb/sofa/verify"
 )
 
-func isURL(s string) bool {
-	return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")
-}
+func isURL(s string) bool { return sofa.IsURL(s) }
 
 // verifyArchive checks an archive alone: every member's checksum, the
 // decompressed sizes, the references between records and blobs, and the
@@ -28,7 +24,7 @@ func (vc *verifyCmd) verifyArchive(path string) error {
 	defer f.Close()
 	rep, err := archive.Verify(f, nil)
 	if err != nil {
-		return fatal(fmt.Errorf("%s: %v", path, err))
+		return fatal(fmt.Errorf("%s: %w", path, err))
 	}
 	var incomplete []string
 	for _, db := range rep.Databases {
@@ -61,53 +57,18 @@ func (vc *verifyCmd) verifyArchive(path string) error {
 // database URL), as the archive recorded it.
 func (vc *verifyCmd) verifyArchiveAgainst(ctx context.Context, cmd *cobra.Command, path, url string) error {
 	copts := vc.client.options()
-	b, err := openEndpoint(ctx, url, "TARGET", vc.client.forRole("TARGET", copts))
+	b, err := openEndpoint(ctx, url, "TARGET", vc.client.forRole("TARGET", copts), nil)
 	if err != nil {
 		return err
 	}
-	f, err := openArchive(path)
+	a, err := sofa.Open(ctx, path, sofa.OpenOptions{Store: archives})
 	if err != nil {
-		return err
+		return libErr(err)
 	}
-	defer f.Close()
-	rd, err := archive.NewReader(f, nil)
+	res, err := sofa.Verify(ctx, a, b, vc.options(true, cmd))
 	if err != nil {
-		return fatal(fmt.Errorf("%s: %v", path, err))
+		return libErr(err)
 	}
-	defer rd.Close()
-	if h := rd.Header(); h.Since != nil {
-		// Its databases hold only what changed after the archive before
-		// it: compared alone with a database they would differ everywhere.
-		return usageErr("%s is an incremental archive (it continues archive %s): it holds only the changes since then, so it cannot be compared with a database alone; restore the chain and compare the copy (sofa verify SOURCE COPY), or check its checksums with sofa verify %s", path, h.Since.ArchiveID, path)
-	}
-	o := vc.options(b.Server, true, cmd)
-	var res verifyResult
-	for {
-		dbr, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fatal(fmt.Errorf("%s: %v", path, err))
-		}
-		name := dbr.Name()
-		if b.DBName != "" {
-			if res.DBsTotal > 0 {
-				return usageErr("%s holds several databases: compare it with a server URL", path)
-			}
-			name = b.DBName
-		}
-		sp, err := verify.NewSpooled(dbr, "")
-		if err != nil {
-			return fatal(err)
-		}
-		res.add(dbOutcome(ctx, dbr.Name(), sp, b.Server.DB(name), o))
-		sp.Close()
-		if ctx.Err() != nil {
-			res.Interrupted = true
-			break
-		}
-	}
-	vc.print(os.Stdout, os.Stderr, &res)
-	return vc.exit(ctx, &res)
+	vc.print(os.Stdout, os.Stderr, res)
+	return vc.exit(ctx, res)
 }

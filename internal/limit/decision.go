@@ -1,9 +1,9 @@
 package limit
 
-import "time"
+import "github.com/sofadb/sofa/limitstats"
 
-// Reason says why the limit changed.
-type Reason string
+// Reason says why the limit changed (see package limitstats).
+type Reason = limitstats.Reason
 
 const (
 	// ReasonSlowStart: a completed request while the limit was nearly used,
@@ -21,18 +21,7 @@ const (
 )
 
 // Decision is one entry of a limiter's decision log.
-type Decision struct {
-	Time   time.Time `json:"time"`
-	Reason Reason    `json:"reason"`
-	// From and To are the integer limits before and after.
-	From int `json:"from"`
-	To   int `json:"to"`
-	// InFlight is the number of requests in flight at the decision.
-	InFlight int `json:"in_flight"`
-	// Detail explains the numbers behind overload and latency decisions,
-	// e.g. "status 429 at 21 in flight" or "p50 84ms > 1.5 x 40ms".
-	Detail string `json:"detail,omitempty"`
-}
+type Decision = limitstats.Decision
 
 // decisionLog keeps the first few and the last many decisions, so a long
 // run keeps both how it started and where it ended within bounded memory.

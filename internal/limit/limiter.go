@@ -2,6 +2,7 @@ package limit
 
 import (
 	"context"
+	"github.com/sofadb/sofa/limitstats"
 	"log/slog"
 	"math"
 	"sync"
@@ -362,30 +363,7 @@ func (l *Limiter) Name() string {
 }
 
 // Stats is a JSON-ready account of a limiter: totals and decisions.
-type Stats struct {
-	Host  string `json:"host"`
-	Fixed bool   `json:"fixed"`
-	// Limit is the limit now; MinLimit and MaxLimit the extremes reached.
-	Limit    int `json:"limit"`
-	MinLimit int `json:"min_limit"`
-	MaxLimit int `json:"max_limit"`
-	// Max is the configured cap (--max-requests).
-	Max int `json:"max"`
-	// Requests counts completed requests (ignored outcomes excluded);
-	// Overloads those that signalled overload; Errors other failures.
-	Requests  int64 `json:"requests"`
-	Overloads int64 `json:"overloads"`
-	Errors    int64 `json:"errors"`
-	Bytes     int64 `json:"bytes"`
-	// Decisions holds the first 64 and the last 192 decisions;
-	// DecisionsDropped counts the ones in between.
-	Decisions        []Decision `json:"decisions"`
-	DecisionsDropped int        `json:"decisions_dropped,omitempty"`
-	// Timeline is the limit over the limiter's whole life, in at most 128
-	// equal intervals (each its time-weighted mean, min and max), oldest
-	// first: unlike Decisions it keeps the middle of a long run.
-	Timeline []LimitSpan `json:"timeline,omitempty"`
-}
+type Stats = limitstats.Stats
 
 // Stats returns the limiter's totals and decision log. A nil limiter
 // returns the zero Stats.

@@ -1,16 +1,13 @@
 package limit
 
-import "time"
+import (
+	"time"
 
-// LimitSpan is the limit over one interval of a limiter's life: its
-// time-weighted mean and the extremes it took.
-type LimitSpan struct {
-	Start   time.Time `json:"start"`
-	Seconds float64   `json:"seconds"`
-	Mean    float64   `json:"mean"`
-	Min     int       `json:"min"`
-	Max     int       `json:"max"`
-}
+	"github.com/sofadb/sofa/limitstats"
+)
+
+// LimitSpan is one interval of a limiter's timeline.
+type LimitSpan = limitstats.LimitSpan
 
 // timeline records the limit as a step function in at most timelineCap
 // equal intervals: when the life outgrows them, pairs are merged and the

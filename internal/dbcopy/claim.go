@@ -1,4 +1,8 @@
-package main
+// Package dbcopy holds the per-database mechanics shared by the
+// many-database operations of package sofa (and, until they move there,
+// the verbs of cmd/sofa): target claims, result bookkeeping, progress
+// feeding.
+package dbcopy
 
 import (
 	"context"
@@ -21,8 +25,8 @@ func claimID(source replicate.DBInfo, tdb *couch.DB) string {
 	return "sofa-claim-" + replicate.ReplicationID(source.Identity, tdb.Name())
 }
 
-// claimTarget writes the claim unless it exists.
-func claimTarget(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) error {
+// ClaimTarget writes the claim unless it exists.
+func ClaimTarget(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) error {
 	id := claimID(source, tdb)
 	if _, err := tdb.GetLocal(ctx, id); err == nil {
 		return nil
@@ -35,27 +39,32 @@ func claimTarget(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) er
 	return nil
 }
 
-// claimNew writes the claim of a database this run just created (no
+// ClaimNew writes the claim of a database this run just created (no
 // claim can exist yet).
-func claimNew(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) error {
+func ClaimNew(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) error {
 	if err := tdb.PutLocal(ctx, claimID(source, tdb), []byte(`{"claimed_by":"sofa replicate"}`)); err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
 	return nil
 }
 
-// claimed reports whether an earlier run from source claimed tdb.
-func claimed(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) bool {
+// Claimed reports whether an earlier run from source claimed tdb.
+func Claimed(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) bool {
 	_, err := tdb.GetLocal(ctx, claimID(source, tdb))
 	return err == nil
 }
 
-// asInterrupted returns err so that it matches ctx.Err() once ctx is done:
+// AsInterrupted returns err so that it matches ctx.Err() once ctx is done:
 // an error caused by the cancellation (whatever wrapped it with %v on the
 // way) then marks the database interrupted, not failed.
-func asInterrupted(ctx context.Context, err error) error {
+func AsInterrupted(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("%w: %v", cerr, err)
+		return fmt.Errorf("%w: %w", cerr, err)
 	}
 	return err
 }
+
+// ErrNotEmpty marks a target database that holds other data. _users is
+// exempt: every server has one (with its _design/_auth), and its documents
+// merge by revision like any replication.
+var ErrNotEmpty = errors.New("target database exists and is not empty (use --reuse-existing to write into it)")

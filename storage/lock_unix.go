@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package storage
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 )
 
 // canLockTemps says lockTemp really locks, so leftovers of killed
-// backups can be told from the temporary files of running ones.
+// writers can be told from the temporary files of running ones.
 const canLockTemps = true
 
 // lockTemp takes an exclusive, non-blocking flock on f, held until f is

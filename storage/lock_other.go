@@ -1,11 +1,11 @@
 //go:build !unix
 
-package main
+package storage
 
 import "os"
 
 // canLockTemps is false here: without flock a leftover cannot be told
-// from the temporary file of a running backup, so none is removed.
+// from the temporary file of a running writer, so none is removed.
 const canLockTemps = false
 
 // lockTemp is a no-op on this OS.

@@ -1,0 +1,187 @@
+package sofa
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/sofadb/sofa/archive"
+	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/internal/dbcopy"
+	"github.com/sofadb/sofa/replicate"
+	"github.com/sofadb/sofa/storage"
+)
+
+// BackupSkip are the databases a backup leaves out unless
+// Selection.Include names them.
+var BackupSkip = fleet.BackupSkip
+
+// BackupOptions configure Backup.
+type BackupOptions struct {
+	// Engine are the one-database engine's options (see CopyOptions).
+	Engine replicate.Options
+	// Selection picks the source's databases (Skip: BackupSkip when nil);
+	// a database endpoint is its one database.
+	Selection Selection
+	// Since names the previous archive of the chain, in the target's
+	// store: only what changed after it is stored. "": a full backup.
+	Since string
+	// Compression of archive members ("": zstd).
+	Compression archive.Compression
+	// Overwrite replaces an existing archive.
+	Overwrite bool
+	// Tool is recorded in the archive's header ("sofa 1.2.3").
+	Tool string
+	// TempDir holds spool files while the archive is written; "": next
+	// to a local archive file, else the system's.
+	TempDir string
+	// MaxDBs, Fixed, IdealDuration, Progress, Logger, Logf and DebugLogf
+	// are as in CopyOptions.
+	MaxDBs        int
+	Fixed         bool
+	IdealDuration time.Duration
+	Progress      Progress
+	Logger        *slog.Logger
+	Logf          func(format string, args ...any)
+	DebugLogf     func(format string, args ...any)
+}
+
+func (o *BackupOptions) logf(format string, args ...any) {
+	if o.Logf != nil {
+		o.Logf(format, args...)
+	}
+}
+
+// Backup copies every selected database of src (a server or database)
+// into the archive dst through the engine, the archive's database writer
+// being the target: every leaf revision with its history, attachments
+// once each, `_security`, `_revs_limit` and properties. The source is
+// never written. The archive is committed (visible under its name) only
+// when the run finished; an interrupted backup (the error matches
+// ctx.Err()) leaves none. A database not backed up whole is marked so in
+// the archive and not ok in the Summary.
+func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary, error) {
+	if src.Kind() == KindArchive || dst.Kind() != KindArchive {
+		return nil, optionErr("backup: %s to %s: want a server or database and an archive", src, dst)
+	}
+	if o.Progress == nil {
+		o.Progress = NoProgress
+	}
+	if o.Selection.Skip == nil {
+		o.Selection.Skip = BackupSkip
+	}
+	dbs, err := SelectDBs(ctx, src, o.Selection, "source")
+	if err != nil {
+		return nil, err
+	}
+	srv := src.couch.Server
+	source := srv.UUID
+	if source == "" {
+		source = srv.URL()
+	}
+	var since *archive.Since
+	if o.Since != "" {
+		if since, err = readSince(ctx, dst.store, o.Since); err != nil {
+			return nil, fmt.Errorf("--since %s: %w", o.Since, err)
+		}
+		if since.Source != "" && since.Source != source {
+			return nil, optionErr("--since %s: that archive is a backup of another server (%s), not of %s (%s); take a full backup (without --since)", o.Since, since.Source, srv.URL(), source)
+		}
+	}
+	sink, err := dst.store.Create(ctx, dst.archive, storage.CreateOptions{Overwrite: o.Overwrite, OnStale: func(p string) {
+		o.logf("removed %s (left by a killed backup)", p)
+	}})
+	if err != nil {
+		return nil, err
+	}
+	tempDir := o.TempDir
+	if _, local := dst.store.(storage.Local); tempDir == "" && local && dst.archive != storage.Stdio {
+		tempDir = filepath.Dir(dst.archive)
+	}
+	w, err := archive.NewWriter(sink, archive.Options{Compression: o.Compression, Tool: o.Tool, Source: source, Since: since, TempDir: tempDir})
+	if err != nil {
+		sink.Abort()
+		return nil, fmt.Errorf("write archive: %w", err)
+	}
+	budget := replicate.NewBudget(o.Engine.MaxInflightBytes)
+	job := func(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error) {
+		return o.backupDB(ctx, srv, w, name, p, budget)
+	}
+	o.Progress.Start(len(dbs), NewStallWatch(src).Waiting)
+	sum, runErr := fleet.Run(ctx, dbs, withProgress(o.Progress, job), fleet.Options{
+		Limiters: limiters(src), MaxDBs: o.MaxDBs, Fixed: o.Fixed,
+		IdealDuration: o.IdealDuration, Logger: o.Logger,
+	})
+	if sum.Interrupted || runErr != nil {
+		sink.Abort()
+		if runErr == nil {
+			runErr = context.Canceled
+		}
+		return &sum, fmt.Errorf("backup: %w", runErr)
+	}
+	if err := w.Close(); err != nil {
+		sink.Abort()
+		return &sum, fmt.Errorf("write archive: %w", err)
+	}
+	if err := sink.Commit(); err != nil {
+		return &sum, err
+	}
+	return &sum, nil
+}
+
+// readSince reads the seqs an incremental backup continues from.
+func readSince(ctx context.Context, st storage.Store, name string) (*archive.Since, error) {
+	r, err := st.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return archive.ReadSince(r)
+}
+
+// backupDB copies one database into the archive through the engine: the
+// archive's database writer is the Target.
+func (o *BackupOptions) backupDB(ctx context.Context, srv *couch.Server, w *archive.Writer, name string, p DBProgress, budget *replicate.Budget) (fleet.DBResult, error) {
+	r := fleet.DBResult{Name: name}
+	sdb := srv.DB(name)
+	sdb.ReadOnly = true // a backup never writes to the source
+	sinfo, err := sdb.Info(ctx)
+	if err != nil {
+		return r, fmt.Errorf("source: %w", err)
+	}
+	p.SetDocsTotal(sinfo.DocCount + sinfo.DelCount)
+	dbw, err := w.Database(name)
+	if err != nil {
+		return r, err
+	}
+	dbw.SetSourceInfo(sinfo)
+	opts := o.Engine
+	opts.CopyMetadata = true
+	opts.Budget = budget
+	opts.Counters = &replicate.Counters{}
+	opts.SourceReadOnly = true
+	opts.Warn = func(s string) { o.logf("%s: %s", name, s) }
+	if o.DebugLogf != nil {
+		opts.Debug = func(format string, args ...any) { o.DebugLogf(name+": "+format, args...) }
+	}
+	stop := dbcopy.FeedProgress(opts.Counters, p)
+	res, err := replicate.Run(ctx, sdb, dbw, opts)
+	stop()
+	dbcopy.FillResult(&r, res)
+	if err != nil {
+		dbw.Abort(err.Error())
+		return r, err
+	}
+	if len(res.Failures) > 0 {
+		// The archive must not present this database as whole.
+		f := res.Failures[0]
+		return r, dbw.Abort(fmt.Sprintf("%d revisions not backed up (first: id %q rev %s: %s: %s)", len(res.Failures), f.ID, f.Rev, f.Error, f.Reason))
+	}
+	if err := dbw.Close(); err != nil {
+		return r, err
+	}
+	return r, nil
+}

@@ -1,0 +1,84 @@
+package sofa_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/sofadb/sofa"
+	"github.com/sofadb/sofa/verify"
+)
+
+// Open a CouchDB server (or database) URL, an archive path, or "-".
+func ExampleOpen() {
+	ctx := context.Background()
+	src, err := sofa.Open(ctx, "http://admin:secret@old.example.com:5984", sofa.OpenOptions{})
+	if err != nil {
+		log.Fatal(err) // never holds the password
+	}
+	fmt.Println(src) // http://admin@old.example.com:5984 (no password)
+	ar, err := sofa.Open(ctx, "nightly.sofa", sofa.OpenOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(ar.Kind() == sofa.KindArchive)
+}
+
+// Copy every database of one server to another, verifying each one.
+func ExampleCopy() {
+	ctx := context.Background()
+	src, err := sofa.Open(ctx, "http://admin:secret@old.example.com:5984", sofa.OpenOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	dst, err := sofa.Open(ctx, "http://admin:secret@new.example.com:5984", sofa.OpenOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	sum, err := sofa.Copy(ctx, src, dst, sofa.CopyOptions{
+		Selection: sofa.Selection{Exclude: []string{"tmp-*"}},
+		Verify:    sofa.VerifyFull,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, db := range sum.DBs {
+		fmt.Println(db.Name, db.Status, db.DocsWritten)
+	}
+}
+
+// Back a server up into an archive file.
+func ExampleBackup() {
+	ctx := context.Background()
+	src, err := sofa.Open(ctx, "http://admin:secret@db.example.com:5984", sofa.OpenOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ar, err := sofa.Open(ctx, "full.sofa", sofa.OpenOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	sum, err := sofa.Backup(ctx, src, ar, sofa.BackupOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(sum.Complete())
+}
+
+// Compare two servers, every document and leaf revision.
+func ExampleVerify() {
+	ctx := context.Background()
+	a, err := sofa.Open(ctx, "http://admin:secret@old.example.com:5984", sofa.OpenOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := sofa.Open(ctx, "http://admin:secret@new.example.com:5984", sofa.OpenOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := sofa.Verify(ctx, a, b, sofa.VerifyOptions{Compare: verify.Options{Mode: verify.Full}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(res.Equal)
+}

@@ -1,0 +1,41 @@
+package sofa
+
+// Progress receives the progress of a many-database operation. Its
+// methods are called from several goroutines at once.
+type Progress interface {
+	// Start is called once the databases are selected: dbs of them.
+	// waiting, when called while the counters stand still, says what the
+	// run waits on (see StallWatch.Waiting).
+	Start(dbs int, waiting func(stalled bool) string)
+	// Begin is called when a database starts; the DBProgress it returns
+	// receives its counters.
+	Begin(db string) DBProgress
+	// End is called when a database is done; failed says it failed.
+	End(db string, p DBProgress, failed bool)
+}
+
+// DBProgress receives the counters of one database as they grow.
+type DBProgress interface {
+	SetDocsTotal(n int64)
+	AddDocsRead(n int64)
+	AddDocsWritten(n int64)
+	AddDocWriteFailures(n int64)
+	AddBytes(n int64)
+}
+
+// NoProgress reports nothing.
+var NoProgress Progress = noProgress{}
+
+type noProgress struct{}
+
+func (noProgress) Start(int, func(bool) string) {}
+func (noProgress) Begin(string) DBProgress      { return noDBProgress{} }
+func (noProgress) End(string, DBProgress, bool) {}
+
+type noDBProgress struct{}
+
+func (noDBProgress) SetDocsTotal(int64)        {}
+func (noDBProgress) AddDocsRead(int64)         {}
+func (noDBProgress) AddDocsWritten(int64)      {}
+func (noDBProgress) AddDocWriteFailures(int64) {}
+func (noDBProgress) AddBytes(int64)            {}

@@ -1,0 +1,722 @@
+package sofa
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sofadb/sofa/archive"
+	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/internal/dbcopy"
+	"github.com/sofadb/sofa/replicate"
+	"github.com/sofadb/sofa/storage"
+)
+
+// RestoreOptions configure Restore.
+type RestoreOptions struct {
+	// Engine are the one-database engine's options; Workers zero picks
+	// per target (fewer into PouchDB Server).
+	Engine replicate.Options
+	// Selection picks the archives' databases (Skip: _replicator unless
+	// WithReplicator, when nil). Nothing selected is an error unless
+	// Selection.Sharded.
+	Selection Selection
+	// WithReplicator also restores _replicator (its documents start
+	// replications on the target).
+	WithReplicator bool
+	// Renames restores database OLD under the name NEW.
+	Renames map[string]string
+	// ReuseExisting writes into existing non-empty target databases
+	// (adds revisions; newer ones stay the winners).
+	ReuseExisting bool
+	// Replace DELETES each existing target database the restore selects
+	// (but _users and _replicator) and recreates it with the same
+	// properties and _security before restoring into it.
+	Replace bool
+	// Q and N are the shards and replicas of created databases.
+	Q, N int
+	// Logf and DebugLogf are as in CopyOptions.
+	Logf      func(format string, args ...any)
+	DebugLogf func(format string, args ...any)
+}
+
+func (o *RestoreOptions) logf(format string, args ...any) {
+	if o.Logf != nil {
+		o.Logf(format, args...)
+	}
+}
+
+type restorer struct{ o RestoreOptions }
+
+// Restore restores a chain of archives (a full one, then its
+// incrementals in order; archives that do not form a chain are refused
+// with an *OptionError) into dst, a server (every database under its own
+// name, or Renames) or a database (the one selected database). Archive
+// headers and manifests are read before anything is written (but from
+// stdin, read once). Databases are created with their archived
+// properties, claimed before any document, `_revs_limit` set first,
+// design documents written after the others and `_security` last. A
+// database recreated at the source between two backups is restored from
+// the archive that holds it in full.
+//
+// The Summary, when not nil, holds one result per database (a chain's
+// archives merged); the error says why the restore stopped (a damaged
+// archive, an interruption: it then matches ctx.Err()), or that nothing
+// was selected.
+func Restore(ctx context.Context, archives []*Endpoint, dst *Endpoint, o RestoreOptions) (*Summary, error) {
+	p, err := PlanRestore(ctx, archives, o)
+	if err != nil {
+		return nil, err
+	}
+	return p.Run(ctx, dst)
+}
+
+// A RestorePlan is a restore whose options and chain of archives were
+// checked, before any target is contacted.
+type RestorePlan struct {
+	archives []*Endpoint
+	c        *restorer
+	filter   fleet.Filter
+	fullFrom map[string]int
+}
+
+// PlanRestore checks a restore's options and reads the archives' headers
+// (and, for a chain, manifests): archives that do not form a chain are
+// refused (an *OptionError).
+func PlanRestore(ctx context.Context, archives []*Endpoint, o RestoreOptions) (*RestorePlan, error) {
+	if len(archives) == 0 {
+		return nil, optionErr("restore: no archive")
+	}
+	for _, a := range archives {
+		if a.Kind() != KindArchive {
+			return nil, optionErr("restore: %s is not an archive", a)
+		}
+	}
+	if o.Replace && o.ReuseExisting {
+		return nil, optionErr("--replace and --reuse-existing exclude each other: --replace deletes and recreates existing databases, --reuse-existing writes into them")
+	}
+	if o.Selection.Skip == nil && !o.WithReplicator {
+		o.Selection.Skip = []string{"_replicator"}
+	}
+	filter := o.Selection.filter()
+	if err := filter.Validate(); err != nil {
+		return nil, &OptionError{Err: err}
+	}
+	fullFrom, err := checkChain(ctx, archives)
+	if err != nil {
+		return nil, err
+	}
+	return &RestorePlan{archives: archives, c: &restorer{o: o}, filter: filter, fullFrom: fullFrom}, nil
+}
+
+// Run restores the planned archives into dst (see Restore).
+func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) {
+	if dst.Kind() == KindArchive {
+		return nil, optionErr("restore: %s is an archive, not a server or database", dst)
+	}
+	c := &restorer{o: p.c.o}
+	o, archives := c.o, p.archives
+	tgt := dst.couch
+	if err := c.checkSelection(ctx, archives, p.filter, o.Renames, tgt.DBName != ""); err != nil {
+		return nil, err
+	}
+	c.o.Engine.Workers = restoreWorkers(o.Engine.Workers, tgt.Server.Vendor)
+	sum := fleet.Summary{Started: time.Now()}
+	var fatalErr error
+	for i, a := range archives {
+		if err := c.restoreArchive(ctx, a, i, p.fullFrom, tgt, p.filter, o.Renames, &sum); err != nil {
+			fatalErr = err
+			break
+		}
+	}
+	if len(archives) > 1 {
+		mergeChainResults(&sum)
+	}
+	sum.Duration = fleet.Duration(time.Since(sum.Started))
+	switch {
+	case fatalErr != nil:
+		return &sum, fatalErr
+	case sum.DBsTotal == 0 && !o.Selection.Sharded:
+		return &sum, errors.New("no database of the archive was selected")
+	}
+	return &sum, nil
+}
+
+// PouchDBRestoreWorkers is Restore's default Engine.Workers into PouchDB
+// Server. Its ingest is one Node.js process whose CPU is the limit: more
+// _bulk_docs bodies in flight only give it more parsed bodies to hold and
+// collect. Measured on PouchDB Server 4.2 (in memory, 2 cores, 100,000
+// revisions of 1 KiB): 2 workers took 8-10% less server CPU and 4-8% less
+// wall time than 4, and 8 took more than 4; 10,000 revisions were equal.
+const PouchDBRestoreWorkers = 2
+
+// restoreWorkers returns the batches in flight per database: n when set
+// (> 0), else PouchDBRestoreWorkers for PouchDB Server and
+// replicate.DefaultWorkers for every other server.
+func restoreWorkers(n int, v couch.Vendor) int {
+	switch {
+	case n > 0:
+		return n
+	case v == couch.VendorPouchDB:
+		return PouchDBRestoreWorkers
+	default:
+		return replicate.DefaultWorkers
+	}
+}
+
+// checkSelection reads the manifests of archive files before anything is
+// written: a database URL as target takes exactly one selected database,
+// and every --rename must name a database of the archives. (An archive
+// read from stdin cannot be looked at twice; it is checked as it goes.)
+func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, filter fleet.Filter, renames map[string]string, oneDB bool) error {
+	if len(archives) == 1 && archives[0].archive == storage.Stdio {
+		return nil
+	}
+	selected := map[string]bool{}
+	all := map[string]bool{}
+	for _, a := range archives {
+		path := a.archive
+		f, err := a.store.Open(ctx, path)
+		if err != nil {
+			return err
+		}
+		_, dbs, err := archive.List(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		for _, d := range dbs {
+			all[d.Name] = true
+			if filter.Match(d.Name) {
+				selected[d.Name] = true
+			}
+		}
+	}
+	for old := range renames {
+		if !all[old] {
+			return optionErr("--rename %s=...: the archive holds no database %q", old, old)
+		}
+	}
+	if oneDB && len(selected) != 1 {
+		return optionErr("the target is a database URL but %d databases of the archive are selected: restore into a server URL, or select one with --include", len(selected))
+	}
+	return nil
+}
+
+// checkChain reads the headers of archive files and refuses archives that
+// do not form a chain (a full archive, then incrementals in order). For a
+// chain of several it also reads each manifest and returns, per database,
+// the index of the last archive holding a full backup of it: a database
+// recreated at the source between two backups is stored in full again,
+// and its restore starts there (what earlier archives hold of it belongs
+// to the deleted database). A single archive gives a nil map.
+func checkChain(ctx context.Context, archives []*Endpoint) (map[string]int, error) {
+	for _, a := range archives {
+		if a.archive == storage.Stdio && len(archives) > 1 {
+			return nil, optionErr("stdin (-) can only be the one archive of a restore")
+		}
+	}
+	if len(archives) == 1 && archives[0].archive == storage.Stdio {
+		return nil, nil
+	}
+	var headers []archive.Header
+	fullFrom := map[string]int{}
+	for i, a := range archives {
+		path := a.archive
+		f, err := a.store.Open(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		var h archive.Header
+		if len(archives) == 1 {
+			h, err = archive.ReadHeader(f)
+		} else {
+			var dbs []archive.DBSummary
+			h, dbs, err = archive.List(f)
+			for _, d := range dbs {
+				if i == 0 || len(d.Since) == 0 {
+					fullFrom[d.Name] = i
+				}
+			}
+		}
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		headers = append(headers, h)
+	}
+	if err := archive.CheckChain(headers...); err != nil {
+		return nil, &OptionError{Err: err} // the arguments, not the archives, are wrong
+	}
+	if len(archives) == 1 {
+		return nil, nil
+	}
+	return fullFrom, nil
+}
+
+// restoreArchive restores every selected database of one archive, in
+// archive order. A damaged archive stops the restore (fatal): nothing after
+// the damage is used, and the database being restored is reported failed.
+//
+// index is the archive's place in the chain; fullFrom (from checkChain)
+// says from which archive each database is restored.
+func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, renames map[string]string, sum *fleet.Summary) error {
+	path := a.archive
+	f, err := a.store.Open(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// Attachment bytes kept for later references count against the
+	// in-flight budget: a quarter of it, at most the archive default.
+	inflight := c.o.Engine.MaxInflightBytes
+	if inflight <= 0 {
+		inflight = replicate.DefaultMaxInflightBytes
+	}
+	blobMem := min(archive.DefaultBlobMemory, max(inflight/4, 1))
+	rd, err := archive.NewReader(f, &archive.ReaderOptions{BlobMemory: blobMem})
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer rd.Close()
+	picked := 0
+	for {
+		dbr, err := rd.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if !filter.Match(dbr.Name()) {
+			continue
+		}
+		if from, ok := fullFrom[dbr.Name()]; ok && index < from {
+			continue // recreated at the source later in the chain
+		}
+		incremental := index > 0 && len(dbr.Since()) > 0
+		picked++
+		name := dbr.Name()
+		if nu, ok := renames[name]; ok {
+			name = nu
+		}
+		if tgt.DBName != "" {
+			if picked > 1 {
+				return optionErr("%s holds several databases: restore into a server URL, or select one with --include", path)
+			}
+			name = tgt.DBName
+		}
+		t0 := time.Now()
+		r, err := c.restoreDB(ctx, dbr, tgt.Server.DB(name), incremental)
+		r.Duration = fleet.Duration(time.Since(t0))
+		addResult(sum, r, err)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return fmt.Errorf("restore: %w", err)
+			}
+			var ae *archive.Error
+			if errors.As(err, &ae) {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+		}
+	}
+}
+
+func (c *restorer) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *couch.DB, incremental bool) (fleet.DBResult, error) {
+	r := fleet.DBResult{Name: tdb.Name()}
+	meta, err := dbr.Metadata(ctx)
+	if err != nil {
+		return r, err
+	}
+	reused, err := c.prepareTarget(ctx, dbr, tdb, meta, incremental)
+	if err != nil {
+		return r, err
+	}
+	var src replicate.Source = dbr
+	var winners *winnerLog
+	if reused && !incremental {
+		// The target held documents before: note the archive's winning
+		// revisions to tell afterwards which documents were not rolled back.
+		if winners, err = newWinnerLog(dbr); err != nil {
+			return r, err
+		}
+		defer winners.Close()
+		src = winners
+	}
+	target := &restoreTarget{DesignLast: replicate.NewDesignLast(tdb)}
+	opts := c.o.Engine
+	opts.CopyMetadata = true
+	opts.SourceReadOnly = true // an archive takes no checkpoint
+	opts.Counters = &replicate.Counters{}
+	var warnMu sync.Mutex
+	warn := func(s string) {
+		c.o.logf("%s: %s", tdb.Name(), s)
+		warnMu.Lock()
+		r.Warnings = append(r.Warnings, s)
+		warnMu.Unlock()
+	}
+	opts.Warn = warn
+	if c.o.DebugLogf != nil {
+		opts.Debug = func(format string, args ...any) { c.o.DebugLogf(tdb.Name()+": "+format, args...) }
+	}
+	if tdb.Fresh {
+		opts.TargetCreated = tdb.Created()
+	}
+	c.o.logf("restoring %s", tdb.Name())
+	res, err := replicate.Run(ctx, src, target, opts)
+	dbcopy.FillResult(&r, res)
+	if err != nil {
+		return r, err
+	}
+	fails, err := target.Finish(ctx)
+	if res != nil && len(fails) > 0 {
+		r.Failures = append(r.Failures, fails...)
+		r.DocWriteFailures += int64(len(fails))
+		r.DocsWritten -= int64(len(fails))
+	}
+	if err != nil {
+		return r, err
+	}
+	if err := target.setSecurity(ctx); errors.Is(err, replicate.ErrMetadataRefused) {
+		warn(err.Error())
+	} else if err != nil {
+		return r, fmt.Errorf("target: %w", err)
+	}
+	if s, ok := dbr.Summary(); ok && s.Error != "" {
+		return r, fmt.Errorf("the backup of this database failed part way: %s", s.Error)
+	}
+	if winners != nil {
+		failed := map[string]bool{}
+		for _, f := range r.Failures {
+			failed[f.ID] = true
+		}
+		kept, total, err := winners.notWinning(ctx, tdb, failed)
+		if err != nil {
+			return r, fmt.Errorf("target: compare winning revisions: %w", err)
+		}
+		if kept > 0 {
+			warn(fmt.Sprintf("not rolled back: %d of %d documents of the archive have a winning revision on the target that is not the archive's (the archive's revision was already there or lost to a newer one); --replace restores the archive's state", kept, total))
+		}
+	}
+	return r, nil
+}
+
+// prepareTarget creates the target database with the archive's
+// properties, or checks that an existing one may be written: empty, the
+// server's own _users or _replicator, an incremental archive continuing
+// an earlier one, --reuse-existing, or a database this same restore
+// claimed (a killed restore resumes). The claim, a `_local` document
+// written before any document, lets a rerun tell its own half-restored
+// database from someone else's: a checkpoint alone cannot, since design
+// documents are held back and the checkpoints with them. With --replace
+// an existing database (but _users and _replicator) of a full archive is
+// deleted and recreated first.
+//
+// reused reports that the database held documents before this restore.
+func (c *restorer) prepareTarget(ctx context.Context, dbr *archive.DBReader, tdb *couch.DB, meta replicate.Metadata, incremental bool) (reused bool, err error) {
+	sinfo, err := dbr.Info(ctx)
+	if err != nil {
+		return false, err
+	}
+	tinfo, err := tdb.Info(ctx)
+	if err == nil && c.o.Replace && !incremental && !systemDB(tdb.Name()) {
+		if err := c.recreate(ctx, tdb); err != nil {
+			return false, err
+		}
+		return false, dbcopy.ClaimNew(ctx, sinfo, tdb)
+	}
+	if errors.Is(err, replicate.ErrNotFound) {
+		err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned, Q: c.o.Q, N: c.o.N})
+		if errors.Is(err, couch.ErrExists) {
+			return false, dbcopy.ClaimTarget(ctx, sinfo, tdb) // created meanwhile
+		}
+		if err != nil {
+			return false, fmt.Errorf("target: %w", err)
+		}
+		tdb.Fresh = true
+		return false, dbcopy.ClaimNew(ctx, sinfo, tdb)
+	}
+	if err != nil {
+		return false, fmt.Errorf("target: %w", err)
+	}
+	reused = tinfo.DocCount+tinfo.DelCount > 0
+	if c.o.ReuseExisting || incremental || systemDB(tdb.Name()) {
+		return reused, nil
+	}
+	if !reused {
+		return false, dbcopy.ClaimTarget(ctx, sinfo, tdb)
+	}
+	id := replicate.ReplicationID(sinfo.Identity, tinfo.Identity)
+	if _, err := tdb.GetLocal(ctx, "_local/"+id); err == nil || dbcopy.Claimed(ctx, sinfo, tdb) {
+		return true, nil // this restore's own earlier run: resume
+	}
+	return true, dbcopy.ErrNotEmpty
+}
+
+// systemDB reports whether name is _users or _replicator, which a restore
+// writes into (never deletes, never refuses): the server created them and
+// uses them.
+func systemDB(name string) bool { return name == "_users" || name == "_replicator" }
+
+// recreate deletes tdb and creates it again with its partitioned flag, q
+// and n (--q/--n win) and puts its _security back at once, so the new
+// database is never more open than the old one was.
+func (c *restorer) recreate(ctx context.Context, tdb *couch.DB) error {
+	old, err := tdb.Metadata(ctx)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	q, n, err := tdb.Shards(ctx)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	if c.o.Q > 0 {
+		q = c.o.Q
+	}
+	if c.o.N > 0 {
+		n = c.o.N
+	}
+	c.o.logf("%s: --replace: deleting the database and creating it again", tdb.Name())
+	srv := tdb.Server()
+	if err := srv.DeleteDB(ctx, tdb.Name()); err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	if err := srv.CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: old.Partitioned, Q: q, N: n}); err != nil {
+		return fmt.Errorf("target: recreate after delete: %w", err)
+	}
+	if sec := bytes.TrimSpace(old.Security); len(sec) > 0 && !bytes.Equal(sec, []byte("{}")) {
+		if err := tdb.SetMetadata(ctx, replicate.Metadata{Security: sec}, replicate.AfterDocs); err != nil {
+			return fmt.Errorf("target: put _security back: %w", err)
+		}
+	}
+	return nil
+}
+
+// winnerLog is the archive source of a restore into a database that held
+// documents: it notes, in a temporary file, the archive's winning revision
+// of every document as the changes pass, so that afterwards the target's
+// winners can be compared without holding every id in memory.
+type winnerLog struct {
+	*archive.DBReader
+	f   *os.File
+	w   *bufio.Writer
+	enc *json.Encoder
+	err error
+}
+
+func newWinnerLog(dbr *archive.DBReader) (*winnerLog, error) {
+	f, err := os.CreateTemp("", "sofa-restore-winners-*")
+	if err != nil {
+		return nil, fmt.Errorf("temporary file: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	return &winnerLog{DBReader: dbr, f: f, w: w, enc: json.NewEncoder(w)}, nil
+}
+
+// Changes passes the archive's changes after since on, noting the winner
+// of every document of the archive, those before since included (a rerun
+// resuming from a checkpoint still compares every document). The leaves
+// of one document may come in two Changes (a chunk boundary): a document
+// is noted once its last one has passed.
+func (l *winnerLog) Changes(ctx context.Context, since replicate.Seq, fn func(replicate.Change) error) error {
+	var after int64
+	if s := since.String(); s != "" && s != "0" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("archive: since %q is not a seq of this archive", s)
+		}
+		after = n
+	}
+	var id string
+	var best *replicate.Doc
+	note := func() {
+		if best != nil && l.err == nil {
+			l.err = l.enc.Encode([2]string{id, best.Rev})
+		}
+		best = nil
+	}
+	err := l.DBReader.Changes(ctx, nil, func(ch replicate.Change) error {
+		if ch.ID != id {
+			note()
+			id = ch.ID
+		}
+		for _, d := range ch.Docs {
+			if best == nil || wins(d, best) {
+				best = d
+			}
+		}
+		if n, err := strconv.ParseInt(ch.Seq.String(), 10, 64); err == nil && n <= after {
+			return nil // copied by an earlier run
+		}
+		return fn(ch)
+	})
+	note()
+	return err
+}
+
+// notWinning reads the noted winners back in batches and asks the target
+// for its winners: kept counts the documents whose winner on the target
+// is not the archive's (ids in skip, already reported failed, aside),
+// total the documents compared.
+func (l *winnerLog) notWinning(ctx context.Context, tdb *couch.DB, skip map[string]bool) (kept, total int64, err error) {
+	if l.err == nil {
+		l.err = l.w.Flush()
+	}
+	if l.err != nil {
+		return 0, 0, fmt.Errorf("temporary file: %w", l.err)
+	}
+	if _, err := l.f.Seek(0, io.SeekStart); err != nil {
+		return 0, 0, fmt.Errorf("temporary file: %w", err)
+	}
+	dec := json.NewDecoder(bufio.NewReader(l.f))
+	const batch = 500
+	want := make(map[string]string, batch)
+	check := func() error {
+		if len(want) == 0 {
+			return nil
+		}
+		ids := make([]string, 0, len(want))
+		for id := range want {
+			ids = append(ids, id)
+		}
+		got, err := tdb.Winners(ctx, ids)
+		if err != nil {
+			return err
+		}
+		for id, rev := range want {
+			total++
+			if got[id] != rev {
+				kept++
+			}
+		}
+		clear(want)
+		return nil
+	}
+	for {
+		var e [2]string
+		if err := dec.Decode(&e); err == io.EOF {
+			break
+		} else if err != nil {
+			return 0, 0, fmt.Errorf("temporary file: %w", err)
+		}
+		if skip[e[0]] {
+			continue
+		}
+		want[e[0]] = e[1] // a document seen twice (resume) keeps its last winner
+		if len(want) >= batch {
+			if err := check(); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	return kept, total, check()
+}
+
+// Close removes the temporary file.
+func (l *winnerLog) Close() {
+	l.f.Close()
+	os.Remove(l.f.Name())
+}
+
+// wins reports whether leaf a beats leaf b by CouchDB's rule for the
+// winning revision: a live leaf beats a deleted one, then the longer
+// history (higher generation), then the greater revision id.
+func wins(a, b *replicate.Doc) bool {
+	if a.Deleted != b.Deleted {
+		return !a.Deleted
+	}
+	ga, ia := splitRev(a.Rev)
+	gb, ib := splitRev(b.Rev)
+	if ga != gb {
+		return ga > gb
+	}
+	return ia > ib
+}
+
+// splitRev splits "N-hash" into N and hash (0 and rev when malformed).
+func splitRev(rev string) (int, string) {
+	n, id, ok := strings.Cut(rev, "-")
+	if !ok {
+		return 0, rev
+	}
+	gen, err := strconv.Atoi(n)
+	if err != nil {
+		return 0, rev
+	}
+	return gen, id
+}
+
+// restoreTarget holds design documents back (DesignLast) and `_security`
+// too: the engine sets it once the other documents are written, but a
+// restore sets it last, after the design documents (setSecurity).
+type restoreTarget struct {
+	*replicate.DesignLast
+	after *replicate.Metadata
+}
+
+// SetMetadata applies the BeforeDocs phase (_revs_limit, properties) at
+// once and keeps the AfterDocs one for setSecurity.
+func (t *restoreTarget) SetMetadata(ctx context.Context, m replicate.Metadata, phase replicate.MetadataPhase) error {
+	if phase == replicate.AfterDocs {
+		t.after = &m
+		return nil
+	}
+	return t.DesignLast.SetMetadata(ctx, m, phase)
+}
+
+// setSecurity applies the kept AfterDocs metadata; call it after Finish.
+func (t *restoreTarget) setSecurity(ctx context.Context) error {
+	if t.after == nil {
+		return nil
+	}
+	return t.DesignLast.SetMetadata(ctx, *t.after, replicate.AfterDocs)
+}
+
+// mergeChainResults folds the results of a chain's archives into one per
+// database (counters summed, failures and warnings kept, the worst status)
+// and recounts the summary, so that a database restored from three
+// archives counts once.
+func mergeChainResults(s *fleet.Summary) {
+	var order []string
+	byName := map[string]*fleet.DBResult{}
+	for _, r := range s.DBs {
+		if m, ok := byName[r.Name]; ok {
+			m.Merge(r)
+			continue
+		}
+		r := r
+		byName[r.Name] = &r
+		order = append(order, r.Name)
+	}
+	merged := fleet.Summary{Started: s.Started, Interrupted: s.Interrupted}
+	for _, name := range order {
+		merged.Add(*byName[name])
+	}
+	*s = merged
+}
+
+// addResult counts one database's outcome into a summary.
+func addResult(s *fleet.Summary, r fleet.DBResult, err error) {
+	switch {
+	case err != nil && errors.Is(err, context.Canceled):
+		r.Status = fleet.StatusInterrupted
+		s.Interrupted = true
+	case err != nil:
+		r.Status, r.Error = fleet.StatusFailed, err.Error()
+	case len(r.Failures) > 0 || r.DocWriteFailures > 0:
+		r.Status = fleet.StatusPartial
+	default:
+		r.Status = fleet.StatusOK
+	}
+	s.Add(r)
+}

@@ -1,0 +1,221 @@
+// Package sofa is sofa as a Go library: open any endpoint (a CouchDB
+// server or database over http(s), an archive file) with Open, then copy
+// every database of one server to another with Copy. Progress is
+// reported through the Progress interface; requests to each host go
+// through a Limiter, the adaptive concurrency controller.
+//
+// The one-database engine is package replicate, the CouchDB client
+// package couch, the archive format package archive and archive files
+// package storage.
+package sofa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+
+	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/storage"
+)
+
+// OpenOptions configure Open.
+type OpenOptions struct {
+	// Client are the HTTP client's options of http(s) endpoints. Its
+	// Pacer is set by Open (see Limiter).
+	Client couch.Options
+	// Limiter paces every request to an http(s) endpoint's host. Nil:
+	// Open makes one for the host from Limit. Give two endpoints on the
+	// same host the same Limiter.
+	Limiter *Limiter
+	// Limit configures the Limiter Open makes when Limiter is nil.
+	Limit LimitOptions
+	// Unpaced sends requests without a Limiter (a single sequential
+	// reader such as a listing needs none).
+	Unpaced bool
+	// Store holds archive locations. Nil: storage.Local{} (files, and
+	// "-" for stdin and stdout).
+	Store storage.Store
+}
+
+// EndpointKind says what an Endpoint is.
+type EndpointKind int
+
+const (
+	// KindServer is a CouchDB server (all its databases).
+	KindServer EndpointKind = iota
+	// KindDatabase is one database of a CouchDB server.
+	KindDatabase
+	// KindArchive is an archive (a file, or "-").
+	KindArchive
+)
+
+// An Endpoint is an opened location: a CouchDB server or database
+// (probed once), or an archive.
+type Endpoint struct {
+	scheme   *Scheme
+	location string // redacted
+	couch    *couch.Endpoint
+	limiter  *Limiter
+	archive  string
+	store    storage.Store
+}
+
+// String is the location without credentials.
+func (e *Endpoint) String() string { return e.location }
+
+// Kind says whether e is a server, a database or an archive.
+func (e *Endpoint) Kind() EndpointKind {
+	switch {
+	case e.couch == nil:
+		return KindArchive
+	case e.couch.DBName == "":
+		return KindServer
+	}
+	return KindDatabase
+}
+
+// DBName is the database of a database endpoint, "" otherwise.
+func (e *Endpoint) DBName() string {
+	if e.couch == nil {
+		return ""
+	}
+	return e.couch.DBName
+}
+
+// Couch is the CouchDB client of an http(s) endpoint (nil for an
+// archive): its server (vendor, version, request counters) and database
+// name.
+func (e *Endpoint) Couch() *couch.Endpoint { return e.couch }
+
+// Limiter is the limiter pacing an http(s) endpoint's requests (nil for
+// an archive).
+func (e *Endpoint) Limiter() *Limiter { return e.limiter }
+
+// Archive is the location of an archive endpoint in its Store ("" for
+// others).
+func (e *Endpoint) Archive() string { return e.archive }
+
+// Store is the storage of an archive endpoint (nil for others).
+func (e *Endpoint) Store() storage.Store { return e.store }
+
+// A Scheme opens the locations of one kind. Every scheme is listed in
+// one registry (see Schemes); Open picks by the part of the location
+// before "://" (none: a path).
+type Scheme struct {
+	// Name is the URL scheme ("http"), or "" for paths and "-".
+	Name string
+	// Open opens a location of this scheme.
+	Open func(ctx context.Context, location string, o OpenOptions) (*Endpoint, error)
+	// Redact returns the location without credentials, for output.
+	Redact func(location string) string
+}
+
+var couchScheme = func(name string) *Scheme {
+	return &Scheme{Name: name, Open: openCouch, Redact: couch.RedactURL}
+}
+
+// schemes is the registry: every kind of location Open accepts.
+var schemes = []*Scheme{
+	couchScheme("http"),
+	couchScheme("https"),
+	{Name: "", Open: openArchive, Redact: func(s string) string { return s }},
+}
+
+// Schemes lists the registered schemes.
+func Schemes() []Scheme {
+	out := make([]Scheme, len(schemes))
+	for i, s := range schemes {
+		out[i] = *s
+	}
+	return out
+}
+
+// ErrUnknownScheme: Open of a location whose scheme is not registered.
+var ErrUnknownScheme = errors.New("unknown location scheme")
+
+var schemeRE = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*)://`)
+
+// schemeOf returns the registered scheme of location.
+func schemeOf(location string) (*Scheme, error) {
+	name := ""
+	if m := schemeRE.FindStringSubmatch(location); m != nil {
+		name = m[1]
+	}
+	for _, s := range schemes {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("%w %q in %s", ErrUnknownScheme, name, couch.RedactURL(location))
+}
+
+// Redact returns location without credentials, as its scheme spells it.
+func Redact(location string) string {
+	s, err := schemeOf(location)
+	if err != nil {
+		return couch.RedactURL(location)
+	}
+	return s.Redact(location)
+}
+
+// IsURL reports whether location names a CouchDB server or database
+// (http or https), not an archive.
+func IsURL(location string) bool {
+	s, err := schemeOf(location)
+	return err == nil && s.Name != ""
+}
+
+// Open opens location: an http(s) URL of a CouchDB server or database
+// (probed once: the server's welcome, and the database when the URL has
+// a path), an archive path, or "-" (stdin or stdout). An archive is not
+// looked at before it is used (a backup creates it). Errors never carry
+// credentials.
+func Open(ctx context.Context, location string, o OpenOptions) (*Endpoint, error) {
+	s, err := schemeOf(location)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := s.Open(ctx, location, o)
+	if err != nil {
+		return nil, err
+	}
+	ep.scheme = s
+	ep.location = s.Redact(location)
+	return ep, nil
+}
+
+func openCouch(ctx context.Context, location string, o OpenOptions) (*Endpoint, error) {
+	lim := o.Limiter
+	if lim == nil && !o.Unpaced {
+		lim = NewLimiter(HostOf(location), o.Limit)
+	}
+	copts := o.Client
+	if lim != nil {
+		copts.Pacer = pacer{lim.l}
+	}
+	ep, err := couch.Probe(ctx, location, copts)
+	if err != nil {
+		return nil, err
+	}
+	return &Endpoint{couch: ep, limiter: lim}, nil
+}
+
+func openArchive(ctx context.Context, location string, o OpenOptions) (*Endpoint, error) {
+	st := o.Store
+	if st == nil {
+		st = storage.Local{}
+	}
+	return &Endpoint{archive: location, store: st}, nil
+}
+
+// HostOf is the host (and port) of an http(s) URL, "?" when it has none:
+// the name of its Limiter.
+func HostOf(location string) string {
+	u, err := url.Parse(location)
+	if err != nil {
+		return "?"
+	}
+	return u.Host
+}

@@ -1,0 +1,261 @@
+package storage
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Stdio is the name under which Local reads stdin and writes stdout.
+const Stdio = "-"
+
+// Local is the Store of the local file system: names are file paths, and
+// Stdio ("-") is stdin for Open and stdout for Create.
+//
+// Create writes to a temporary file next to the final name that is
+// synced and renamed into place only by Commit, so a killed writer leaves
+// no file under the final name. The temporary file,
+// .<final name>.tmp-<12 hex digits>, is flocked for the writer's whole
+// life (until the rename, or its removal on Abort). A writer killed with
+// SIGKILL cannot remove its own; the lock dies with the process, and the
+// next Create of the same final name removes it (CreateOptions.OnStale
+// is told).
+type Local struct {
+	// Stdin and Stdout replace os.Stdin and os.Stdout for Stdio (tests).
+	Stdin  io.Reader
+	Stdout io.Writer
+}
+
+var _ Store = Local{}
+
+// errTempBusy says another process holds the lock on a temporary file.
+var errTempBusy = errors.New("temporary file is locked by a running writer")
+
+// tempPrefix is the name, without its random suffix, of the temporary
+// files of archives written to path.
+func tempPrefix(path string) string {
+	return "." + filepath.Base(path) + ".tmp-"
+}
+
+// Create implements Store.
+func (l Local) Create(ctx context.Context, path string, o CreateOptions) (Writer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if path == Stdio {
+		out := l.Stdout
+		if out == nil {
+			out = os.Stdout
+		}
+		return &localWriter{bw: bufio.NewWriterSize(out, 1<<20)}, nil
+	}
+	if _, err := os.Stat(path); err == nil && !o.Overwrite {
+		return nil, fmt.Errorf("%s %w", path, ErrExist)
+	}
+	for _, p := range removeStaleTemps(path) {
+		if o.OnStale != nil {
+			o.OnStale(p)
+		}
+	}
+	tmp, f, err := createLockedTemp(path)
+	if err != nil {
+		return nil, fmt.Errorf("create archive: %w", err)
+	}
+	return &localWriter{path: path, tmp: tmp, f: f, bw: bufio.NewWriterSize(f, 1<<20)}, nil
+}
+
+// createLockedTemp creates and flocks a new temporary file for path.
+// Another writer's removeStaleTemps may lock and remove the file between
+// its creation and its locking here; that is seen (the name no longer
+// names the open file) and a fresh name is tried.
+func createLockedTemp(path string) (string, *os.File, error) {
+	for range 5 {
+		var b [6]byte
+		rand.Read(b[:])
+		tmp := filepath.Join(filepath.Dir(path), tempPrefix(path)+hex.EncodeToString(b[:]))
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := lockTemp(f); err != nil {
+			f.Close()
+			if errors.Is(err, errTempBusy) {
+				continue // taken by a scanner that is removing it
+			}
+			os.Remove(tmp)
+			return "", nil, fmt.Errorf("lock %s: %w", tmp, err)
+		}
+		fi, err1 := f.Stat()
+		ni, err2 := os.Stat(tmp)
+		if err1 == nil && err2 == nil && os.SameFile(fi, ni) {
+			return tmp, f, nil
+		}
+		f.Close() // removed by a scanner before we locked it
+	}
+	return "", nil, errors.New("could not create a temporary file (removed by concurrent writers each time)")
+}
+
+// removeStaleTemps removes the temporary files of earlier writers to path
+// whose lock it can take: those were left by a writer that died without
+// cleaning up (SIGKILL, power loss). Files whose lock is refused belong to
+// a running writer and are left alone, as is anything not named exactly
+// like a temporary file of this final name. It returns the removed paths;
+// failures are ignored (the file simply stays).
+func removeStaleTemps(path string) []string {
+	if !canLockTemps {
+		return nil
+	}
+	dir, prefix := filepath.Dir(path), tempPrefix(path)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !strings.HasPrefix(name, prefix) || !isHex(name[len(prefix):]) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		// Remove only while holding the lock, so a writer that creates the
+		// file right now either never gets the lock or sees it gone.
+		if lockTemp(f) == nil && os.Remove(p) == nil {
+			removed = append(removed, p)
+		}
+		f.Close()
+	}
+	return removed
+}
+
+func isHex(s string) bool {
+	if s == "" {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil && len(s)%2 == 0
+}
+
+// localWriter is an archive being written to a temporary file (or to
+// stdout: path "").
+type localWriter struct {
+	path string // final name; "" for stdout
+	tmp  string
+	f    *os.File
+	bw   *bufio.Writer
+}
+
+func (w *localWriter) Write(p []byte) (int, error) { return w.bw.Write(p) }
+
+// Commit flushes, syncs and renames the archive into place. The file is
+// closed only after the rename, so its lock covers the whole time it lives
+// under its temporary name.
+func (w *localWriter) Commit() error {
+	if err := w.bw.Flush(); err != nil {
+		w.Abort()
+		return fmt.Errorf("write archive: %w", err)
+	}
+	if w.f == nil {
+		return nil
+	}
+	if err := w.f.Sync(); err != nil {
+		w.Abort()
+		return fmt.Errorf("sync archive: %w", err)
+	}
+	if err := os.Rename(w.tmp, w.path); err != nil {
+		w.Abort()
+		return fmt.Errorf("rename archive into place: %w", err)
+	}
+	err := w.f.Close()
+	w.f = nil
+	if err != nil {
+		os.Remove(w.path) // not trusted: a failed writer leaves nothing under the final name
+		return fmt.Errorf("close archive: %w", err)
+	}
+	if d, err := os.Open(filepath.Dir(w.path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// Abort removes the temporary file (stdout cannot be taken back).
+func (w *localWriter) Abort() error {
+	if w.f != nil {
+		os.Remove(w.tmp) // before Close: removed while still locked
+		w.f.Close()
+		w.f = nil
+	}
+	return nil
+}
+
+// Open implements Store.
+func (l Local) Open(ctx context.Context, path string) (Reader, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if path == Stdio {
+		in := l.Stdin
+		if in == nil {
+			in = os.Stdin
+		}
+		return stdinReader{bufio.NewReaderSize(in, 1<<20)}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("archive %s %w", path, ErrNotExist)
+		}
+		return nil, fmt.Errorf("open archive: %w", err)
+	}
+	return fileReader{f}, nil
+}
+
+type fileReader struct{ *os.File }
+
+func (r fileReader) Size() int64 {
+	st, err := r.File.Stat()
+	if err != nil {
+		return -1
+	}
+	return st.Size()
+}
+
+type stdinReader struct{ *bufio.Reader }
+
+func (stdinReader) ReadAt([]byte, int64) (int, error) { return 0, ErrNotSeekable }
+func (stdinReader) Close() error                      { return nil }
+func (stdinReader) Size() int64                       { return -1 }
+
+// Stat implements Store.
+func (l Local) Stat(ctx context.Context, path string) (Info, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return Info{}, fmt.Errorf("archive %s %w", path, ErrNotExist)
+		}
+		return Info{}, fmt.Errorf("stat archive: %w", err)
+	}
+	return Info{Name: path, Size: st.Size(), ModTime: st.ModTime()}, nil
+}
+
+// Remove implements Store.
+func (l Local) Remove(ctx context.Context, path string) error {
+	if err := os.Remove(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("archive %s %w", path, ErrNotExist)
+		}
+		return fmt.Errorf("remove archive: %w", err)
+	}
+	return nil
+}

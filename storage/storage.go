@@ -1,0 +1,81 @@
+// Package storage holds archive files behind a small interface: a Store
+// creates an archive (written, then committed under its final name or
+// aborted, leaving nothing under it), opens one for reading (sequentially,
+// or at an offset when the store can seek), stats and removes one.
+//
+// Local is the store of the local file system (plus "-" for stdin and
+// stdout); Memory keeps archives in memory, for tests. Both pass the
+// conformance suite in package storagetest, which every implementation
+// runs. Nothing else in sofa opens archive paths.
+package storage
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Errors a Store returns, wrapped after the name ("archive x.sofa does
+// not exist"); test with errors.Is.
+var (
+	// ErrExist: Create of a name that exists, without Overwrite.
+	ErrExist = errors.New("exists")
+	// ErrNotExist: Open, Stat or Remove of a name that does not exist.
+	ErrNotExist = errors.New("does not exist")
+	// ErrNotSeekable: ReadAt on a reader that can only be read in order
+	// (stdin).
+	ErrNotSeekable = errors.New("archive can only be read in order")
+)
+
+// Store holds archives by name.
+type Store interface {
+	// Create starts writing the archive name. Nothing is visible under
+	// name before Commit; Abort (or a crash) leaves nothing under it.
+	Create(ctx context.Context, name string, o CreateOptions) (Writer, error)
+	// Open opens the archive name for reading.
+	Open(ctx context.Context, name string) (Reader, error)
+	// Stat describes the archive name.
+	Stat(ctx context.Context, name string) (Info, error)
+	// Remove deletes the archive name.
+	Remove(ctx context.Context, name string) error
+}
+
+// CreateOptions configure Store.Create.
+type CreateOptions struct {
+	// Overwrite replaces an existing archive on Commit; without it Create
+	// refuses an existing name with ErrExist.
+	Overwrite bool
+	// OnStale, if set, is told each leftover of an earlier writer that
+	// died before committing which Create removed (stores that leave
+	// such things behind only).
+	OnStale func(name string)
+}
+
+// Writer is an archive being written.
+type Writer interface {
+	io.Writer
+	// Commit makes the archive durable and visible under its name.
+	Commit() error
+	// Abort drops what was written; the name is left as it was. Abort
+	// after Commit does nothing.
+	Abort() error
+}
+
+// Reader is an archive opened for reading. Read reads it in order from
+// the start; ReadAt (ErrNotSeekable where it cannot) does not move that
+// position.
+type Reader interface {
+	io.Reader
+	io.ReaderAt
+	io.Closer
+	// Size is the archive's length in bytes, -1 when unknown (stdin).
+	Size() int64
+}
+
+// Info describes a stored archive.
+type Info struct {
+	Name    string
+	Size    int64
+	ModTime time.Time
+}

@@ -1,0 +1,229 @@
+package sofa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/sofadb/sofa/archive"
+	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/internal/progress"
+	"github.com/sofadb/sofa/limitstats"
+	"github.com/sofadb/sofa/replicate"
+	"github.com/sofadb/sofa/verify"
+)
+
+// VerifyOptions configure Verify.
+type VerifyOptions struct {
+	// Compare are the comparison's options (mode, metadata, differences
+	// listed). LenientRevpos is set when either side is PouchDB Server.
+	Compare verify.Options
+	// Selection picks the databases of two servers (Skip: ReplicateSkip
+	// when nil). A selection matching nothing compares nothing.
+	Selection Selection
+	// MaxDBs, Fixed and IdealDuration are as in CopyOptions.
+	MaxDBs        int
+	Fixed         bool
+	IdealDuration time.Duration
+}
+
+// VerifyDB is the outcome of one database.
+type VerifyDB struct {
+	Name   string         `json:"name"`
+	Status string         `json:"status"` // equal, different, failed, interrupted, not_started
+	Error  string         `json:"error,omitempty"`
+	Report *verify.Report `json:"report,omitempty"`
+}
+
+// VerifySummary is the result of Verify, ready for encoding/json.
+type VerifySummary struct {
+	Equal       bool               `json:"equal"`
+	DBsTotal    int                `json:"dbs_total"`
+	DBsEqual    int                `json:"dbs_equal"`
+	DBsDiffer   int                `json:"dbs_different"`
+	DBsFailed   int                `json:"dbs_failed"`
+	Interrupted bool               `json:"interrupted,omitempty"`
+	DBs         []VerifyDB         `json:"dbs"`
+	Hosts       []limitstats.Stats `json:"hosts,omitempty"`
+}
+
+// ErrSeveralDatabases: an archive of several databases compared with a
+// database URL (an *OptionError wraps it).
+var ErrSeveralDatabases = errors.New("holds several databases: compare it with a server URL")
+
+// Verify compares a with b: two databases, two servers (every selected
+// database of a with its namesake on b, many at once; selected databases
+// only b holds are differences too), or an archive with a server (each of
+// its databases with its namesake) or database (its one database). The
+// error is non-nil when nothing could be compared; per-database outcomes
+// (equal, different, failed, interrupted) are in the summary.
+func Verify(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*VerifySummary, error) {
+	if b.Kind() == KindArchive {
+		return nil, optionErr("verify: %s is an archive: give it first", b)
+	}
+	o.Compare.LenientRevpos = o.Compare.LenientRevpos || isPouch(a) || isPouch(b)
+	switch {
+	case a.Kind() == KindArchive:
+		return verifyArchive(ctx, a, b, o.Compare)
+	case a.Kind() == KindServer && b.Kind() == KindServer:
+		return verifyServers(ctx, a, b, o)
+	case a.Kind() == KindDatabase && b.Kind() == KindDatabase:
+		var res VerifySummary
+		res.add(dbOutcome(ctx, a.DBName(), a.couch.Server.DB(a.DBName()), b.couch.Server.DB(b.DBName()), o.Compare))
+		return &res, nil
+	}
+	return nil, optionErr("A and B must both be databases or both be servers")
+}
+
+func isPouch(e *Endpoint) bool {
+	return e.couch != nil && e.couch.Server.Vendor == couch.VendorPouchDB
+}
+
+func dbOutcome(ctx context.Context, name string, a, b replicate.Source, o verify.Options) VerifyDB {
+	rep, err := verify.Compare(ctx, a, b, o)
+	d := VerifyDB{Name: name, Report: rep}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		d.Status, d.Error = "interrupted", err.Error()
+	case err != nil:
+		d.Status, d.Error = "failed", err.Error()
+	case rep.Equal():
+		d.Status = "equal"
+	default:
+		d.Status = "different"
+	}
+	return d
+}
+
+func (r *VerifySummary) add(d VerifyDB) {
+	r.DBs = append(r.DBs, d)
+	r.DBsTotal++
+	switch d.Status {
+	case "equal":
+		r.DBsEqual++
+	case "different":
+		r.DBsDiffer++
+	case "failed":
+		r.DBsFailed++
+	default:
+		r.Interrupted = true
+	}
+	r.Equal = r.DBsEqual == r.DBsTotal
+}
+
+// verifyServers compares every selected database of a with its namesake
+// on b; selected databases only b holds are differences too.
+func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*VerifySummary, error) {
+	var res VerifySummary
+	if o.Selection.Skip == nil {
+		o.Selection.Skip = ReplicateSkip
+	}
+	filter := o.Selection.filter()
+	if err := filter.Validate(); err != nil {
+		return nil, &OptionError{Err: err}
+	}
+	as, bs := a.couch.Server, b.couch.Server
+	an, err := fleet.ListDBs(ctx, as, 0)
+	if err != nil {
+		return nil, fmt.Errorf("a: list databases: %w", err)
+	}
+	bn, err := fleet.ListDBs(ctx, bs, 0)
+	if err != nil {
+		return nil, fmt.Errorf("b: list databases: %w", err)
+	}
+	dbs := filter.Apply(an)
+	var mu sync.Mutex
+	out := map[string]VerifyDB{}
+	job := func(ctx context.Context, name string, p *progress.DB) (fleet.DBResult, error) {
+		d := dbOutcome(ctx, name, as.DB(name), bs.DB(name), o.Compare)
+		mu.Lock()
+		out[name] = d
+		mu.Unlock()
+		r := fleet.DBResult{}
+		if d.Report != nil {
+			r.DocsRead = d.Report.Docs
+		}
+		if d.Error != "" {
+			return r, errors.New(d.Error)
+		}
+		return r, nil
+	}
+	sum, runErr := fleet.Run(ctx, dbs, job, fleet.Options{Limiters: limiters(a, b), MaxDBs: o.MaxDBs, Fixed: o.Fixed, IdealDuration: o.IdealDuration})
+	for _, r := range sum.DBs {
+		d, ok := out[r.Name]
+		if !ok {
+			d = VerifyDB{Name: r.Name, Status: string(r.Status)}
+		}
+		res.add(d)
+	}
+	inA := map[string]bool{}
+	for _, n := range an {
+		inA[n] = true
+	}
+	for _, n := range filter.Apply(bn) {
+		if !inA[n] {
+			rep := &verify.Report{Mode: o.Compare.Mode.String(), Total: 1, ByKind: map[verify.Kind]int{verify.KindOnlyInB: 1},
+				Differences: []verify.Difference{{Kind: verify.KindOnlyInB, Detail: fmt.Sprintf("database %q exists only in b", n)}}}
+			res.add(VerifyDB{Name: n, Status: "different", Report: rep})
+		}
+	}
+	res.Hosts = sum.Hosts
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return &res, runErr
+	}
+	return &res, nil
+}
+
+// verifyArchive compares each database of an archive with the database
+// of the same name on a server (or with the one database of a database
+// URL), as the archive recorded it.
+func verifyArchive(ctx context.Context, a, b *Endpoint, o verify.Options) (*VerifySummary, error) {
+	path := a.archive
+	f, err := a.store.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rd, err := archive.NewReader(f, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	defer rd.Close()
+	if h := rd.Header(); h.Since != nil {
+		// Its databases hold only what changed after the archive before
+		// it: compared alone with a database they would differ everywhere.
+		return nil, &OptionError{Err: fmt.Errorf("%s is an incremental archive (it continues archive %s): it holds only the changes since then, so it cannot be compared with a database alone; restore the chain and compare the copy (sofa verify SOURCE COPY), or check its checksums with sofa verify %s", path, h.Since.ArchiveID, path)}
+	}
+	var res VerifySummary
+	for {
+		dbr, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		name := dbr.Name()
+		if b.DBName() != "" {
+			if res.DBsTotal > 0 {
+				return nil, &OptionError{Err: fmt.Errorf("%s %w", path, ErrSeveralDatabases)}
+			}
+			name = b.DBName()
+		}
+		sp, err := verify.NewSpooled(dbr, "")
+		if err != nil {
+			return nil, err
+		}
+		res.add(dbOutcome(ctx, dbr.Name(), sp, b.couch.Server.DB(name), o))
+		sp.Close()
+		if ctx.Err() != nil {
+			res.Interrupted = true
+			break
+		}
+	}
+	return &res, nil
+}
