@@ -73,7 +73,7 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 			applyPeer(&r, o)
 		}
 		if r.OK {
-			r.Verify = e.verify(ctx, src.URL, tgt.URL, false)
+			r.Verify = e.oracle(ctx, src.URL, tgt.URL, true, !tgt.couch())
 			r.OK = r.Verify == "equal"
 		}
 		perDB := "-"

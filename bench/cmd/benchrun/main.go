@@ -24,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sofadb/sofa/internal/couchtest"
 )
 
 // benchmark is one named benchmark.
@@ -65,6 +67,16 @@ func run() int {
 	if cfg.smoke {
 		cfg.shrink()
 	}
+	if cfg.serverURL != "" {
+		// internal/couchtest hands these out (wiped) instead of
+		// starting CouchDB from the release.
+		os.Setenv(couchtest.EnvCouchURL, cfg.serverURL)
+		cfg.server = kindCouchDB
+	}
+	if cfg.server != kindPouchDB && cfg.server != kindCouchDB {
+		fmt.Fprintf(os.Stderr, "benchrun: -server %q: want pouchdb or couchdb\n", cfg.server)
+		return 2
+	}
 	selected, err := pick(fs.Args())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchrun:", err)
@@ -80,9 +92,13 @@ func run() int {
 	defer e.close()
 	m := machine()
 	m["smoke"] = cfg.smoke
+	m["server"] = cfg.server
+	if cfg.serverURL != "" {
+		m["server_urls"] = redactList(cfg.serverURL)
+	}
 	e.sink.write(record{Bench: "env", Tool: "benchrun", OK: true, Extra: m})
 	fmt.Printf("benchrun: results appended to %s\n", cfg.out)
-	fmt.Printf("benchrun: %v CPUs (%v), load average %v, node %v, smoke %v\n", m["cpus"], m["cpu"], m["loadavg"], m["node"], cfg.smoke)
+	fmt.Printf("benchrun: %v CPUs (%v), load average %v, node %v, server %s, smoke %v\n", m["cpus"], m["cpu"], m["loadavg"], m["node"], cfg.server, cfg.smoke)
 	failed := 0
 	for _, b := range selected {
 		t0 := time.Now()
@@ -198,4 +214,13 @@ func (e *env) node(script string, args ...string) (string, []string) {
 
 func (e *env) logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "benchrun: "+format+"\n", args...)
+}
+
+// redactList is a comma-separated URL list without credentials.
+func redactList(urls string) string {
+	var out []string
+	for _, u := range strings.Split(urls, ",") {
+		out = append(out, redact(strings.TrimSpace(u)))
+	}
+	return strings.Join(out, ",")
 }
