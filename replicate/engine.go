@@ -49,6 +49,9 @@ type run struct {
 	// initialCopy: no checkpoint and an empty target, so every revision
 	// is missing and reading documents with the feed costs nothing extra.
 	initialCopy bool
+	// srcRows is the source's doc_count + doc_del_count when the run
+	// started: the size of an initial copy's feed.
+	srcRows int64
 
 	mu       sync.Mutex
 	warnings []string
@@ -143,6 +146,7 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 	if len(since) == 0 && tinfo.DocCount+tinfo.DelCount == 0 {
 		r.diff.init(1)
 		r.initialCopy = true
+		r.srcRows = sinfo.DocCount + sinfo.DelCount
 	}
 
 	var meta Metadata
@@ -354,7 +358,7 @@ func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr 
 	}
 	fromStart := len(since) == 0
 	changes := r.src.Changes
-	if ws, ok := r.src.(docsFeed); ok && r.initialCopy {
+	if ws, ok := r.src.(docsFeed); ok && r.initialCopy && ws.InlineDocsFeed(r.srcRows) {
 		changes = ws.ChangesWithDocs
 	}
 	err := changes(ctx, since, func(c Change) error {
@@ -393,9 +397,13 @@ func batchDocBytes(b *batch) int64 {
 
 // docsFeed is an optional Source ability: a changes feed whose rows carry
 // complete revisions when it can (CouchDB's include_docs for live
-// generation-1 leaves).
+// generation-1 leaves). InlineDocsFeed says whether that feed is the
+// cheaper way to read an initial copy of rows changes rows from this
+// source's server (rather than the plain feed and parallel FetchRevs); the
+// engine asks, it does not know servers.
 type docsFeed interface {
 	ChangesWithDocs(ctx context.Context, since Seq, fn func(Change) error) error
+	InlineDocsFeed(rows int64) bool
 }
 
 // tracker keeps the seq up to which every batch is acknowledged: the

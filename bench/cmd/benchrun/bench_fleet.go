@@ -112,7 +112,7 @@ func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, do
 	var b *bound
 	if err == nil {
 		rec.Extra["requests_by_kind"] = kinds
-		b, err = e.requestBound(ctx, boundCase{nDBs: nDBs, docs: docs, docSize: fleetDocSize, srcURL: src.URL,
+		b, err = e.requestBound(ctx, boundCase{nDBs: nDBs, docs: docs, docSize: fleetDocSize, srcURL: src.URL, inlineDocs: !src.couch() || docs <= 100, // couch.Caps.InlineDocsUpTo
 			srcDB: func(i int) string { return fmt.Sprintf("fleet-%04d", i) }, kinds: kinds})
 	}
 	if err != nil {

@@ -62,6 +62,10 @@ type boundCase struct {
 	docs    int    // documents per database
 	docSize int    // body bytes per document
 	srcURL  string // the loaded source server
+	// inlineDocs: sofa reads an initial copy with
+	// _changes?include_docs=true from this source (couch.Caps.InlineDocsFeed:
+	// PouchDB Server), else with the plain feed.
+	inlineDocs bool
 	// srcDB names the i-th source database (0 <= i < nDBs).
 	srcDB func(i int) string
 	// kinds is sofa's requests_by_kind: server -> kind -> count.
@@ -200,8 +204,12 @@ func (e *env) sourceRates(ctx context.Context, c boundCase, inFlight int) (map[s
 		}
 	}
 	if counts["GET /db/_changes"] >= freq {
-		// What couch.DB.ChangesWithDocs asks on an initial copy.
-		q := "/_changes?style=all_docs&feed=normal&include_docs=true&since=0&limit=" + strconv.Itoa(couch.DefaultChangesPage)
+		// What sofa asks on an initial copy: couch.DB.ChangesWithDocs
+		// where the server's Caps say so, else couch.DB.Changes.
+		q := "/_changes?style=all_docs&feed=normal&since=0&limit=" + strconv.Itoa(couch.DefaultChangesPage)
+		if c.inlineDocs {
+			q = "/_changes?style=all_docs&feed=normal&include_docs=true&since=0&limit=" + strconv.Itoa(couch.DefaultChangesPage)
+		}
 		if _, err := e.rateRun(ctx, inFlight, rates, "GET /db/_changes", 0, get(q)); err != nil {
 			return nil, err
 		}
