@@ -60,9 +60,9 @@ func benchReplicate(ctx context.Context, e *env) error {
 			tools = append(tools, couchRep("couch-replicate "+p.String(), strconv.Itoa(p[0]), strconv.Itoa(p[1])))
 		}
 	}
-	boundTool := func(script, prefix string, p pair, note string) tool {
+	boundTool := func(script, prefix string, p pair, note string, extra ...string) tool {
 		return tool{prefix + " " + p.String(), func(tgt *server, b record) record {
-			name, args := e.node(script, srcDB, tgt.URL+"/"+db, strconv.Itoa(p[0]), strconv.Itoa(p[1]))
+			name, args := e.node(script, append([]string{srcDB, tgt.URL + "/" + db, strconv.Itoa(p[0]), strconv.Itoa(p[1])}, extra...)...)
 			r, o := e.runTool(ctx, b, []*server{src, tgt}, name, args...)
 			pr := applyPeer(&r, o)
 			r.TimeMS = int64(pr.MS)
@@ -77,6 +77,8 @@ func benchReplicate(ctx context.Context, e *env) error {
 	for _, p := range e.cfg.copyBound {
 		tools = append(tools, boundTool("bound-copy.js", "bound-copy", p,
 			"time = timed copy (_changes pages, _bulk_get + _bulk_docs new_edits=false per page, batch/parallel as named); the target's creation is untimed"))
+		tools = append(tools, boundTool("bound-copy.js", "bound-copy-inline", p,
+			"time = timed copy (_changes?include_docs=true pages, _bulk_docs new_edits=false per page, batch/parallel as named): the inline-feed pipeline, for choosing couch.Caps.InlineDocsUpTo", "--inline"))
 	}
 	byTool := map[string][]record{}
 	for run := 1; run <= e.cfg.runs; run++ {
@@ -128,6 +130,7 @@ func benchReplicate(ctx context.Context, e *env) error {
 	sofa, pouch := okTime(med["sofa"]), okTime(med["pouchdb-replicate"])
 	bound, boundName := best("bound-bulkdocs")
 	cbound, cboundName := best("bound-copy")
+	ibound, iboundName := best("bound-copy-inline")
 	t.note("sofa/ingest bound = %s (best: %s)", check(ratio(sofa, bound), sofa, bound, "<=", 1.5), boundName)
 	if src.couch() {
 		t.note("sofa/copy bound   = %s (%s)", check(ratio(sofa, cbound), sofa, cbound, "<=", 1.2), cboundName)
@@ -138,6 +141,7 @@ func benchReplicate(ctx context.Context, e *env) error {
 		t.note("sofa/copy bound   = %s (%s)", ratio(sofa, cbound), cboundName)
 		t.note("pouchdb/sofa      = %s", check(ratio(pouch, sofa), pouch, sofa, ">=", 3))
 	}
+	t.note("inline/plain copy = %s (%s vs %s: > 1 means the plain feed + _bulk_get pipeline is faster on this server)", ratio(ibound, cbound), iboundName, cboundName)
 	t.note("bound times are their timed part only; server cpu = both servers; verify = the test oracle (internal/couchtest.CompareDBs)")
 	t.print(os.Stdout)
 	e.stopServer(src)
