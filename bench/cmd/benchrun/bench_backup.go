@@ -77,7 +77,31 @@ func benchBackup(ctx context.Context, e *env) error {
 	return nil
 }
 
-func backupPeers() []backupPeer {
+// backupPeers lists the peers; on CouchDB (couch) couchbackup and
+// couchrestore talk to the server directly, with --attachments, as their
+// users would; on PouchDB Server through couch-shim.js, without which they
+// cannot run there.
+func backupPeers(couch bool) []backupPeer {
+	cb := backupPeer{name: "couchbackup", ext: ".json",
+		note: "couchbackup full mode with --attachments (experimental in couchbackup), couchrestore likewise",
+		dump: func(e *env, src, out string, dbs []string) (string, []string) {
+			return e.perDB(dbs, func(db string) []string {
+				return []string{"bench/couchbackup.js", dbURL(src, db), filepath.Join(out, db+".json"), "--attachments"}
+			})
+		},
+		load: func(e *env, in, tgt string, dbs []string) (string, []string) {
+			return e.perDB(dbs, func(db string) []string {
+				return []string{"bench/couchrestore.js", filepath.Join(in, db+".json"), dbURL(tgt, db), "--attachments"}
+			})
+		}}
+	peers := backupPeersPouch()
+	if couch {
+		peers[1] = cb
+	}
+	return peers
+}
+
+func backupPeersPouch() []backupPeer {
 	return []backupPeer{
 		{name: "sofa", compressed: true,
 			dump: func(e *env, src, out string, _ []string) (string, []string) {
@@ -149,7 +173,7 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 		head: []string{"tool", "backup", "time s", "cpu s", "rss MiB", "size MiB", "gzip MiB", "restore", "time s", "cpu s", "rss MiB", "verify"}}
 	type pair struct{ dump, load record }
 	results := map[string]pair{}
-	peers := backupPeers()
+	peers := backupPeers(src.couch())
 	for _, p := range peers {
 		if err := ctx.Err(); err != nil {
 			return sofaRSS, err
