@@ -1,5 +1,6 @@
-// Command benchrun runs sofa's benchmarks against its peers on in-memory
-// PouchDB Servers it starts itself, prints one table per benchmark and
+// Command benchrun runs sofa's benchmarks against its peers on servers it
+// starts itself (in-memory PouchDB Servers, or with -server couchdb CouchDB
+// instances from the release; -server-url names running CouchDB servers), prints one table per benchmark and
 // appends every measurement to a JSON-lines file. scripts/bench.sh builds
 // and runs it; BENCHMARKS.md describes each benchmark.
 //
