@@ -111,19 +111,29 @@ func (d *DB) Info(ctx context.Context) (replicate.DBInfo, error) {
 		return replicate.DBInfo{}, d.fail("open database", err)
 	}
 	defer resp.Body.Close()
-	var info struct {
-		DBName        string          `json:"db_name"`
-		DocCount      int64           `json:"doc_count"`
-		DocDelCount   int64           `json:"doc_del_count"`
-		UpdateSeq     json.RawMessage `json:"update_seq"`
-		InstanceStart json.RawMessage `json:"instance_start_time"`
-		Props         struct {
-			Partitioned bool `json:"partitioned"`
-		} `json:"props"`
-	}
+	var info dbInfoJSON
 	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil || info.DBName == "" {
 		return replicate.DBInfo{}, fmt.Errorf("%s: not a CouchDB database (GET answered without db_name)", d)
 	}
+	return d.useInfo(&info), nil
+}
+
+// dbInfoJSON is the part of a database's info (`GET /db`, or one row of
+// `_dbs_info`) that sofa reads.
+type dbInfoJSON struct {
+	DBName        string          `json:"db_name"`
+	DocCount      int64           `json:"doc_count"`
+	DocDelCount   int64           `json:"doc_del_count"`
+	UpdateSeq     json.RawMessage `json:"update_seq"`
+	InstanceStart json.RawMessage `json:"instance_start_time"`
+	Props         struct {
+		Partitioned bool `json:"partitioned"`
+	} `json:"props"`
+}
+
+// useInfo records what d learns from its info and returns it as a
+// replicate.DBInfo.
+func (d *DB) useInfo(info *dbInfoJSON) replicate.DBInfo {
 	ist := string(info.InstanceStart)
 	if len(ist) >= 2 && ist[0] == '"' {
 		ist = jsonx.Unquote(info.InstanceStart)
@@ -136,7 +146,7 @@ func (d *DB) Info(ctx context.Context) (replicate.DBInfo, error) {
 		Name: info.DBName, DocCount: info.DocCount, DelCount: info.DocDelCount,
 		UpdateSeq: replicate.Seq(info.UpdateSeq), InstanceStart: ist,
 		Partitioned: info.Props.Partitioned, Identity: id,
-	}, nil
+	}
 }
 
 // GetLocal reads `_local/<id>`.

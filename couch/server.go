@@ -48,6 +48,8 @@ type Server struct {
 	// CouchDB 3.x). Nil until learned; see DB.SetMetadata.
 	freshSecurity atomic.Pointer[any]
 	freshSecMu    sync.Mutex // one reader of freshSecurity at a time
+	// infoB batches DB.InfoBatched calls into `_dbs_info` requests.
+	infoB infoBatcher
 }
 
 // Endpoint is a probed URL: a server, or a database on a server.

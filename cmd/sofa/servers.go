@@ -111,7 +111,9 @@ func (rc *replicateCmd) dbJob(src, tgt *couch.Server, onTarget map[string]bool) 
 	return func(ctx context.Context, name string, p *progress.DB) (fleet.DBResult, error) {
 		r := fleet.DBResult{Name: name}
 		sdb, tdb := src.DB(name), tgt.DB(name)
-		sinfo, err := sdb.Info(ctx)
+		// Batched with the other jobs' (one _dbs_info where the server
+		// has it).
+		sinfo, err := sdb.InfoBatched(ctx)
 		if err != nil {
 			return r, fmt.Errorf("source: %w", err)
 		}
@@ -222,11 +224,13 @@ func (rc *replicateCmd) verifyCounts(ctx context.Context, sdb, tdb *couch.DB, sr
 		s = *srcCounts
 	} else {
 		var err error
-		if s, err = sdb.Info(ctx); err != nil {
+		if s, err = sdb.InfoBatched(ctx); err != nil {
 			return fmt.Errorf("verify: source: %w", err)
 		}
 	}
-	t, err := tdb.Info(ctx)
+	// Batched with the other databases' checks: one _dbs_info for many
+	// where the server has it.
+	t, err := tdb.InfoBatched(ctx)
 	if err != nil {
 		return fmt.Errorf("verify: target: %w", err)
 	}
