@@ -53,7 +53,11 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 	times := map[string]int64{}
 	var sofaRes *sofaResult
 	var sofaOut *outcome
-	for _, tool := range []string{"sofa", "pool"} {
+	tools := []string{"sofa", "pool"}
+	if src.couch() {
+		tools = append(tools, "couch-pool")
+	}
+	for _, tool := range tools {
 		tgt, err := e.startServer(ctx)
 		if err != nil {
 			return err
@@ -65,12 +69,19 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 			var o *outcome
 			r, o = e.runTool(ctx, b, []*server{src, tgt}, e.sofa, "replicate", src.URL, tgt.URL, "--json")
 			sofaRes, sofaOut = applySofa(&r, o), o
-		} else {
+		} else if tool == "pool" {
 			b.Tool = "pouchdb-replicate pool " + pool
 			name, args := e.node("pool-replicate.js", src.URL, tgt.URL, "--pool", pool)
 			var o *outcome
 			r, o = e.runTool(ctx, b, []*server{src, tgt}, name, args...)
 			applyPeer(&r, o)
+		} else {
+			b.Tool = "couch-replicate pool " + pool
+			name, args := e.node("couch-pool-replicate.js", src.URL, tgt.URL, "--pool", pool)
+			var o *outcome
+			r, o = e.runTool(ctx, b, []*server{src, tgt}, name, args...)
+			applyPeer(&r, o)
+			r.Note = "CouchDB's replicator: POST /_replicate per database on the target server, pool databases at a time"
 		}
 		if r.OK {
 			r.Verify = e.oracle(ctx, src.URL, tgt.URL, true, !tgt.couch())
@@ -87,6 +98,9 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 		e.stopServer(tgt)
 	}
 	t.note("pool/sofa      = %s", check(ratio(times["pool"], times["sofa"]), times["pool"], times["sofa"], ">=", 3))
+	if src.couch() {
+		t.note("couch pool/sofa = %s (CouchDB's replicator, %s databases at a time)", check(ratio(times["couch-pool"], times["sofa"]), times["couch-pool"], times["sofa"], ">=", 3), pool)
+	}
 	if sofaRes != nil {
 		for _, h := range sofaRes.Hosts {
 			t.note("sofa requests on %s: %d (%.1f per db), limit peak %d", h.Host, h.Requests, float64(h.Requests)/float64(nDBs), h.MaxLimit)

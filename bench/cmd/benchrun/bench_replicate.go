@@ -171,7 +171,11 @@ func (e *env) replicateReal(ctx context.Context) error {
 		head: append([]string{"tool"}, append(usageHead, "requests", "verify")...)}
 	pool := strconv.Itoa(e.cfg.realPouchP)
 	var times = map[string]int64{}
-	for _, tool := range []string{"sofa", "pool-replicate"} {
+	tools := []string{"sofa", "pool-replicate"}
+	if src.couch() {
+		tools = append(tools, "couch-pool-replicate")
+	}
+	for _, tool := range tools {
 		tgt, err := e.startServer(ctx)
 		if err != nil {
 			return err
@@ -183,9 +187,15 @@ func (e *env) replicateReal(ctx context.Context) error {
 			var o *outcome
 			r, o = e.runTool(ctx, b, []*server{src, tgt}, e.sofa, "replicate", src.URL, tgt.URL, "--json")
 			applySofa(&r, o)
-		} else {
+		} else if tool == "pool-replicate" {
 			b.Tool = "pouchdb-replicate per db (pool " + pool + ")"
 			name, args := e.node("pool-replicate.js", src.URL, tgt.URL, "--pool", pool)
+			var o *outcome
+			r, o = e.runTool(ctx, b, []*server{src, tgt}, name, args...)
+			applyPeer(&r, o)
+		} else {
+			b.Tool = "couch-replicate per db (pool " + pool + ")"
+			name, args := e.node("couch-pool-replicate.js", src.URL, tgt.URL, "--pool", pool)
 			var o *outcome
 			r, o = e.runTool(ctx, b, []*server{src, tgt}, name, args...)
 			applyPeer(&r, o)
@@ -200,6 +210,9 @@ func (e *env) replicateReal(ctx context.Context) error {
 		e.stopServer(tgt)
 	}
 	t.note("pouchdb/sofa   = %s", check(ratio(times["pool-replicate"], times["sofa"]), times["pool-replicate"], times["sofa"], ">=", 3))
+	if src.couch() {
+		t.note("couch/sofa     = %s (CouchDB's replicator, same pool)", check(ratio(times["couch-pool-replicate"], times["sofa"]), times["couch-pool-replicate"], times["sofa"], ">=", 5))
+	}
 	t.note("sofa's time includes its own per-database doc-count check (--verify cheap, the default)")
 	t.print(os.Stdout)
 	e.stopServer(src)
