@@ -129,6 +129,9 @@ type dbInfoJSON struct {
 	Props         struct {
 		Partitioned bool `json:"partitioned"`
 	} `json:"props"`
+	Sizes struct {
+		External int64 `json:"external"`
+	} `json:"sizes"`
 }
 
 // useInfo records what d learns from its info and returns it as a
@@ -145,7 +148,7 @@ func (d *DB) useInfo(info *dbInfoJSON) replicate.DBInfo {
 	return replicate.DBInfo{
 		Name: info.DBName, DocCount: info.DocCount, DelCount: info.DocDelCount,
 		UpdateSeq: replicate.Seq(info.UpdateSeq), InstanceStart: ist,
-		Partitioned: info.Props.Partitioned, Identity: id,
+		Partitioned: info.Props.Partitioned, Identity: id, Bytes: info.Sizes.External,
 	}
 }
 

@@ -52,6 +52,8 @@ type run struct {
 	// srcRows is the source's doc_count + doc_del_count when the run
 	// started: the size of an initial copy's feed.
 	srcRows int64
+	// srcInfo is the source's info when the run started (see batchRows).
+	srcInfo DBInfo
 
 	mu       sync.Mutex
 	warnings []string
@@ -114,6 +116,7 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 		return res, fmt.Errorf("target: %w", err)
 	}
 	res.ReplicationID = ReplicationID(sinfo.Identity, tinfo.Identity, opts.ContentOptions...)
+	r.srcInfo = sinfo
 	cp := &checkpointer{id: res.ReplicationID, session: newSessionID(), startTime: t0,
 		source: src, target: tgt, srcInst: sinfo.InstanceStart, tgtInst: tinfo.InstanceStart, warn: r.warn,
 		srcOff: opts.SourceReadOnly}
@@ -357,6 +360,7 @@ func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr 
 		return nil
 	}
 	fromStart := len(since) == 0
+	rows := r.batchRows()
 	changes := r.src.Changes
 	if ws, ok := r.src.(docsFeed); ok && r.initialCopy && ws.InlineDocsFeed(r.srcRows) {
 		changes = ws.ChangesWithDocs
@@ -371,7 +375,7 @@ func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr 
 		if len(c.Seq) > 0 {
 			cur.seq = c.Seq
 		}
-		if len(cur.changes) >= r.opts.BatchSize || (c.Docs != nil && batchDocBytes(cur) >= r.opts.WriteBatchBytes) {
+		if len(cur.changes) >= rows || (c.Docs != nil && batchDocBytes(cur) >= r.opts.WriteBatchBytes) {
 			return send()
 		}
 		return nil

@@ -90,3 +90,40 @@ func testInitialCopyFeed(t *testing.T, n int) {
 		t.Errorf("no checkpoint seq after a complete copy")
 	}
 }
+
+// Batches follow the source's document sizes: a database of large
+// documents (12 x 1 MiB attachments) is cut into batches of about
+// WriteBatchBytes (4 MiB here) where the server gives its size
+// (sizes.external, CouchDB), so that the workers share it instead of one
+// worker copying it all; a server that gives no size (PouchDB Server)
+// keeps batches of BatchSize rows. The copy is equal either way.
+func TestBatchesFollowDocumentSize(t *testing.T) {
+	srv := couchtest.Shared(t)
+	src, tgt := srv.NewDB(t), srv.NewDB(t)
+	const n = 12
+	var docs []json.RawMessage
+	for i := range n {
+		docs = append(docs, raw(`{"_id":"big%02d","_attachments":{"a.bin":{"content_type":"application/octet-stream","data":%q}}}`, i, b64(randomBytes(1<<20))))
+	}
+	mustBulk(t, srv, src, true, docs...)
+	res := runOK(t, openDB(t, srv, src), openDB(t, srv, tgt), replicate.Options{WriteBatchBytes: 4 << 20})
+	if res.Stats.DocsWritten != n {
+		t.Errorf("docs_written = %d, want %d", res.Stats.DocsWritten, n)
+	}
+	opts := couchtest.CompareOptions{}
+	if srv.Kind == couchtest.PouchDB {
+		opts = pouch
+	}
+	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt), opts)
+	t.Logf("%s: %d batches", srv.Kind, res.Stats.Batches)
+	switch srv.Kind {
+	case couchtest.CouchDB:
+		if res.Stats.Batches < 3 {
+			t.Errorf("%d batches, want >= 3 (about 4 MiB of the 12 MiB each)", res.Stats.Batches)
+		}
+	default:
+		if res.Stats.Batches != 1 {
+			t.Errorf("%d batches, want 1 (no size known: BatchSize rows)", res.Stats.Batches)
+		}
+	}
+}
