@@ -49,6 +49,9 @@ type config struct {
 	ctlDocs  int
 	ctlSweep intList
 
+	// seeds
+	seedsAttsScale, seedsLargeScale float64
+
 	// backup
 	backupSizes     intList
 	backupRealScale float64
@@ -66,6 +69,7 @@ func defaultConfig() *config {
 		latency:       50 * time.Millisecond, latencyRuns: 1,
 		fleetDBs: 1000, fleetBigDBs: 1000, fleetBigDoc: 100, pool: 64, rateProbe: 3 * time.Second,
 		ctlK: 12, ctlDBs: 200, ctlDocs: 100, ctlSweep: intList{4, 8, 12, 16, 32, 64},
+		seedsAttsScale: 10, seedsLargeScale: 1,
 		backupSizes: intList{10000, 100000}, backupRealScale: 0.1, attsScale: 1,
 		timeout: 20 * time.Minute,
 	}
@@ -101,6 +105,8 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.ctlDBs, "ctl-dbs", c.ctlDBs, "controller: databases copied per run")
 	fs.IntVar(&c.ctlDocs, "ctl-docs", c.ctlDocs, "controller: documents per database")
 	fs.Var(&c.ctlSweep, "ctl-sweep", "controller: comma-separated --max-requests values of the fixed sweep")
+	fs.Float64Var(&c.seedsAttsScale, "seeds-atts-scale", c.seedsAttsScale, "seeds: scale of atts_db (10: 1,100 docs, seeds/001's size; 0 skips)")
+	fs.Float64Var(&c.seedsLargeScale, "seeds-large-scale", c.seedsLargeScale, "seeds: scale of large1kb (1: 341,298 docs; 0 skips)")
 	fs.Var(&c.backupSizes, "backup-sizes", "backup: comma-separated document counts of the synthetic cases")
 	fs.Float64Var(&c.backupRealScale, "backup-real-scale", c.backupRealScale, "backup: --scale of the real-data case (0 skips)")
 	fs.Float64Var(&c.attsScale, "atts-scale", c.attsScale, "backup: --scale of atts_db (0 skips)")
@@ -114,6 +120,7 @@ func (c *config) shrink() {
 	c.ctlDBs, c.ctlDocs, c.ctlSweep = 20, 20, intList{4, 32}
 	c.backupSizes, c.backupRealScale, c.attsScale = intList{500, 2000}, 0.02, 0.1
 	c.couchRepSweep, c.boundSweep = pairList{{8, 40}}, pairList{{500, 4}}
+	c.seedsAttsScale, c.seedsLargeScale = 0.1, 0.005
 }
 
 // pair is one a/b setting of a sweep.

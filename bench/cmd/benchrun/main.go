@@ -33,14 +33,17 @@ import (
 type benchmark struct {
 	name string
 	run  func(ctx context.Context, e *env) error
+	// optIn: runs only when named (not part of a run without names).
+	optIn bool
 }
 
 var benchmarks = []benchmark{
-	{"replicate", benchReplicate},
-	{"latency", benchLatency},
-	{"fleet", benchFleet},
-	{"controller", benchController},
-	{"backup", benchBackup},
+	{"replicate", benchReplicate, false},
+	{"latency", benchLatency, false},
+	{"fleet", benchFleet, false},
+	{"controller", benchController, false},
+	{"backup", benchBackup, false},
+	{"seeds", benchSeeds, true},
 }
 
 func main() {
@@ -123,7 +126,13 @@ func run() int {
 
 func pick(names []string) ([]benchmark, error) {
 	if len(names) == 0 {
-		return benchmarks, nil
+		var out []benchmark
+		for _, b := range benchmarks {
+			if !b.optIn {
+				out = append(out, b)
+			}
+		}
+		return out, nil
 	}
 	var out []benchmark
 	for _, n := range names {
