@@ -49,10 +49,8 @@ type run struct {
 	// initialCopy: no checkpoint and an empty target, so every revision
 	// is missing and reading documents with the feed costs nothing extra.
 	initialCopy bool
-	// srcRows is the source's doc_count + doc_del_count when the run
-	// started: the size of an initial copy's feed.
-	srcRows int64
-	// srcInfo is the source's info when the run started (see batchRows).
+	// srcInfo is the source's info when the run started: the size of
+	// an initial copy's feed, and of its documents (see batchRows).
 	srcInfo DBInfo
 
 	mu       sync.Mutex
@@ -149,7 +147,6 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 	if len(since) == 0 && tinfo.DocCount+tinfo.DelCount == 0 {
 		r.diff.init(1)
 		r.initialCopy = true
-		r.srcRows = sinfo.DocCount + sinfo.DelCount
 	}
 
 	var meta Metadata
@@ -362,7 +359,7 @@ func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr 
 	fromStart := len(since) == 0
 	rows := r.batchRows()
 	changes := r.src.Changes
-	if ws, ok := r.src.(docsFeed); ok && r.initialCopy && ws.InlineDocsFeed(r.srcRows) {
+	if ws, ok := r.src.(docsFeed); ok && r.initialCopy && ws.InlineDocsFeed(r.srcInfo.DocCount+r.srcInfo.DelCount) {
 		changes = ws.ChangesWithDocs
 	}
 	err := changes(ctx, since, func(c Change) error {
