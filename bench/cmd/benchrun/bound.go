@@ -335,3 +335,32 @@ func (b *bound) table(title string, sofaMS int64, peak int) *table {
 	t.note("sofa/bound     = %s (peak databases in flight %d)", check(ratio(sofaMS, b.ms), sofaMS, b.ms, "<=", 1.3), peak)
 	return t
 }
+
+// minimal is the bound of the requests any correct copy of the case needs,
+// whatever the tool chooses to send, at the rates measured for this run:
+// per database, on the target PUT /db and one POST /db/_bulk_docs
+// (new_edits=false) per 500 documents, on the source one read of its
+// documents (GET /db/_changes with them inline, charged at the rate
+// measured for sofa's feed; GET /db's when none was measured). Unlike the
+// request-rate bound it does not charge what sofa chose to send (its
+// checkpoints, claims, count checks), so a tool sending fewer requests
+// cannot beat it. It returns the bound in ms and its two sides in seconds.
+func (b *bound) minimal(c boundCase) (ms int64, src, tgt float64, err error) {
+	n := float64(c.nDBs)
+	rt := b.rates["target"]
+	if rt["PUT /db"] <= 0 || rt["POST /db/_bulk_docs"] <= 0 {
+		return 0, 0, 0, fmt.Errorf("no PUT /db or _bulk_docs rate measured on the target")
+	}
+	bulks := math.Ceil(float64(max(c.docs, 1)) / 500)
+	tgt = n/rt["PUT /db"] + n*bulks/rt["POST /db/_bulk_docs"]
+	rs := b.rates["source"]
+	read := rs["GET /db/_changes"]
+	if read <= 0 {
+		read = rs["GET /db"]
+	}
+	if read <= 0 {
+		return 0, 0, 0, fmt.Errorf("no read rate measured on the source")
+	}
+	src = n / read
+	return int64(max(src, tgt) * 1000), src, tgt, nil
+}

@@ -29,6 +29,9 @@ type config struct {
 	// boundSweep: batch/parallel settings of the ingest bound; the best
 	// is the bound.
 	boundSweep pairList
+	// pouchBatches: batch_size values of PouchDB's replicator tried
+	// besides its default.
+	pouchBatches intList
 	// copyBound: batch/parallel of the copy bound.
 	copyBound pairList
 
@@ -66,6 +69,7 @@ func defaultConfig() *config {
 		couchRepSweep: pairList{{8, 40}, {16, 80}},
 		boundSweep:    pairList{{500, 4}, {1000, 4}, {500, 8}},
 		copyBound:     pairList{{500, 4}},
+		pouchBatches:  intList{500},
 		latency:       50 * time.Millisecond, latencyRuns: 1,
 		fleetDBs: 1000, fleetBigDBs: 1000, fleetBigDoc: 100, pool: 64, rateProbe: 3 * time.Second,
 		ctlK: 12, ctlDBs: 200, ctlDocs: 100, ctlSweep: intList{4, 8, 12, 16, 32, 64},
@@ -86,6 +90,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.server, "server", c.server, "kind of the servers started for the benchmarks: pouchdb (in-memory PouchDB Server) or couchdb (CouchDB from the release, as internal/couchtest finds it)")
 	fs.StringVar(&c.serverURL, "server-url", "", "run on these running CouchDB servers (comma-separated http://ADMIN:PW@HOST:PORT, at least two: source and target) instead of starting any; EVERY DATABASE ON THEM IS DELETED")
 	fs.Var(&c.couchRepSweep, "couch-rep-sweep", "replicate: CouchDB's replicator settings tried besides its defaults, worker_processes/http_connections comma-separated (e.g. 8/40,16/80)")
+	fs.Var(&c.pouchBatches, "pouch-batches", "replicate: PouchDB replicator batch_size values tried besides its default (comma-separated)")
 	fs.Var(&c.boundSweep, "bound-sweep", "replicate: ingest bound settings, batch/parallel comma-separated; the best is the bound")
 	fs.Var(&c.copyBound, "copy-bound", "replicate: copy bound settings, batch/parallel comma-separated; the best is the bound")
 	fs.IntVar(&c.runs, "runs", c.runs, "replicate: runs per tool, interleaved (median reported)")
