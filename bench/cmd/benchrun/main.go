@@ -118,6 +118,9 @@ func run() int {
 			break
 		}
 	}
+	end := machine()
+	e.sink.write(record{Bench: "env-end", Tool: "benchrun", OK: true, Extra: map[string]any{"time": end["time"], "loadavg": end["loadavg"]}})
+	fmt.Printf("benchrun: load average at the end %v\n", end["loadavg"])
 	if failed > 0 || ctx.Err() != nil {
 		return 1
 	}
