@@ -45,6 +45,18 @@ func benchReplicate(ctx context.Context, e *env) error {
 			return r
 		}},
 	}
+	for _, v := range strings.Split(e.cfg.sofaVariants, ";") {
+		extra := strings.Fields(v)
+		if len(extra) == 0 {
+			continue
+		}
+		tools = append(tools, tool{"sofa " + strings.Join(extra, " "), func(tgt *server, b record) record {
+			args := append([]string{"replicate", srcDB, tgt.URL + "/" + db, "--create-target", "--json"}, extra...)
+			r, o := e.runTool(ctx, b, []*server{src, tgt}, e.sofa, args...)
+			applySofa(&r, o)
+			return r
+		}})
+	}
 	for _, n := range e.cfg.pouchBatches {
 		bs := strconv.Itoa(n)
 		tools = append(tools, tool{"pouchdb-replicate batch " + bs, func(tgt *server, b record) record {
