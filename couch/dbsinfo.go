@@ -119,6 +119,10 @@ func (s *Server) dbsInfo(ctx context.Context, calls []*infoCall) (unsupported bo
 			// No such endpoint (PouchDB Server takes _dbs_info for a
 			// database name) or no POST form (CouchDB < 2.2).
 			return true
+		case 401, 403:
+			// Admin-only here ([chttpd] admin_only_all_dbs) while the
+			// user may still read each database's info.
+			return true
 		}
 		for _, c := range calls {
 			c.err = c.db.fail("open database (_dbs_info)", err)
