@@ -154,3 +154,33 @@ func TestInfoBatched(t *testing.T) {
 		}
 	}
 }
+
+// CouchDB 3 keeps _dbs_info for admins ([chttpd] admin_only_all_dbs)
+// while a user may read a database's info with GET /db: InfoBatched as
+// such a user falls back to GET /db instead of failing.
+func TestInfoBatchedAdminOnly(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "_dbs_info is admin-only on CouchDB 3; PouchDB Server has none")
+	srv := couchtest.StartWith(t, couchtest.Options{Users: map[string]string{"reader": "pw"}})
+	c := srv.Client()
+	ctx := t.Context()
+	if err := c.CreateDB(ctx, "pub"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PutSecurity(ctx, "pub", map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.BulkDocs(ctx, "pub", true, json.RawMessage(`{"_id":"a"}`), json.RawMessage(`{"_id":"b"}`)); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := Probe(ctx, srv.UserURL("reader", "pw"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := ep.Server.DB("pub").InfoBatched(ctx)
+	if err != nil {
+		t.Fatalf("InfoBatched as a non-admin: %v", err)
+	}
+	if info.DocCount != 2 {
+		t.Errorf("doc_count %d, want 2", info.DocCount)
+	}
+}
