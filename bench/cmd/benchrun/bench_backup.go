@@ -83,16 +83,12 @@ func benchBackup(ctx context.Context, e *env) error {
 // cannot run there.
 func backupPeers(couch bool) []backupPeer {
 	cb := backupPeer{name: "couchbackup", ext: ".json",
-		note: "couchbackup full mode with --attachments (experimental in couchbackup), couchrestore likewise",
+		note: "couchbackup full mode with attachments (experimental in couchbackup), couchrestore likewise; one process over every database, one after another",
 		dump: func(e *env, src, out string, dbs []string) (string, []string) {
-			return e.perDB(dbs, func(db string) []string {
-				return []string{"bench/couchbackup.js", dbURL(src, db), filepath.Join(out, db+".json"), "--attachments"}
-			})
+			return e.node("couchbackup-all.js", append([]string{src, out}, append(dbs, "--attachments")...)...)
 		},
 		load: func(e *env, in, tgt string, dbs []string) (string, []string) {
-			return e.perDB(dbs, func(db string) []string {
-				return []string{"bench/couchrestore.js", filepath.Join(in, db+".json"), dbURL(tgt, db), "--attachments"}
-			})
+			return e.node("couchrestore-all.js", append([]string{in, tgt}, append(dbs, "--attachments")...)...)
 		}}
 	peers := backupPeersPouch()
 	if couch {
