@@ -45,6 +45,14 @@ func benchReplicate(ctx context.Context, e *env) error {
 			return r
 		}},
 	}
+	if e.cfg.sofaAlt != "" {
+		tools = append(tools, tool{"sofa-alt", func(tgt *server, b record) record {
+			r, o := e.runTool(ctx, b, []*server{src, tgt}, e.cfg.sofaAlt, "replicate", srcDB, tgt.URL+"/"+db, "--create-target", "--json")
+			applySofa(&r, o)
+			r.Note = "sofa binary " + e.cfg.sofaAlt
+			return r
+		}})
+	}
 	for _, v := range strings.Split(e.cfg.sofaVariants, ";") {
 		extra := strings.Fields(v)
 		if len(extra) == 0 {

@@ -32,6 +32,9 @@ type config struct {
 	// sofaVariants: extra sofa runs, each with these arguments added
 	// (e.g. "--workers=8"), to measure a setting against the default.
 	sofaVariants string
+	// sofaAlt: another sofa binary run beside -sofa in the same run
+	// (e.g. an earlier build), to compare two versions within one run.
+	sofaAlt string
 	// pouchBatches: batch_size values of PouchDB's replicator tried
 	// besides its default.
 	pouchBatches intList
@@ -94,6 +97,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.serverURL, "server-url", "", "run on these running CouchDB servers (comma-separated http://ADMIN:PW@HOST:PORT, at least two: source and target) instead of starting any; EVERY DATABASE ON THEM IS DELETED")
 	fs.Var(&c.couchRepSweep, "couch-rep-sweep", "replicate: CouchDB's replicator settings tried besides its defaults, worker_processes/http_connections comma-separated (e.g. 8/40,16/80)")
 	fs.StringVar(&c.sofaVariants, "sofa-variants", "", "replicate: extra sofa runs, ';'-separated argument sets added to sofa's (e.g. \"--workers=8;--workers=16\")")
+	fs.StringVar(&c.sofaAlt, "sofa-alt", "", "replicate: another sofa binary run as tool \"sofa-alt\" beside -sofa (e.g. an earlier build)")
 	fs.Var(&c.pouchBatches, "pouch-batches", "replicate: PouchDB replicator batch_size values tried besides its default (comma-separated)")
 	fs.Var(&c.boundSweep, "bound-sweep", "replicate: ingest bound settings, batch/parallel comma-separated; the best is the bound")
 	fs.Var(&c.copyBound, "copy-bound", "replicate: copy bound settings, batch/parallel comma-separated; the best is the bound")
