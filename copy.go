@@ -213,7 +213,9 @@ func (c *copier) dbJob(src, tgt *couch.Server, onTarget map[string]bool) dbJob {
 	return func(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error) {
 		r := fleet.DBResult{Name: name}
 		sdb, tdb := src.DB(name), tgt.DB(name)
-		sinfo, err := sdb.Info(ctx)
+		// Batched with the other jobs' (one _dbs_info where the server
+		// has it).
+		sinfo, err := sdb.InfoBatched(ctx)
 		if err != nil {
 			return r, fmt.Errorf("source: %w", err)
 		}
@@ -314,7 +316,9 @@ func (c *copier) prepareTarget(ctx context.Context, tdb *couch.DB, sinfo replica
 // grown meanwhile, the target may have had more). s are the source's
 // counts read before the copy.
 func verifyCounts(ctx context.Context, tdb *couch.DB, s replicate.DBInfo) error {
-	t, err := tdb.Info(ctx)
+	// Batched with the other databases' checks: one _dbs_info for many
+	// where the server has it.
+	t, err := tdb.InfoBatched(ctx)
 	if err != nil {
 		return fmt.Errorf("verify: target: %w", err)
 	}

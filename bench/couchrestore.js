@@ -17,12 +17,13 @@ const { startShim, rebase } = require('./couch-shim');
 
 const args = process.argv.slice(2);
 const shim = args.includes('--shim');
+const attachments = args.includes('--attachments');
 const TOOL = 'couchrestore' + (shim ? '+shim' : '');
 
 async function main() {
   const [file, dst] = args.filter((a) => !a.startsWith('--'));
   if (!file || !dst) {
-    process.stderr.write('usage: node couchrestore.js FILE DST_DB_URL [--shim]\n');
+    process.stderr.write('usage: node couchrestore.js FILE DST_DB_URL [--attachments] [--shim]\n');
     process.exit(2);
   }
   await recreateDB(dst);
@@ -33,7 +34,7 @@ async function main() {
     target = rebase(dst, proxy.url);
   }
   const t0 = process.hrtime.bigint();
-  couchbackup.restore(fs.createReadStream(file), target, {}, async (err, total) => {
+  couchbackup.restore(fs.createReadStream(file), target, attachments ? { attachments: true } : {}, async (err, total) => {
     if (err) return fail(TOOL, err);
     const ms = msSince(t0);
     if (proxy) await proxy.close();

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"reflect"
 	"strconv"
@@ -114,19 +115,33 @@ func (d *DB) Info(ctx context.Context) (replicate.DBInfo, error) {
 		return replicate.DBInfo{}, d.fail("open database", err)
 	}
 	defer resp.Body.Close()
-	var info struct {
-		DBName        string          `json:"db_name"`
-		DocCount      int64           `json:"doc_count"`
-		DocDelCount   *int64          `json:"doc_del_count"` // PouchDB Server has none
-		UpdateSeq     json.RawMessage `json:"update_seq"`
-		InstanceStart json.RawMessage `json:"instance_start_time"`
-		Props         struct {
-			Partitioned bool `json:"partitioned"`
-		} `json:"props"`
-	}
+	var info dbInfoJSON
 	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil || info.DBName == "" {
 		return replicate.DBInfo{}, fmt.Errorf("%s: not a CouchDB database (GET answered without db_name)", d)
 	}
+	return d.useInfo(ctx, &info)
+}
+
+// dbInfoJSON is the part of a database's info (`GET /db`, or one row of
+// `_dbs_info`) that sofa reads.
+type dbInfoJSON struct {
+	DBName        string          `json:"db_name"`
+	DocCount      int64           `json:"doc_count"`
+	DocDelCount   *int64          `json:"doc_del_count"` // PouchDB Server has none
+	UpdateSeq     json.RawMessage `json:"update_seq"`
+	InstanceStart json.RawMessage `json:"instance_start_time"`
+	Props         struct {
+		Partitioned bool `json:"partitioned"`
+	} `json:"props"`
+	Sizes struct {
+		External int64 `json:"external"`
+	} `json:"sizes"`
+}
+
+// useInfo records what d learns from its info and returns it as a
+// replicate.DBInfo (without the server's own document of a system
+// database in its count).
+func (d *DB) useInfo(ctx context.Context, info *dbInfoJSON) (replicate.DBInfo, error) {
 	ist := string(info.InstanceStart)
 	if len(ist) >= 2 && ist[0] == '"' {
 		ist = jsonx.Unquote(info.InstanceStart)
@@ -138,7 +153,7 @@ func (d *DB) Info(ctx context.Context) (replicate.DBInfo, error) {
 	out := replicate.DBInfo{
 		Name: info.DBName, DocCount: info.DocCount, DelCountUnknown: info.DocDelCount == nil,
 		UpdateSeq: replicate.Seq(info.UpdateSeq), InstanceStart: ist,
-		Partitioned: info.Props.Partitioned, Identity: id,
+		Partitioned: info.Props.Partitioned, Identity: id, Bytes: info.Sizes.External,
 	}
 	if info.DocDelCount != nil {
 		out.DelCount = *info.DocDelCount
@@ -550,6 +565,24 @@ func (d *DB) attachmentInline(ctx context.Context, docID, rev string, att *repli
 	return fmt.Errorf("%w: attachment %q of %q rev %s: not in the _bulk_get answer", replicate.ErrUnreadable, att.Name, shortID(docID), rev)
 }
 
+// readRevsLimit asks for `_revs_limit`. PouchDB Server has no such route:
+// its first 404 is remembered and the route never asked again; databases
+// read at once wait for that first answer instead of each asking.
+func (d *DB) readRevsLimit(ctx context.Context) (*http.Response, error) {
+	if d.srv.Vendor == VendorPouchDB {
+		d.srv.revsLimitMu.Lock()
+		defer d.srv.revsLimitMu.Unlock()
+	}
+	if d.srv.noRevsLimit.Load() {
+		return nil, &Error{Status: 404}
+	}
+	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_revs_limit"})
+	if StatusOf(err) == 404 && d.srv.Vendor == VendorPouchDB {
+		d.srv.noRevsLimit.Store(true)
+	}
+	return resp, err
+}
+
 // Metadata reads `_security`, `_revs_limit` and props.
 func (d *DB) Metadata(ctx context.Context) (replicate.Metadata, error) {
 	var m replicate.Metadata
@@ -561,14 +594,7 @@ func (d *DB) Metadata(ctx context.Context) (replicate.Metadata, error) {
 	} else if st := StatusOf(err); st != 404 && st != 403 && st != 401 {
 		return m, d.fail("read _security", err)
 	}
-	if d.srv.noRevsLimit.Load() {
-		err = &Error{Status: 404}
-	} else {
-		resp, err = d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_revs_limit"})
-		if StatusOf(err) == 404 && d.srv.Vendor == VendorPouchDB {
-			d.srv.noRevsLimit.Store(true) // PouchDB Server has no such route
-		}
-	}
+	resp, err = d.readRevsLimit(ctx)
 	if err == nil {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()

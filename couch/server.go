@@ -42,12 +42,15 @@ type Server struct {
 	// noRevsLimit: the server answered 404 to `_revs_limit` (PouchDB
 	// Server has no such route); it is not asked again.
 	noRevsLimit atomic.Bool
+	revsLimitMu sync.Mutex // PouchDB Server: one `_revs_limit` read at a time until the 404 is known
 	// freshSecurity is the `_security` object of a database this client
 	// created, before anything set it: the server's default for new
 	// databases (`{}` on CouchDB 2.x and PouchDB Server, admin-only on
 	// CouchDB 3.x). Nil until learned; see DB.SetMetadata.
 	freshSecurity atomic.Pointer[any]
 	freshSecMu    sync.Mutex // one reader of freshSecurity at a time
+	// infoB batches DB.InfoBatched calls into `_dbs_info` requests.
+	infoB infoBatcher
 }
 
 // Endpoint is a probed URL: a server, or a database on a server.

@@ -97,6 +97,10 @@ type DBInfo struct {
 	InstanceStart string
 	// Partitioned is props.partitioned (CouchDB 3.0+).
 	Partitioned bool
+	// Bytes is sizes.external: the uncompressed bytes of the documents
+	// and their attachments (CouchDB 2.0+); 0 when the server does not
+	// say (PouchDB Server). The engine sizes its batches with it.
+	Bytes int64
 	// Identity is a stable string naming this database for the replication
 	// id: the server uuid (or URL without credentials) plus the db name.
 	Identity string

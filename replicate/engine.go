@@ -50,6 +50,9 @@ type run struct {
 	// initialCopy: no checkpoint and an empty target, so every revision
 	// is missing and reading documents with the feed costs nothing extra.
 	initialCopy bool
+	// srcInfo is the source's info when the run started: the size of
+	// an initial copy's feed, and of its documents (see batchRows).
+	srcInfo DBInfo
 
 	mu       sync.Mutex
 	warnings []string
@@ -112,6 +115,7 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 		return res, fmt.Errorf("target: %w", err)
 	}
 	res.ReplicationID = ReplicationID(sinfo.Identity, tinfo.Identity, opts.ContentOptions...)
+	r.srcInfo = sinfo
 	cp := &checkpointer{id: res.ReplicationID, session: newSessionID(), startTime: t0,
 		source: src, target: tgt, srcInst: sinfo.InstanceStart, tgtInst: tinfo.InstanceStart, warn: r.warn,
 		srcOff: opts.SourceReadOnly}
@@ -358,8 +362,9 @@ func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr 
 		return nil
 	}
 	fromStart := len(since) == 0
+	rows := r.batchRows()
 	changes := r.src.Changes
-	if ws, ok := r.src.(docsFeed); ok && r.initialCopy {
+	if ws, ok := r.src.(docsFeed); ok && r.initialCopy && ws.InlineDocsFeed(r.srcInfo.DocCount+r.srcInfo.DelCount) {
 		changes = ws.ChangesWithDocs
 	}
 	err := changes(ctx, since, func(c Change) error {
@@ -372,7 +377,7 @@ func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr 
 		if len(c.Seq) > 0 {
 			cur.seq = c.Seq
 		}
-		if len(cur.changes) >= r.opts.BatchSize || (c.Docs != nil && batchDocBytes(cur) >= r.opts.WriteBatchBytes) {
+		if len(cur.changes) >= rows || (c.Docs != nil && batchDocBytes(cur) >= r.opts.WriteBatchBytes) {
 			return send()
 		}
 		return nil
@@ -398,9 +403,13 @@ func batchDocBytes(b *batch) int64 {
 
 // docsFeed is an optional Source ability: a changes feed whose rows carry
 // complete revisions when it can (CouchDB's include_docs for live
-// generation-1 leaves).
+// generation-1 leaves). InlineDocsFeed says whether that feed is the
+// cheaper way to read an initial copy of rows changes rows from this
+// source's server (rather than the plain feed and parallel FetchRevs); the
+// engine asks, it does not know servers.
 type docsFeed interface {
 	ChangesWithDocs(ctx context.Context, since Seq, fn func(Change) error) error
+	InlineDocsFeed(rows int64) bool
 }
 
 // tracker keeps the seq up to which every batch is acknowledged: the

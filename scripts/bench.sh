@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks of sofa against its peers (see BENCHMARKS.md), on in-memory
-# PouchDB Servers started for the run:
+# PouchDB Servers started for the run (-server couchdb: CouchDB instances
+# started from the release; -server-url URL1,URL2: running CouchDB servers,
+# wiped):
 #
 #   scripts/bench.sh [FLAGS] [replicate|latency|fleet|controller|backup ...]
 #

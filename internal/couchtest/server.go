@@ -327,6 +327,16 @@ func (s *Server) AdminURL() string { return s.UserURL(s.AdminUser, s.AdminPasswo
 // DBURL returns AdminURL joined with the escaped database name.
 func (s *Server) DBURL(db string) string { return s.AdminURL() + "/" + EscapeDB(db) }
 
+// Pid is the server's process id (CouchDB's beam.smp, which the release's
+// start script execs, or pouchdb-server's node), for reading its CPU time
+// and resident set; 0 for a server named by SOFA_COUCHDB_URL.
+func (s *Server) Pid() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Err reports a server process that exited without Stop (for example the
 // crash described in the package doc), with the tail of its output; nil
 // while it runs or after Stop.

@@ -15,9 +15,6 @@ import (
 type backupCase struct {
 	name string
 	dbs  func() ([]dataset.DB, error)
-	// full: verify restores with --full (bodies and attachment digests),
-	// for sets with attachments; else the cheap check (ids, leaves).
-	full bool
 	// synthDocs is the document count of the synthetic cases (0 others),
 	// for the flat-memory comparison.
 	synthDocs int
@@ -50,11 +47,11 @@ func benchBackup(ctx context.Context, e *env) error {
 		})
 	}
 	if s := e.cfg.backupRealScale; s > 0 {
-		cases = append(cases, backupCase{name: fmt.Sprintf("real data, scale %g", s), full: true,
+		cases = append(cases, backupCase{name: fmt.Sprintf("real data, scale %g", s),
 			dbs: func() ([]dataset.DB, error) { return dataset.Real(e.root+"/node_modules", dataset.Options{Scale: s}) }})
 	}
 	if s := e.cfg.attsScale; s > 0 {
-		cases = append(cases, backupCase{name: fmt.Sprintf("atts_db, scale %g", s), full: true,
+		cases = append(cases, backupCase{name: fmt.Sprintf("atts_db, scale %g", s),
 			dbs: func() ([]dataset.DB, error) {
 				p, _ := dataset.Preset(dataset.PresetAtts, s)
 				return []dataset.DB{p.DB()}, nil
@@ -80,7 +77,27 @@ func benchBackup(ctx context.Context, e *env) error {
 	return nil
 }
 
-func backupPeers() []backupPeer {
+// backupPeers lists the peers; on CouchDB (couch) couchbackup and
+// couchrestore talk to the server directly, with --attachments, as their
+// users would; on PouchDB Server through couch-shim.js, without which they
+// cannot run there.
+func backupPeers(couch bool) []backupPeer {
+	cb := backupPeer{name: "couchbackup", ext: ".json",
+		note: "couchbackup full mode with attachments (experimental in couchbackup), couchrestore likewise; one process over every database, one after another",
+		dump: func(e *env, src, out string, dbs []string) (string, []string) {
+			return e.node("couchbackup-all.js", append([]string{src, out}, append(dbs, "--attachments")...)...)
+		},
+		load: func(e *env, in, tgt string, dbs []string) (string, []string) {
+			return e.node("couchrestore-all.js", append([]string{in, tgt}, append(dbs, "--attachments")...)...)
+		}}
+	peers := backupPeersPouch()
+	if couch {
+		peers[1] = cb
+	}
+	return peers
+}
+
+func backupPeersPouch() []backupPeer {
 	return []backupPeer{
 		{name: "sofa", compressed: true,
 			dump: func(e *env, src, out string, _ []string) (string, []string) {
@@ -152,7 +169,7 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 		head: []string{"tool", "backup", "time s", "cpu s", "rss MiB", "size MiB", "gzip MiB", "restore", "time s", "cpu s", "rss MiB", "verify"}}
 	type pair struct{ dump, load record }
 	results := map[string]pair{}
-	peers := backupPeers()
+	peers := backupPeers(src.couch())
 	for _, p := range peers {
 		if err := ctx.Err(); err != nil {
 			return sofaRSS, err
@@ -184,7 +201,7 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 			} else {
 				applyPeers(&load, o, len(names))
 			}
-			load.Verify = e.verify(ctx, src.URL, tgt.URL, c.full)
+			load.Verify = e.oracle(ctx, src.URL, tgt.URL, true, !tgt.couch())
 			if load.Verify != "equal" {
 				load.OK = false
 			}
@@ -246,7 +263,7 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 			t.note("%s: restore: %s", p.name, firstNonEmpty(pr.load.Error, pr.load.Verify))
 		}
 	}
-	t.note("peers run database by database (one process each, in sequence); sofa backs up and restores the whole server; verify = sofa verify%s of source and restored server", map[bool]string{true: " --full", false: ""}[c.full])
+	t.note("peers run database by database (one process each, in sequence); sofa backs up and restores the whole server; verify = the test oracle (internal/couchtest.CompareDBs: ids, leaves, bodies, attachments) of every database of source and restored server")
 	t.print(os.Stdout)
 	return sofaRSS, nil
 }

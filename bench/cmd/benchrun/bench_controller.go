@@ -65,7 +65,7 @@ func benchController(ctx context.Context, e *env) error {
 		r.Requests, r.Throttled = proxies{psrc, ptgt}.totals()
 		ptgt.Stop()
 		if r.OK {
-			r.Verify = e.verify(ctx, src.URL, tgt.URL, false)
+			r.Verify = e.oracle(ctx, src.URL, tgt.URL, true, !tgt.couch())
 			r.OK = r.Verify == "equal"
 		}
 		res := result{r: r}

@@ -53,7 +53,11 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 	times := map[string]int64{}
 	var sofaRes *sofaResult
 	var sofaOut *outcome
-	for _, tool := range []string{"sofa", "pool"} {
+	tools := []string{"sofa", "pool"}
+	if src.couch() {
+		tools = append(tools, "couch-pool")
+	}
+	for _, tool := range tools {
 		tgt, err := e.startServer(ctx)
 		if err != nil {
 			return err
@@ -65,15 +69,22 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 			var o *outcome
 			r, o = e.runTool(ctx, b, []*server{src, tgt}, e.sofa, "replicate", src.URL, tgt.URL, "--json")
 			sofaRes, sofaOut = applySofa(&r, o), o
-		} else {
+		} else if tool == "pool" {
 			b.Tool = "pouchdb-replicate pool " + pool
 			name, args := e.node("pool-replicate.js", src.URL, tgt.URL, "--pool", pool)
 			var o *outcome
 			r, o = e.runTool(ctx, b, []*server{src, tgt}, name, args...)
 			applyPeer(&r, o)
+		} else {
+			b.Tool = "couch-replicate pool " + pool
+			name, args := e.node("couch-pool-replicate.js", src.URL, tgt.URL, "--pool", pool)
+			var o *outcome
+			r, o = e.runTool(ctx, b, []*server{src, tgt}, name, args...)
+			applyPeer(&r, o)
+			r.Note = "CouchDB's replicator: POST /_replicate per database on the target server, pool databases at a time"
 		}
 		if r.OK {
-			r.Verify = e.verify(ctx, src.URL, tgt.URL, false)
+			r.Verify = e.oracle(ctx, src.URL, tgt.URL, true, !tgt.couch())
 			r.OK = r.Verify == "equal"
 		}
 		perDB := "-"
@@ -87,6 +98,9 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 		e.stopServer(tgt)
 	}
 	t.note("pool/sofa      = %s", check(ratio(times["pool"], times["sofa"]), times["pool"], times["sofa"], ">=", 3))
+	if src.couch() {
+		t.note("couch pool/sofa = %s (CouchDB's replicator, %s databases at a time)", check(ratio(times["couch-pool"], times["sofa"]), times["couch-pool"], times["sofa"], ">=", 3), pool)
+	}
 	if sofaRes != nil {
 		for _, h := range sofaRes.Hosts {
 			t.note("sofa requests on %s: %d (%.1f per db), limit peak %d", h.Host, h.Requests, float64(h.Requests)/float64(nDBs), h.MaxLimit)
@@ -112,7 +126,7 @@ func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, do
 	var b *bound
 	if err == nil {
 		rec.Extra["requests_by_kind"] = kinds
-		b, err = e.requestBound(ctx, boundCase{nDBs: nDBs, docs: docs, docSize: fleetDocSize, srcURL: src.URL,
+		b, err = e.requestBound(ctx, boundCase{nDBs: nDBs, docs: docs, docSize: fleetDocSize, srcURL: src.URL, inlineDocs: !src.couch() || docs <= 100, // couch.Caps.InlineDocsUpTo
 			srcDB: func(i int) string { return fmt.Sprintf("fleet-%04d", i) }, kinds: kinds})
 	}
 	if err != nil {
@@ -134,6 +148,18 @@ func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, do
 	rec.Extra["bound_s"] = b.secs
 	rec.Extra["bound_server"] = b.server
 	e.sink.write(rec)
-	b.table(title, sofaMS, peak).print(os.Stdout)
+	tb := b.table(title, sofaMS, peak)
+	bc := boundCase{nDBs: nDBs, docs: docs}
+	if ms, s, t, err := b.minimal(bc); err != nil {
+		tb.note("bound of the requests any copy needs: not measured: %v", err)
+	} else {
+		mr := base
+		mr.Tool, mr.OK, mr.TimeMS = "needed-requests bound", true, ms
+		mr.Extra = map[string]any{"source_s": s, "target_s": t}
+		e.sink.write(mr)
+		tb.note("bound of the requests any copy needs (source: 1 read per db; target: PUT /db + 1 _bulk_docs per 500 docs per db; same rates) = %s s (source %.2f s, target %.2f s)", secs(ms), s, t)
+		tb.note("sofa/needed   = %s", check(ratio(sofaMS, ms), sofaMS, ms, "<=", 1.3))
+	}
+	tb.print(os.Stdout)
 	return nil
 }

@@ -57,7 +57,7 @@ func benchLatency(ctx context.Context, e *env) error {
 			r.Requests, r.Throttled = proxies{psrc, ptgt}.totals()
 			ptgt.Stop()
 			if r.OK {
-				r.Verify = e.verify(ctx, src.URL+"/"+db, tgt.URL+"/"+db, false)
+				r.Verify = e.oracle(ctx, src.URL+"/"+db, tgt.URL+"/"+db, false, !tgt.couch())
 				r.OK = r.Verify == "equal"
 			}
 			e.sink.write(r)

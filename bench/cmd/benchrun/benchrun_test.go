@@ -104,3 +104,19 @@ func TestShellQuote(t *testing.T) {
 		t.Errorf("shellQuote = %s", got)
 	}
 }
+
+func TestPairList(t *testing.T) {
+	var l pairList
+	if err := l.Set("8/40, 16/80"); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.String(); got != "8/40,16/80" {
+		t.Errorf("String() = %q, want 8/40,16/80", got)
+	}
+	for _, bad := range []string{"8", "8/0", "a/b", "8/40,", "-1/2"} {
+		var l pairList
+		if err := l.Set(bad); err == nil {
+			t.Errorf("Set(%q): no error", bad)
+		}
+	}
+}

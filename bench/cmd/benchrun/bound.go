@@ -62,6 +62,10 @@ type boundCase struct {
 	docs    int    // documents per database
 	docSize int    // body bytes per document
 	srcURL  string // the loaded source server
+	// inlineDocs: sofa reads an initial copy with
+	// _changes?include_docs=true from this source (couch.Caps.InlineDocsFeed:
+	// PouchDB Server), else with the plain feed.
+	inlineDocs bool
 	// srcDB names the i-th source database (0 <= i < nDBs).
 	srcDB func(i int) string
 	// kinds is sofa's requests_by_kind: server -> kind -> count.
@@ -200,8 +204,12 @@ func (e *env) sourceRates(ctx context.Context, c boundCase, inFlight int) (map[s
 		}
 	}
 	if counts["GET /db/_changes"] >= freq {
-		// What couch.DB.ChangesWithDocs asks on an initial copy.
-		q := "/_changes?style=all_docs&feed=normal&include_docs=true&since=0&limit=" + strconv.Itoa(couch.DefaultChangesPage)
+		// What sofa asks on an initial copy: couch.DB.ChangesWithDocs
+		// where the server's Caps say so, else couch.DB.Changes.
+		q := "/_changes?style=all_docs&feed=normal&since=0&limit=" + strconv.Itoa(couch.DefaultChangesPage)
+		if c.inlineDocs {
+			q = "/_changes?style=all_docs&feed=normal&include_docs=true&since=0&limit=" + strconv.Itoa(couch.DefaultChangesPage)
+		}
 		if _, err := e.rateRun(ctx, inFlight, rates, "GET /db/_changes", 0, get(q)); err != nil {
 			return nil, err
 		}
@@ -326,4 +334,33 @@ func (b *bound) table(title string, sofaMS int64, peak int) *table {
 		b.secs["source"], b.secs["target"], secs(b.ms), b.server, boundLevels)
 	t.note("sofa/bound     = %s (peak databases in flight %d)", check(ratio(sofaMS, b.ms), sofaMS, b.ms, "<=", 1.3), peak)
 	return t
+}
+
+// minimal is the bound of the requests any correct copy of the case needs,
+// whatever the tool chooses to send, at the rates measured for this run:
+// per database, on the target PUT /db and one POST /db/_bulk_docs
+// (new_edits=false) per 500 documents, on the source one read of its
+// documents (GET /db/_changes with them inline, charged at the rate
+// measured for sofa's feed; GET /db's when none was measured). Unlike the
+// request-rate bound it does not charge what sofa chose to send (its
+// checkpoints, claims, count checks), so a tool sending fewer requests
+// cannot beat it. It returns the bound in ms and its two sides in seconds.
+func (b *bound) minimal(c boundCase) (ms int64, src, tgt float64, err error) {
+	n := float64(c.nDBs)
+	rt := b.rates["target"]
+	if rt["PUT /db"] <= 0 || rt["POST /db/_bulk_docs"] <= 0 {
+		return 0, 0, 0, fmt.Errorf("no PUT /db or _bulk_docs rate measured on the target")
+	}
+	bulks := math.Ceil(float64(max(c.docs, 1)) / 500)
+	tgt = n/rt["PUT /db"] + n*bulks/rt["POST /db/_bulk_docs"]
+	rs := b.rates["source"]
+	read := rs["GET /db/_changes"]
+	if read <= 0 {
+		read = rs["GET /db"]
+	}
+	if read <= 0 {
+		return 0, 0, 0, fmt.Errorf("no read rate measured on the source")
+	}
+	src = n / read
+	return int64(max(src, tgt) * 1000), src, tgt, nil
 }

@@ -138,3 +138,19 @@ func TestSofaKinds(t *testing.T) {
 		t.Error("output without requests_by_kind was accepted")
 	}
 }
+
+func TestMinimalBound(t *testing.T) {
+	b := &bound{rates: map[string]map[string]float64{
+		"source": {"GET /db": 500, "GET /db/_changes": 400},
+		"target": {"PUT /db": 200, "POST /db/_bulk_docs": 100},
+	}}
+	// 1,000 dbs of 600 docs: target 1000/200 + 1000*2/100 = 25 s; source 1000/400 = 2.5 s
+	ms, src, tgt, err := b.minimal(boundCase{nDBs: 1000, docs: 600})
+	if err != nil || ms != 25000 || src != 2.5 || tgt != 25 {
+		t.Errorf("minimal = %d ms (source %g, target %g), %v; want 25000 (2.5, 25)", ms, src, tgt, err)
+	}
+	b.rates["target"]["PUT /db"] = 0
+	if _, _, _, err := b.minimal(boundCase{nDBs: 1, docs: 1}); err == nil {
+		t.Errorf("no error without a PUT /db rate")
+	}
+}

@@ -12,6 +12,9 @@ import (
 type config struct {
 	root, sofa, measure, tmp, out string
 	smoke, verbose                bool
+	// server is the kind of every server started (kindPouchDB,
+	// kindCouchDB); serverURL names running CouchDB servers instead.
+	server, serverURL string
 
 	// replicate
 	runs       int     // runs per tool, interleaved; the median is reported
@@ -20,6 +23,23 @@ type config struct {
 	realScale  float64 // --scale of the real-data set
 	skipReal   bool
 	realPouchP int // pool of pool-replicate.js on the real set
+	// couchRepSweep: worker_processes/http_connections settings of
+	// CouchDB's replicator tried besides its defaults.
+	couchRepSweep pairList
+	// boundSweep: batch/parallel settings of the ingest bound; the best
+	// is the bound.
+	boundSweep pairList
+	// sofaVariants: extra sofa runs, each with these arguments added
+	// (e.g. "--workers=8"), to measure a setting against the default.
+	sofaVariants string
+	// sofaAlt: another sofa binary run beside -sofa in the same run
+	// (e.g. an earlier build), to compare two versions within one run.
+	sofaAlt string
+	// pouchBatches: batch_size values of PouchDB's replicator tried
+	// besides its default.
+	pouchBatches intList
+	// copyBound: batch/parallel of the copy bound.
+	copyBound pairList
 
 	// latency
 	latency     time.Duration
@@ -38,6 +58,9 @@ type config struct {
 	ctlDocs  int
 	ctlSweep intList
 
+	// seeds
+	seedsAttsScale, seedsLargeScale float64
+
 	// backup
 	backupSizes     intList
 	backupRealScale float64
@@ -47,11 +70,16 @@ type config struct {
 
 func defaultConfig() *config {
 	return &config{
-		root: ".", sofa: "bin/sofa", out: "bench/results/bench.jsonl",
+		root: ".", sofa: "bin/sofa", out: "bench/results/bench.jsonl", server: kindPouchDB,
 		runs: 3, docs: 10000, docSize: 1024, realScale: 0.1, realPouchP: 1,
-		latency: 50 * time.Millisecond, latencyRuns: 1,
+		couchRepSweep: pairList{{8, 40}, {16, 80}},
+		boundSweep:    pairList{{500, 4}, {1000, 4}, {500, 8}},
+		copyBound:     pairList{{500, 4}},
+		pouchBatches:  intList{500},
+		latency:       50 * time.Millisecond, latencyRuns: 1,
 		fleetDBs: 1000, fleetBigDBs: 1000, fleetBigDoc: 100, pool: 64, rateProbe: 3 * time.Second,
 		ctlK: 12, ctlDBs: 200, ctlDocs: 100, ctlSweep: intList{4, 8, 12, 16, 32, 64},
+		seedsAttsScale: 10, seedsLargeScale: 1,
 		backupSizes: intList{10000, 100000}, backupRealScale: 0.1, attsScale: 1,
 		timeout: 20 * time.Minute,
 	}
@@ -65,6 +93,14 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.out, "out", c.out, "append result records (JSON lines) to this file")
 	fs.BoolVar(&c.smoke, "smoke", false, "tiny sizes everywhere: checks the harness, numbers mean nothing")
 	fs.BoolVar(&c.verbose, "v", false, "print every command")
+	fs.StringVar(&c.server, "server", c.server, "kind of the servers started for the benchmarks: pouchdb (in-memory PouchDB Server) or couchdb (CouchDB from the release, as internal/couchtest finds it)")
+	fs.StringVar(&c.serverURL, "server-url", "", "run on these running CouchDB servers (comma-separated http://ADMIN:PW@HOST:PORT, at least two: source and target) instead of starting any; EVERY DATABASE ON THEM IS DELETED")
+	fs.Var(&c.couchRepSweep, "couch-rep-sweep", "replicate: CouchDB's replicator settings tried besides its defaults, worker_processes/http_connections comma-separated (e.g. 8/40,16/80)")
+	fs.StringVar(&c.sofaVariants, "sofa-variants", "", "replicate: extra sofa runs, ';'-separated argument sets added to sofa's (e.g. \"--workers=8;--workers=16\")")
+	fs.StringVar(&c.sofaAlt, "sofa-alt", "", "replicate: another sofa binary run as tool \"sofa-alt\" beside -sofa (e.g. an earlier build)")
+	fs.Var(&c.pouchBatches, "pouch-batches", "replicate: PouchDB replicator batch_size values tried besides its default (comma-separated)")
+	fs.Var(&c.boundSweep, "bound-sweep", "replicate: ingest bound settings, batch/parallel comma-separated; the best is the bound")
+	fs.Var(&c.copyBound, "copy-bound", "replicate: copy bound settings, batch/parallel comma-separated; the best is the bound")
 	fs.IntVar(&c.runs, "runs", c.runs, "replicate: runs per tool, interleaved (median reported)")
 	fs.IntVar(&c.docs, "docs", c.docs, "replicate, latency: documents in the database")
 	fs.IntVar(&c.docSize, "doc-size", c.docSize, "body bytes per synthetic document")
@@ -82,6 +118,8 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.ctlDBs, "ctl-dbs", c.ctlDBs, "controller: databases copied per run")
 	fs.IntVar(&c.ctlDocs, "ctl-docs", c.ctlDocs, "controller: documents per database")
 	fs.Var(&c.ctlSweep, "ctl-sweep", "controller: comma-separated --max-requests values of the fixed sweep")
+	fs.Float64Var(&c.seedsAttsScale, "seeds-atts-scale", c.seedsAttsScale, "seeds: scale of atts_db (10: 1,100 docs, seeds/001's size; 0 skips)")
+	fs.Float64Var(&c.seedsLargeScale, "seeds-large-scale", c.seedsLargeScale, "seeds: scale of large1kb (1: 341,298 docs; 0 skips)")
 	fs.Var(&c.backupSizes, "backup-sizes", "backup: comma-separated document counts of the synthetic cases")
 	fs.Float64Var(&c.backupRealScale, "backup-real-scale", c.backupRealScale, "backup: --scale of the real-data case (0 skips)")
 	fs.Float64Var(&c.attsScale, "atts-scale", c.attsScale, "backup: --scale of atts_db (0 skips)")
@@ -94,6 +132,40 @@ func (c *config) shrink() {
 	c.fleetDBs, c.fleetBigDBs, c.fleetBigDoc, c.rateProbe = 30, 10, 20, time.Second
 	c.ctlDBs, c.ctlDocs, c.ctlSweep = 20, 20, intList{4, 32}
 	c.backupSizes, c.backupRealScale, c.attsScale = intList{500, 2000}, 0.02, 0.1
+	c.couchRepSweep, c.boundSweep = pairList{{8, 40}}, pairList{{500, 4}}
+	c.seedsAttsScale, c.seedsLargeScale = 0.1, 0.005
+}
+
+// pair is one a/b setting of a sweep.
+type pair [2]int
+
+func (p pair) String() string { return fmt.Sprintf("%d/%d", p[0], p[1]) }
+
+// pairList is a comma-separated list flag of a/b pairs of positive
+// integers.
+type pairList []pair
+
+func (l *pairList) String() string {
+	s := make([]string, len(*l))
+	for i, v := range *l {
+		s[i] = v.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *pairList) Set(v string) error {
+	var out pairList
+	for _, f := range strings.Split(v, ",") {
+		a, b, ok := strings.Cut(strings.TrimSpace(f), "/")
+		x, err1 := strconv.Atoi(a)
+		y, err2 := strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil || x <= 0 || y <= 0 {
+			return fmt.Errorf("%q is not A/B with positive integers", f)
+		}
+		out = append(out, pair{x, y})
+	}
+	*l = out
+	return nil
 }
 
 // intList is a comma-separated list flag of positive integers.

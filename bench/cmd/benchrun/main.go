@@ -1,5 +1,6 @@
-// Command benchrun runs sofa's benchmarks against its peers on in-memory
-// PouchDB Servers it starts itself, prints one table per benchmark and
+// Command benchrun runs sofa's benchmarks against its peers on servers it
+// starts itself (in-memory PouchDB Servers, or with -server couchdb CouchDB
+// instances from the release; -server-url names running CouchDB servers), prints one table per benchmark and
 // appends every measurement to a JSON-lines file. scripts/bench.sh builds
 // and runs it; BENCHMARKS.md describes each benchmark.
 //
@@ -24,20 +25,25 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sofadb/sofa/internal/couchtest"
 )
 
 // benchmark is one named benchmark.
 type benchmark struct {
 	name string
 	run  func(ctx context.Context, e *env) error
+	// optIn: runs only when named (not part of a run without names).
+	optIn bool
 }
 
 var benchmarks = []benchmark{
-	{"replicate", benchReplicate},
-	{"latency", benchLatency},
-	{"fleet", benchFleet},
-	{"controller", benchController},
-	{"backup", benchBackup},
+	{"replicate", benchReplicate, false},
+	{"latency", benchLatency, false},
+	{"fleet", benchFleet, false},
+	{"controller", benchController, false},
+	{"backup", benchBackup, false},
+	{"seeds", benchSeeds, true},
 }
 
 func main() {
@@ -65,6 +71,16 @@ func run() int {
 	if cfg.smoke {
 		cfg.shrink()
 	}
+	if cfg.serverURL != "" {
+		// internal/couchtest hands these out (wiped) instead of
+		// starting CouchDB from the release.
+		os.Setenv(couchtest.EnvCouchURL, cfg.serverURL)
+		cfg.server = kindCouchDB
+	}
+	if cfg.server != kindPouchDB && cfg.server != kindCouchDB {
+		fmt.Fprintf(os.Stderr, "benchrun: -server %q: want pouchdb or couchdb\n", cfg.server)
+		return 2
+	}
 	selected, err := pick(fs.Args())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchrun:", err)
@@ -80,9 +96,13 @@ func run() int {
 	defer e.close()
 	m := machine()
 	m["smoke"] = cfg.smoke
+	m["server"] = cfg.server
+	if cfg.serverURL != "" {
+		m["server_urls"] = redactList(cfg.serverURL)
+	}
 	e.sink.write(record{Bench: "env", Tool: "benchrun", OK: true, Extra: m})
 	fmt.Printf("benchrun: results appended to %s\n", cfg.out)
-	fmt.Printf("benchrun: %v CPUs (%v), load average %v, node %v, smoke %v\n", m["cpus"], m["cpu"], m["loadavg"], m["node"], cfg.smoke)
+	fmt.Printf("benchrun: %v CPUs (%v), load average %v, node %v, server %s, smoke %v\n", m["cpus"], m["cpu"], m["loadavg"], m["node"], cfg.server, cfg.smoke)
 	failed := 0
 	for _, b := range selected {
 		t0 := time.Now()
@@ -98,6 +118,9 @@ func run() int {
 			break
 		}
 	}
+	end := machine()
+	e.sink.write(record{Bench: "env-end", Tool: "benchrun", OK: true, Extra: map[string]any{"time": end["time"], "loadavg": end["loadavg"]}})
+	fmt.Printf("benchrun: load average at the end %v\n", end["loadavg"])
 	if failed > 0 || ctx.Err() != nil {
 		return 1
 	}
@@ -106,7 +129,13 @@ func run() int {
 
 func pick(names []string) ([]benchmark, error) {
 	if len(names) == 0 {
-		return benchmarks, nil
+		var out []benchmark
+		for _, b := range benchmarks {
+			if !b.optIn {
+				out = append(out, b)
+			}
+		}
+		return out, nil
 	}
 	var out []benchmark
 	for _, n := range names {
@@ -198,4 +227,13 @@ func (e *env) node(script string, args ...string) (string, []string) {
 
 func (e *env) logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "benchrun: "+format+"\n", args...)
+}
+
+// redactList is a comma-separated URL list without credentials.
+func redactList(urls string) string {
+	var out []string
+	for _, u := range strings.Split(urls, ",") {
+		out = append(out, redact(strings.TrimSpace(u)))
+	}
+	return strings.Join(out, ",")
 }

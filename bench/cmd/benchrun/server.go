@@ -12,19 +12,48 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sofadb/sofa/internal/couchtest"
 )
 
-// server is one in-memory PouchDB Server child process on a loopback port.
+// Server kinds of -server.
+const (
+	kindPouchDB = "pouchdb"
+	kindCouchDB = "couchdb"
+)
+
+// server is one server of a benchmark: an in-memory PouchDB Server child
+// process on a loopback port, or a CouchDB (started from the release by
+// internal/couchtest, or one of the running servers of -server-url).
 type server struct {
-	URL string // http://127.0.0.1:PORT, no trailing slash
-	cmd *exec.Cmd
-	dir string
+	// URL is http://127.0.0.1:PORT without a trailing slash; on CouchDB it
+	// carries the admin's credentials (http://admin:PW@127.0.0.1:PORT).
+	URL  string
+	Kind string // kindPouchDB or kindCouchDB
+	cmd  *exec.Cmd
+	dir  string
+	ct   *couchtest.Server // CouchDB
+	pid  int               // the server process (0: unknown, a running server)
 }
 
-// startServer starts `pouchdb-server --in-memory` in a fresh temporary
-// directory (it writes config.json and log.txt into its cwd) and waits up to
-// 20 s for it to answer GET /.
+// couch reports whether s is a CouchDB.
+func (s *server) couch() bool { return s.Kind == kindCouchDB }
+
+// startServer starts a fresh server of the run's kind (-server): CouchDB
+// through couchtest.StartServer (single node, [log] level = warning, a
+// running server of -server-url wiped first), or `pouchdb-server
+// --in-memory` in a fresh temporary directory (it writes config.json and
+// log.txt into its cwd), waiting up to 20 s for it to answer GET /.
 func (e *env) startServer(ctx context.Context) (*server, error) {
+	if e.cfg.server == kindCouchDB {
+		ct, err := couchtest.StartServer(ctx, couchtest.Options{Kind: couchtest.CouchDB})
+		if err != nil {
+			return nil, fmt.Errorf("start CouchDB: %w", err)
+		}
+		s := &server{URL: ct.URL, Kind: kindCouchDB, ct: ct, pid: ct.Pid()}
+		e.servers = append(e.servers, s)
+		return s, nil
+	}
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -46,7 +75,7 @@ func (e *env) startServer(ctx context.Context) (*server, error) {
 		return nil, fmt.Errorf("start pouchdb-server: %w", err)
 	}
 	log.Close()
-	s := &server{URL: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, dir: dir}
+	s := &server{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Kind: kindPouchDB, cmd: cmd, dir: dir, pid: cmd.Process.Pid}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if err := ctx.Err(); err != nil {
@@ -70,6 +99,11 @@ func (e *env) startServer(ctx context.Context) (*server, error) {
 // stop kills the server, waits for it and removes its directory. Safe to
 // call twice.
 func (s *server) stop() {
+	if s != nil && s.ct != nil {
+		_ = s.ct.Stop()
+		s.ct, s.pid = nil, 0
+		return
+	}
 	if s == nil || s.cmd == nil {
 		return
 	}
@@ -82,17 +116,17 @@ func (s *server) stop() {
 		_ = s.cmd.Process.Kill()
 		<-done
 	}
-	s.cmd = nil
+	s.cmd, s.pid = nil, 0
 	_ = os.RemoveAll(s.dir)
 }
 
 // usage is the server process's CPU time so far (ms) and its resident set
 // now (KiB), from /proc; zeros where /proc is unavailable.
 func (s *server) usage() (cpuMS, rssKB int64) {
-	if s == nil || s.cmd == nil {
+	if s == nil || s.pid == 0 {
 		return 0, 0
 	}
-	pid := s.cmd.Process.Pid
+	pid := s.pid
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
 		// Fields after the parenthesised command name; utime and stime
 		// are fields 14 and 15 (1-based), in clock ticks of 10 ms.

@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"sort"
-	"strings"
 )
 
 // runTool measures one tool run into a copy of base: usage, TimeMS (the
@@ -112,66 +109,6 @@ func applySofa(r *record, o *outcome) *sofaResult {
 		r.Throttled = s.HTTP.Throttled
 	}
 	return &s
-}
-
-// verify compares a with b (two databases or two servers) with `sofa
-// verify` (untimed) and returns "equal" or a short account of what
-// differs.
-func (e *env) verify(ctx context.Context, a, b string, full bool) string {
-	args := []string{"verify", a, b, "--json", "--max-differences", "5"}
-	if full {
-		args = append(args, "--full")
-	}
-	o, err := e.measure(ctx, e.cfg.timeout, e.sofa, args...)
-	if err != nil {
-		return "verify: " + err.Error()
-	}
-	if o.Exit == 0 {
-		return "equal"
-	}
-	var v struct {
-		// whole-server answer
-		DBsTotal  int `json:"dbs_total"`
-		DBsDiffer int `json:"dbs_different"`
-		DBsFailed int `json:"dbs_failed"`
-		DBs       []struct {
-			Report *verifyReport `json:"report"`
-		} `json:"dbs"`
-		verifyReport
-	}
-	if err := o.lastJSON(&v); err != nil {
-		return "verify: " + o.errText()
-	}
-	kinds := map[string]int{}
-	add := func(r *verifyReport) {
-		for k, n := range r.ByKind {
-			kinds[k] += n
-		}
-	}
-	add(&v.verifyReport)
-	for _, d := range v.DBs {
-		if d.Report != nil {
-			add(d.Report)
-		}
-	}
-	var parts []string
-	for k, n := range kinds {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, n))
-	}
-	sort.Strings(parts)
-	s := "DIFFERENT"
-	if v.DBsTotal > 0 {
-		s += fmt.Sprintf(" (%d of %d dbs differ, %d failed)", v.DBsDiffer, v.DBsTotal, v.DBsFailed)
-	}
-	if len(parts) > 0 {
-		s += ": " + strings.Join(parts, " ")
-	}
-	return s
-}
-
-type verifyReport struct {
-	Total  int            `json:"total"`
-	ByKind map[string]int `json:"by_kind"`
 }
 
 func mustJSON(v any) string {
