@@ -88,19 +88,30 @@ func (r *run) readAttachments(ctx context.Context, d *Doc, g int, w *writeBuf) (
 // targetGenerations returns, per revision with attachments to resolve,
 // the highest generation of its own history that the target holds (0 if
 // none). It uses the possible_ancestors of _revs_diff when the target
-// gave them (CouchDB), else asks the target with one more _revs_diff over
-// the revisions' histories (PouchDB Server gives no possible_ancestors).
+// gave them (CouchDB: its leaves below the missing revision, the only
+// revisions whose attachments it can attach a stub to), else asks the
+// target with one more _revs_diff over the revisions' histories (PouchDB
+// Server gives no possible_ancestors), each revision once per document:
+// both servers report a revision listed twice as missing the second time.
+// An attachment of unknown revpos (0) is always read and does not keep the
+// others from becoming stubs.
 func (r *run) targetGenerations(ctx context.Context, docs []*Doc, ancestors map[string][]string) (map[string]int, error) {
 	out := map[string]int{}
 	ask := map[string][]string{}
+	asked := map[string]bool{}
 	for _, d := range docs {
+		// lowest revpos of the attachments to resolve that an ancestor
+		// introduced
 		lowest := 0
 		for _, a := range d.Atts {
-			if a.Data == nil && (lowest == 0 || a.RevPos < lowest) {
+			if a.Data != nil || a.RevPos <= 0 || a.RevPos >= d.Revisions.Start {
+				continue
+			}
+			if lowest == 0 || a.RevPos < lowest {
 				lowest = a.RevPos
 			}
 		}
-		if lowest == 0 || d.Revisions.Start <= 1 {
+		if lowest == 0 {
 			continue
 		}
 		key := d.ID + "\x00" + d.Rev
@@ -117,7 +128,11 @@ func (r *run) targetGenerations(ctx context.Context, docs []*Doc, ancestors map[
 			if gen < lowest {
 				break
 			}
-			ask[d.ID] = append(ask[d.ID], strconv.Itoa(gen)+"-"+d.Revisions.IDs[i])
+			rev := strconv.Itoa(gen) + "-" + d.Revisions.IDs[i]
+			if k := d.ID + "\x00" + rev; !asked[k] {
+				asked[k] = true
+				ask[d.ID] = append(ask[d.ID], rev)
+			}
 		}
 	}
 	if len(ask) == 0 {
@@ -133,8 +148,9 @@ func (r *run) targetGenerations(ctx context.Context, docs []*Doc, ancestors map[
 			continue
 		}
 		best := 0
-		for _, rev := range revs {
-			if !contains(missing[d.ID].Missing, rev) {
+		for i := 1; i < len(d.Revisions.IDs); i++ {
+			rev := strconv.Itoa(d.Revisions.Start-i) + "-" + d.Revisions.IDs[i]
+			if contains(revs, rev) && !contains(missing[d.ID].Missing, rev) {
 				best = max(best, Generation(rev))
 			}
 		}
