@@ -77,7 +77,7 @@ func (d *DB) String() string { return d.srv.URL() + d.path }
 func (d *DB) fail(op string, err error) error {
 	switch StatusOf(err) {
 	case 401:
-		return fmt.Errorf("%s: %s: authentication failed (HTTP 401): check the user name and password", d, op)
+		return fmt.Errorf("%s: %s: %s", d, op, d.srv.unauthorized(err))
 	case 403:
 		return fmt.Errorf("%s: %s: forbidden (HTTP 403): %v", d, op, err)
 	case 404:

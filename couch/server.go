@@ -134,7 +134,7 @@ func (s *Server) welcome(ctx context.Context) error {
 func (s *Server) describe(err error) error {
 	switch st := StatusOf(err); st {
 	case 401:
-		return fmt.Errorf("%s: authentication failed (HTTP 401): check the user name and password", s.URL())
+		return fmt.Errorf("%s: %s", s.URL(), s.unauthorized(err))
 	case 403:
 		return fmt.Errorf("%s: access forbidden (HTTP 403): %v", s.URL(), err)
 	case 0:
@@ -166,6 +166,10 @@ func (s *Server) AllDBs(ctx context.Context, startAfter string, limit int) ([]st
 	}
 	resp, err := s.do(ctx, &request{Method: "GET", Path: "/_all_dbs", Query: q.Encode()})
 	if err != nil {
+		if Denied(err) && !s.noPass {
+			// CouchDB lists databases to server admins only.
+			return nil, fmt.Errorf("%w (listing the databases of a server needs a server admin's credentials; a database URL needs only that database's)", s.describe(err))
+		}
 		return nil, s.describe(err)
 	}
 	defer resp.Body.Close()

@@ -40,7 +40,7 @@ const DefaultPageSize = 1000
 
 // ErrPagingIgnored is returned by ListDBs when a server honours limit but
 // ignores startkey: paging could not reach the names after the first page.
-var ErrPagingIgnored = errors.New("fleet: server ignores _all_dbs startkey but honours limit")
+var ErrPagingIgnored = errors.New("the server ignores _all_dbs startkey but honours limit")
 
 // ListDBs returns every database name of a server, in server order,
 // without duplicates. It pages with startkey set to the last name seen, so
@@ -73,7 +73,10 @@ func ListDBs(ctx context.Context, l Lister, pageSize int) ([]string, error) {
 		}
 		page, err := l.AllDBs(ctx, last, ask)
 		if err != nil {
-			return nil, fmt.Errorf("fleet: list databases after %q: %w", last, err)
+			if last == "" {
+				return nil, err
+			}
+			return nil, fmt.Errorf("after %q: %w", last, err)
 		}
 		if len(page) > ask {
 			limitIgnored = true

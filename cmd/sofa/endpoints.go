@@ -72,6 +72,7 @@ func openEndpoint(ctx context.Context, raw, role string, opts couch.Options) (*c
 			fmt.Fprintln(os.Stderr, "sofa: warning: --insecure: https server certificates are NOT verified; anyone on the network path can read and change the data and the credentials")
 		})
 	}
+	opts.PasswordHint = "set SOFA_" + role + "_PASSWORD (or run on a terminal to be asked)"
 	ep, err := couch.Probe(ctx, full, opts)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
