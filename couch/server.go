@@ -143,6 +143,26 @@ func (s *Server) describe(err error) error {
 	return fmt.Errorf("%s: %v", s.URL(), err)
 }
 
+// StoredName is the name the server keeps database name under, as `GET
+// /db` reports it (db_name). CouchDB keeps names as given; PouchDB Server
+// drops every "/" ("a/b" is kept, and listed by _all_dbs, as "ab", and
+// still found as "a/b").
+func (s *Server) StoredName(ctx context.Context, name string) (string, error) {
+	d := s.DB(name)
+	resp, err := s.do(ctx, &request{Method: "GET", Path: d.path})
+	if err != nil {
+		return "", d.fail("open database", err)
+	}
+	defer resp.Body.Close()
+	var info struct {
+		DBName string `json:"db_name"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil || info.DBName == "" {
+		return "", fmt.Errorf("%s: not a CouchDB database (GET answered without db_name)", d)
+	}
+	return info.DBName, nil
+}
+
 // DB returns a handle on the named database (decoded name).
 func (s *Server) DB(name string) *DB {
 	return &DB{srv: s, name: name, path: "/" + EscapeDB(name)}

@@ -260,7 +260,7 @@ func (vc *verifyCmd) servers(ctx context.Context, as, bs *couch.Server, o verify
 	for _, n := range an {
 		inA[n] = true
 	}
-	for _, n := range filter.Apply(bn) {
+	for _, n := range fleet.Unmatched(ctx, bs, an, filter.Apply(bn)) {
 		if !inA[n] {
 			rep := &verify.Report{Mode: o.Mode.String(), Total: 1, ByKind: map[verify.Kind]int{verify.KindOnlyInB: 1},
 				Differences: []verify.Difference{{Kind: verify.KindOnlyInB, Detail: fmt.Sprintf("database %q exists only in b", n)}}}
