@@ -312,6 +312,11 @@ func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn 
 	}
 }
 
+// ReportsPossibleAncestors says whether the server's `_revs_diff` names,
+// per document, its leaves below a missing revision (possible_ancestors):
+// CouchDB does, PouchDB Server does not.
+func (d *DB) ReportsPossibleAncestors() bool { return d.srv.Vendor == VendorCouchDB }
+
 // RevsDiff posts `_revs_diff`.
 func (d *DB) RevsDiff(ctx context.Context, revs map[string][]string) (map[string]replicate.Missing, error) {
 	revs = d.withoutServerOwnedRevs(revs)

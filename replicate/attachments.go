@@ -87,12 +87,12 @@ func (r *run) readAttachments(ctx context.Context, d *Doc, g int, w *writeBuf) (
 
 // targetGenerations returns, per revision with attachments to resolve,
 // the highest generation of its own history that the target holds (0 if
-// none). It uses the possible_ancestors of _revs_diff when the target
-// gave them (CouchDB: its leaves below the missing revision, the only
-// revisions whose attachments it can attach a stub to), else asks the
-// target with one more _revs_diff over the revisions' histories (PouchDB
-// Server gives no possible_ancestors), each revision once per document:
-// both servers report a revision listed twice as missing the second time.
+// none). A target that reports possible_ancestors in _revs_diff (CouchDB:
+// its leaves below the missing revision) is taken at its word, none
+// meaning none (see ancestorsReported). Another (PouchDB Server, which
+// counts as present only revisions it has a body of) is asked with one
+// more _revs_diff over the revisions' histories, each revision once per
+// document: a revision listed twice is reported missing the second time.
 // An attachment of unknown revpos (0) is always read and does not keep the
 // others from becoming stubs.
 func (r *run) targetGenerations(ctx context.Context, docs []*Doc, ancestors map[string][]string) (map[string]int, error) {
@@ -115,7 +115,7 @@ func (r *run) targetGenerations(ctx context.Context, docs []*Doc, ancestors map[
 			continue
 		}
 		key := d.ID + "\x00" + d.Rev
-		if anc, ok := ancestors[d.ID]; ok {
+		if anc, ok := ancestors[d.ID]; ok || r.ancestorsReported() {
 			out[key] = highestInHistory(d, anc)
 			continue
 		}
@@ -157,6 +157,17 @@ func (r *run) targetGenerations(ctx context.Context, docs []*Doc, ancestors map[
 		out[d.ID+"\x00"+d.Rev] = best
 	}
 	return out, nil
+}
+
+// ancestorsReported: the target's _revs_diff names possible_ancestors
+// (CouchDB), so a document without them has no leaf its missing revisions
+// descend from, and no stub can be attached there (CouchDB merges stubs
+// from the nearest ancestor whose body it holds; the body-less ancestors
+// of a branch it received, which its _revs_diff does count as present,
+// give a 412 missing_stub). Such a target is not asked about histories.
+func (r *run) ancestorsReported() bool {
+	t, ok := r.tgt.(interface{ ReportsPossibleAncestors() bool })
+	return ok && t.ReportsPossibleAncestors()
 }
 
 // noHistoryCheck: targets that are archives hold nothing to compare.

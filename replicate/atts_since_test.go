@@ -24,10 +24,12 @@ import (
 // body of any ancestor of the leaves ("b": children of 1-x, of which the
 // target has only 2-y's history; "c": a new branch over 1-x), the bytes
 // must travel (a target merges stubs only from a revision it has a body
-// of), and the copy is equal. Counted at a recording proxy in front of the
-// source.
+// of), and are sent at once: no stub the target refuses (412 missing_stub;
+// CouchDB's _revs_diff counts the body-less 1-x as present) makes a
+// revision be written twice. The copy is equal. Counted at recording
+// proxies in front of both.
 func TestAttachmentsTheTargetHolds(t *testing.T) {
-	srv, src, tgt, _, tdb := pair(t)
+	srv, src, tgt, _, _ := pair(t)
 	base := make([]byte, 5000)
 	rand.Read(base)
 	sum := md5.Sum(base)
@@ -49,6 +51,10 @@ func TestAttachmentsTheTargetHolds(t *testing.T) {
 	u, _ := url.Parse(rec.URL)
 	u.User = url.UserPassword(srv.AdminUser, srv.AdminPassword)
 	sdb := openAt(t, u.String(), src)
+	trec := recproxy.Start(t, srv.AdminURL())
+	tu, _ := url.Parse(trec.URL)
+	tu.User = u.User
+	tdb := openAt(t, tu.String(), tgt)
 	runOK(t, sdb, tdb, replicate.Options{})
 	if n := len(rec.Filter("GET", "/base.bin")); n != 3 {
 		t.Fatalf("first copy: base.bin read %d times, want 3", n)
@@ -71,6 +77,7 @@ func TestAttachmentsTheTargetHolds(t *testing.T) {
 		stub+fmt.Sprintf(`,"new.txt":{"content_type":"text/plain","data":%q}`, b64([]byte("fresh")))))
 
 	rec.Reset()
+	trec.Reset()
 	res := runOK(t, sdb, tdb, replicate.Options{})
 	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt), pouch)
 	var baseGets, newGets int
@@ -90,6 +97,12 @@ func TestAttachmentsTheTargetHolds(t *testing.T) {
 	}
 	if newGets != 1 {
 		t.Errorf("a's new.txt read %d times, want 1", newGets)
+	}
+	// No stub is sent where the target cannot attach it.
+	for _, e := range trec.Exchanges() {
+		if e.Status == 412 {
+			t.Errorf("target answered %s %s with %d: a stub it lacks was sent, the revision written again", e.Method, e.Path, e.Status)
+		}
 	}
 	if want := int64(3 * n); res.Stats.DocsWritten != want { // a/2-c00 is no leaf
 		t.Errorf("docs_written %d, want %d", res.Stats.DocsWritten, want)
