@@ -12,8 +12,9 @@ import (
 // resolveAttachments decides, per revision, which attachments travel:
 // those the target already holds (introduced at or before a revision the
 // target has, per the atts_since rule) become stubs; the bytes of the
-// others are read from the source. Then each revision joins the write
-// buffer.
+// others are read from the source, once for the leaves of one document
+// that share them (same name, revpos and digest: inherited from one
+// ancestor). Then each revision joins the write buffer.
 func (r *run) resolveAttachments(ctx context.Context, docs []*Doc, reqs []RevRequest, w *writeBuf) error {
 	ancestors := map[string][]string{}
 	for _, q := range reqs {
@@ -25,9 +26,10 @@ func (r *run) resolveAttachments(ctx context.Context, docs []*Doc, reqs []RevReq
 	if err != nil {
 		return err
 	}
+	read := map[attKey]readBytes{}
 	for _, d := range docs {
 		pre := d.Size()
-		readable, err := r.readAttachments(ctx, d, have[d.ID+"\x00"+d.Rev], w)
+		readable, err := r.readAttachments(ctx, d, have[d.ID+"\x00"+d.Rev], w, read)
 		if err != nil {
 			return err
 		}
@@ -51,11 +53,26 @@ func (r *run) resolveAttachments(ctx context.Context, docs []*Doc, reqs []RevReq
 	return nil
 }
 
+// attKey names one attachment's content among a document's leaves.
+type attKey struct {
+	id, name, digest string
+	revpos           int
+}
+
+// readBytes is what reading an attachment gave; the bytes are shared by
+// the leaves that take them, never modified.
+type readBytes struct {
+	data          []byte
+	encoding      string
+	encodedLength int64
+}
+
 // readAttachments turns the attachments introduced at or before
-// generation g (which the target holds) into stubs and reads the others.
-// An attachment the source cannot serve (ErrUnreadable) makes the
+// generation g (which the target holds) into stubs and reads the others,
+// or takes them from read (what this batch read already), adding what it
+// reads. An attachment the source cannot serve (ErrUnreadable) makes the
 // revision a reported failure: readable is false and the run goes on.
-func (r *run) readAttachments(ctx context.Context, d *Doc, g int, w *writeBuf) (readable bool, err error) {
+func (r *run) readAttachments(ctx context.Context, d *Doc, g int, w *writeBuf, read map[attKey]readBytes) (readable bool, err error) {
 	for _, a := range d.Atts {
 		if a.Data != nil {
 			continue
@@ -70,6 +87,11 @@ func (r *run) readAttachments(ctx context.Context, d *Doc, g int, w *writeBuf) (
 			a.Stream = true // piped when the revision is written
 			continue
 		}
+		k := attKey{d.ID, a.Name, a.Digest, a.RevPos}
+		if b, ok := read[k]; ok && a.Digest != "" && a.RevPos > 0 {
+			a.Data, a.Encoding, a.EncodedLength = b.data, b.encoding, b.encodedLength
+			continue
+		}
 		if err := w.reserve(ctx, a.StoredLength(), false); err != nil {
 			return false, err
 		}
@@ -81,6 +103,7 @@ func (r *run) readAttachments(ctx context.Context, d *Doc, g int, w *writeBuf) (
 			return false, fmt.Errorf("source: %w", err)
 		}
 		r.c.attsRead.Add(1)
+		read[k] = readBytes{a.Data, a.Encoding, a.EncodedLength}
 	}
 	return true, nil
 }

@@ -24,7 +24,8 @@ import (
 // body of any ancestor of the leaves ("b": children of 1-x, of which the
 // target has only 2-y's history; "c": a new branch over 1-x), the bytes
 // must travel (a target merges stubs only from a revision it has a body
-// of), and are sent at once: no stub the target refuses (412 missing_stub;
+// of): they are read once per document, not once per leaf, and sent at
+// once: no stub the target refuses (412 missing_stub;
 // CouchDB's _revs_diff counts the body-less 1-x as present) makes a
 // revision be written twice. The copy is equal. Counted at recording
 // proxies in front of both.
@@ -82,7 +83,15 @@ func TestAttachmentsTheTargetHolds(t *testing.T) {
 	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt), pouch)
 	var baseGets, newGets int
 	var paths []string
+	otherGets := map[string]int{}
 	for _, e := range rec.Exchanges() {
+		if e.Method == "GET" && strings.HasSuffix(e.Path, "/base.bin") {
+			for _, id := range []string{"b", "c"} {
+				if strings.HasSuffix(e.Path, "/"+id+"/base.bin") {
+					otherGets[id]++
+				}
+			}
+		}
 		switch {
 		case e.Method != "GET" || !strings.Contains(e.Path, "/a/"):
 		case strings.HasSuffix(e.Path, "/base.bin"):
@@ -97,6 +106,10 @@ func TestAttachmentsTheTargetHolds(t *testing.T) {
 	}
 	if newGets != 1 {
 		t.Errorf("a's new.txt read %d times, want 1", newGets)
+	}
+	// The leaves of b and of c share one base.bin each: read once.
+	if otherGets["b"] != 1 || otherGets["c"] != 1 {
+		t.Errorf("base.bin of b read %d times, of c %d times; want once each for their %d leaves", otherGets["b"], otherGets["c"], n)
 	}
 	// No stub is sent where the target cannot attach it.
 	for _, e := range trec.Exchanges() {
