@@ -104,3 +104,15 @@ func TestAuth_Messages(t *testing.T) {
 		}
 	})
 }
+
+// TestMessages_BadPatternNamesNoPackage: a malformed --include pattern is
+// a usage error that names the pattern, not an internal package.
+func TestMessages_BadPatternNamesNoPackage(t *testing.T) {
+	bin := sofaBin(t)
+	srv := couchtest.Start(t)
+	other := couchtest.Start(t)
+	r := runNoEnv(t, bin, "replicate", srv.URL, other.URL, "--include", "[")
+	if r.code != exitUsage || !strings.Contains(r.stderr, `bad pattern "["`) || strings.Contains(r.stderr, "fleet:") {
+		t.Errorf("exit %d:\n%s", r.code, r.stderr)
+	}
+}
