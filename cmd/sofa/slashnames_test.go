@@ -20,6 +20,7 @@ func TestVerify_SlashNamesOnPouchDB(t *testing.T) {
 		arCreate(t, src, db, true, arSmallDocs("d", 3)...)
 	}
 	arSofa(t, bin, nil, "replicate", src.URL, dst.URL, "-q").want(t, exitOK)
+	arSofa(t, bin, nil, "replicate", src.URL, dst.URL, "-q").want(t, exitOK) // again: nothing to do
 
 	r := arSofa(t, bin, nil, "verify", src.URL, dst.URL)
 	if r.code != exitOK || strings.Contains(r.stderr, "exists only in b") {
