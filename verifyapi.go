@@ -164,7 +164,9 @@ func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*Verif
 	for _, n := range an {
 		inA[n] = true
 	}
-	for _, n := range filter.Apply(bn) {
+	// A name a holds that b's listing lacks may be stored under another
+	// name there (PouchDB Server keeps "a/b" as "ab"): resolved first.
+	for _, n := range fleet.Unmatched(ctx, bs, an, filter.Apply(bn)) {
 		if !inA[n] {
 			rep := &verify.Report{Mode: o.Compare.Mode.String(), Total: 1, ByKind: map[verify.Kind]int{verify.KindOnlyInB: 1},
 				Differences: []verify.Difference{{Kind: verify.KindOnlyInB, Detail: fmt.Sprintf("database %q exists only in b", n)}}}

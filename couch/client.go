@@ -65,6 +65,11 @@ type Options struct {
 	// request is refused with 401; a server without `_session` gets basic
 	// authentication instead, see Client.AuthUsed).
 	Auth AuthMode
+	// PasswordHint tells how to give the password a URL naming a user
+	// without one lacks (for example "set SOFA_SOURCE_PASSWORD"); it ends
+	// the error of a request such a URL had refused with 401. Empty: "put
+	// it in the URL".
+	PasswordHint string
 	// CACertFile names a PEM file of CA certificates trusted for https
 	// servers instead of the system's.
 	CACertFile string
@@ -121,6 +126,8 @@ type Client struct {
 	opts  Options
 	sess  session // cookie login state (Options.Auth == AuthCookie)
 	Stats *Counters
+
+	noPass bool // the URL names a user and no password
 }
 
 // NewClient parses a server or database URL (`http(s)://user:pass@host:port/prefix`)
@@ -140,8 +147,10 @@ func NewClient(rawURL string, opts Options) (*Client, error) {
 	}
 	c := &Client{opts: opts, Stats: &Counters{}}
 	if u.User != nil {
+		var hasPass bool
 		c.user = u.User.Username()
-		c.pass, _ = u.User.Password()
+		c.pass, hasPass = u.User.Password()
+		c.noPass = c.user != "" && !hasPass
 	}
 	b := *u
 	b.User = nil

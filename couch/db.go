@@ -78,7 +78,7 @@ func (d *DB) String() string { return d.srv.URL() + d.path }
 func (d *DB) fail(op string, err error) error {
 	switch StatusOf(err) {
 	case 401:
-		return fmt.Errorf("%s: %s: authentication failed (HTTP 401): check the user name and password", d, op)
+		return fmt.Errorf("%s: %s: %s", d, op, d.srv.unauthorized(err))
 	case 403:
 		return fmt.Errorf("%s: %s: forbidden (HTTP 403): %v", d, op, err)
 	case 404:
@@ -326,6 +326,11 @@ func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn 
 		}
 	}
 }
+
+// ReportsPossibleAncestors says whether the server's `_revs_diff` names,
+// per document, its leaves below a missing revision (possible_ancestors):
+// CouchDB does, PouchDB Server does not.
+func (d *DB) ReportsPossibleAncestors() bool { return d.srv.Vendor == VendorCouchDB }
 
 // RevsDiff posts `_revs_diff`.
 func (d *DB) RevsDiff(ctx context.Context, revs map[string][]string) (map[string]replicate.Missing, error) {

@@ -112,3 +112,37 @@ func Denied(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.denied()
 }
+
+// unauthorized words a 401 answer for an operator. It tells apart a URL
+// naming a user but no password, no credentials at all, credentials the
+// server called wrong, and a refusal of credentials it accepted (CouchDB
+// answers a valid user who is not a server admin with 401 "You are not a
+// server admin."), whose reason it passes on.
+func (c *Client) unauthorized(err error) string {
+	var e *Error
+	errors.As(err, &e)
+	switch {
+	case c.noPass:
+		hint := c.opts.PasswordHint
+		if hint == "" {
+			hint = "put it in the URL"
+		}
+		return fmt.Sprintf("authentication failed (HTTP 401): no password given for user %q; %s", c.user, hint)
+	case c.user == "" && c.pass == "":
+		return "authentication required (HTTP 401): give a user name and password"
+	case e != nil && e.Reason != "" && !badCredentials(e.Reason):
+		name := e.Name
+		if name == "" {
+			name = "unauthorized"
+		}
+		return fmt.Sprintf("refused (HTTP 401 %s): %s", name, e.Reason)
+	}
+	return "authentication failed (HTTP 401): check the user name and password"
+}
+
+// badCredentials: a 401 reason saying the name or password is wrong
+// (CouchDB and PouchDB Server: "Name or password is incorrect.").
+func badCredentials(reason string) bool {
+	r := strings.ToLower(reason)
+	return strings.Contains(r, "password") || strings.Contains(r, "incorrect") || strings.Contains(r, "credentials")
+}

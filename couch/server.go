@@ -137,13 +137,33 @@ func (s *Server) welcome(ctx context.Context) error {
 func (s *Server) describe(err error) error {
 	switch st := StatusOf(err); st {
 	case 401:
-		return fmt.Errorf("%s: authentication failed (HTTP 401): check the user name and password", s.URL())
+		return fmt.Errorf("%s: %s", s.URL(), s.unauthorized(err))
 	case 403:
 		return fmt.Errorf("%s: access forbidden (HTTP 403): %v", s.URL(), err)
 	case 0:
 		return fmt.Errorf("%s: cannot connect: %v", s.URL(), err)
 	}
 	return fmt.Errorf("%s: %v", s.URL(), err)
+}
+
+// StoredName is the name the server keeps database name under, as `GET
+// /db` reports it (db_name). CouchDB keeps names as given; PouchDB Server
+// drops every "/" ("a/b" is kept, and listed by _all_dbs, as "ab", and
+// still found as "a/b").
+func (s *Server) StoredName(ctx context.Context, name string) (string, error) {
+	d := s.DB(name)
+	resp, err := s.do(ctx, &request{Method: "GET", Path: d.path})
+	if err != nil {
+		return "", d.fail("open database", err)
+	}
+	defer resp.Body.Close()
+	var info struct {
+		DBName string `json:"db_name"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil || info.DBName == "" {
+		return "", fmt.Errorf("%s: not a CouchDB database (GET answered without db_name)", d)
+	}
+	return info.DBName, nil
 }
 
 // DB returns a handle on the named database (decoded name).
@@ -169,6 +189,10 @@ func (s *Server) AllDBs(ctx context.Context, startAfter string, limit int) ([]st
 	}
 	resp, err := s.do(ctx, &request{Method: "GET", Path: "/_all_dbs", Query: q.Encode()})
 	if err != nil {
+		if Denied(err) && !s.noPass {
+			// CouchDB lists databases to server admins only.
+			return nil, fmt.Errorf("%w (listing the databases of a server needs a server admin's credentials; a database URL needs only that database's)", s.describe(err))
+		}
 		return nil, s.describe(err)
 	}
 	defer resp.Body.Close()

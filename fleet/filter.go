@@ -40,7 +40,7 @@ type Filter struct {
 func (f Filter) Validate() error {
 	for _, p := range append(append([]string(nil), f.Include...), f.Exclude...) {
 		if _, err := path.Match(p, ""); err != nil {
-			return fmt.Errorf("fleet: bad pattern %q: %w", p, err)
+			return fmt.Errorf("bad pattern %q: %w", p, err)
 		}
 	}
 	return nil

@@ -40,7 +40,7 @@ const DefaultPageSize = 1000
 
 // ErrPagingIgnored is returned by ListDBs when a server honours limit but
 // ignores startkey: paging could not reach the names after the first page.
-var ErrPagingIgnored = errors.New("fleet: server ignores _all_dbs startkey but honours limit")
+var ErrPagingIgnored = errors.New("the server ignores _all_dbs startkey but honours limit")
 
 // ListDBs returns every database name of a server, in server order,
 // without duplicates. It pages with startkey set to the last name seen, so
@@ -73,7 +73,10 @@ func ListDBs(ctx context.Context, l Lister, pageSize int) ([]string, error) {
 		}
 		page, err := l.AllDBs(ctx, last, ask)
 		if err != nil {
-			return nil, fmt.Errorf("fleet: list databases after %q: %w", last, err)
+			if last == "" {
+				return nil, err
+			}
+			return nil, fmt.Errorf("after %q: %w", last, err)
 		}
 		if len(page) > ask {
 			limitIgnored = true
@@ -99,4 +102,43 @@ func ListDBs(ctx context.Context, l Lister, pageSize int) ([]string, error) {
 		}
 		last = next
 	}
+}
+
+// NameResolver says under which name a server keeps a database
+// (couch.Server.StoredName).
+type NameResolver interface {
+	StoredName(ctx context.Context, name string) (string, error)
+}
+
+// Unmatched returns the names of listed (a server's _all_dbs) that name
+// none of the databases names, in listed's order. A server may keep a
+// database under another name than the one it is reached by (PouchDB
+// Server drops "/": the copy of "a/b" is listed as "ab"), so each name
+// that listed lacks verbatim is first resolved with r to the server's own
+// name for it; one r cannot resolve (no such database) matches nothing.
+func Unmatched(ctx context.Context, r NameResolver, names, listed []string) []string {
+	onServer := make(map[string]bool, len(listed))
+	for _, n := range listed {
+		onServer[n] = true
+	}
+	matched := make(map[string]bool, len(names))
+	for _, n := range names {
+		if onServer[n] {
+			matched[n] = true
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if stored, err := r.StoredName(ctx, n); err == nil {
+			matched[stored] = true
+		}
+	}
+	var out []string
+	for _, n := range listed {
+		if !matched[n] {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -12,8 +12,9 @@ import (
 // resolveAttachments decides, per revision, which attachments travel:
 // those the target already holds (introduced at or before a revision the
 // target has, per the atts_since rule) become stubs; the bytes of the
-// others are read from the source. Then each revision joins the write
-// buffer.
+// others are read from the source, once for the leaves of one document
+// that share them (same name, revpos and digest: inherited from one
+// ancestor). Then each revision joins the write buffer.
 func (r *run) resolveAttachments(ctx context.Context, docs []*Doc, reqs []RevRequest, w *writeBuf) error {
 	ancestors := map[string][]string{}
 	for _, q := range reqs {
@@ -25,9 +26,10 @@ func (r *run) resolveAttachments(ctx context.Context, docs []*Doc, reqs []RevReq
 	if err != nil {
 		return err
 	}
+	read := map[attKey]readBytes{}
 	for _, d := range docs {
 		pre := d.Size()
-		readable, err := r.readAttachments(ctx, d, have[d.ID+"\x00"+d.Rev], w)
+		readable, err := r.readAttachments(ctx, d, have[d.ID+"\x00"+d.Rev], w, read)
 		if err != nil {
 			return err
 		}
@@ -51,11 +53,26 @@ func (r *run) resolveAttachments(ctx context.Context, docs []*Doc, reqs []RevReq
 	return nil
 }
 
+// attKey names one attachment's content among a document's leaves.
+type attKey struct {
+	id, name, digest string
+	revpos           int
+}
+
+// readBytes is what reading an attachment gave; the bytes are shared by
+// the leaves that take them, never modified.
+type readBytes struct {
+	data          []byte
+	encoding      string
+	encodedLength int64
+}
+
 // readAttachments turns the attachments introduced at or before
-// generation g (which the target holds) into stubs and reads the others.
-// An attachment the source cannot serve (ErrUnreadable) makes the
+// generation g (which the target holds) into stubs and reads the others,
+// or takes them from read (what this batch read already), adding what it
+// reads. An attachment the source cannot serve (ErrUnreadable) makes the
 // revision a reported failure: readable is false and the run goes on.
-func (r *run) readAttachments(ctx context.Context, d *Doc, g int, w *writeBuf) (readable bool, err error) {
+func (r *run) readAttachments(ctx context.Context, d *Doc, g int, w *writeBuf, read map[attKey]readBytes) (readable bool, err error) {
 	for _, a := range d.Atts {
 		if a.Data != nil {
 			continue
@@ -70,6 +87,11 @@ func (r *run) readAttachments(ctx context.Context, d *Doc, g int, w *writeBuf) (
 			a.Stream = true // piped when the revision is written
 			continue
 		}
+		k := attKey{d.ID, a.Name, a.Digest, a.RevPos}
+		if b, ok := read[k]; ok && a.Digest != "" && a.RevPos > 0 {
+			a.Data, a.Encoding, a.EncodedLength = b.data, b.encoding, b.encodedLength
+			continue
+		}
 		if err := w.reserve(ctx, a.StoredLength(), false); err != nil {
 			return false, err
 		}
@@ -81,30 +103,42 @@ func (r *run) readAttachments(ctx context.Context, d *Doc, g int, w *writeBuf) (
 			return false, fmt.Errorf("source: %w", err)
 		}
 		r.c.attsRead.Add(1)
+		read[k] = readBytes{a.Data, a.Encoding, a.EncodedLength}
 	}
 	return true, nil
 }
 
 // targetGenerations returns, per revision with attachments to resolve,
 // the highest generation of its own history that the target holds (0 if
-// none). It uses the possible_ancestors of _revs_diff when the target
-// gave them (CouchDB), else asks the target with one more _revs_diff over
-// the revisions' histories (PouchDB Server gives no possible_ancestors).
+// none). A target that reports possible_ancestors in _revs_diff (CouchDB:
+// its leaves below the missing revision) is taken at its word, none
+// meaning none (see ancestorsReported). Another (PouchDB Server, which
+// counts as present only revisions it has a body of) is asked with one
+// more _revs_diff over the revisions' histories, each revision once per
+// document: a revision listed twice is reported missing the second time.
+// An attachment of unknown revpos (0) is always read and does not keep the
+// others from becoming stubs.
 func (r *run) targetGenerations(ctx context.Context, docs []*Doc, ancestors map[string][]string) (map[string]int, error) {
 	out := map[string]int{}
 	ask := map[string][]string{}
+	asked := map[string]bool{}
 	for _, d := range docs {
+		// lowest revpos of the attachments to resolve that an ancestor
+		// introduced
 		lowest := 0
 		for _, a := range d.Atts {
-			if a.Data == nil && (lowest == 0 || a.RevPos < lowest) {
+			if a.Data != nil || a.RevPos <= 0 || a.RevPos >= d.Revisions.Start {
+				continue
+			}
+			if lowest == 0 || a.RevPos < lowest {
 				lowest = a.RevPos
 			}
 		}
-		if lowest == 0 || d.Revisions.Start <= 1 {
+		if lowest == 0 {
 			continue
 		}
 		key := d.ID + "\x00" + d.Rev
-		if anc, ok := ancestors[d.ID]; ok {
+		if anc, ok := ancestors[d.ID]; ok || r.ancestorsReported() {
 			out[key] = highestInHistory(d, anc)
 			continue
 		}
@@ -117,7 +151,11 @@ func (r *run) targetGenerations(ctx context.Context, docs []*Doc, ancestors map[
 			if gen < lowest {
 				break
 			}
-			ask[d.ID] = append(ask[d.ID], strconv.Itoa(gen)+"-"+d.Revisions.IDs[i])
+			rev := strconv.Itoa(gen) + "-" + d.Revisions.IDs[i]
+			if k := d.ID + "\x00" + rev; !asked[k] {
+				asked[k] = true
+				ask[d.ID] = append(ask[d.ID], rev)
+			}
 		}
 	}
 	if len(ask) == 0 {
@@ -133,14 +171,26 @@ func (r *run) targetGenerations(ctx context.Context, docs []*Doc, ancestors map[
 			continue
 		}
 		best := 0
-		for _, rev := range revs {
-			if !contains(missing[d.ID].Missing, rev) {
+		for i := 1; i < len(d.Revisions.IDs); i++ {
+			rev := strconv.Itoa(d.Revisions.Start-i) + "-" + d.Revisions.IDs[i]
+			if contains(revs, rev) && !contains(missing[d.ID].Missing, rev) {
 				best = max(best, Generation(rev))
 			}
 		}
 		out[d.ID+"\x00"+d.Rev] = best
 	}
 	return out, nil
+}
+
+// ancestorsReported: the target's _revs_diff names possible_ancestors
+// (CouchDB), so a document without them has no leaf its missing revisions
+// descend from, and no stub can be attached there (CouchDB merges stubs
+// from the nearest ancestor whose body it holds; the body-less ancestors
+// of a branch it received, which its _revs_diff does count as present,
+// give a 412 missing_stub). Such a target is not asked about histories.
+func (r *run) ancestorsReported() bool {
+	t, ok := r.tgt.(interface{ ReportsPossibleAncestors() bool })
+	return ok && t.ReportsPossibleAncestors()
 }
 
 // noHistoryCheck: targets that are archives hold nothing to compare.

@@ -2,11 +2,8 @@ package verify
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/md5"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
@@ -188,33 +185,38 @@ func compareAttachments(ctx context.Context, a, b replicate.Source, da, db *repl
 	}
 }
 
-// contentDiff reads an attachment from both sides and compares its
-// decoded content; "" means equal.
+// contentDiff compares an attachment's decoded content on both sides;
+// "" means equal.
 func contentDiff(ctx context.Context, a, b replicate.Source, da, db *replicate.Doc, x, y *replicate.Attachment) string {
-	pa, errA := plainBytes(ctx, a, da, x)
-	pb, errB := plainBytes(ctx, b, db, y)
+	sa, na, errA := plainSum(ctx, a, da, x)
+	sb, nb, errB := plainSum(ctx, b, db, y)
 	switch {
 	case errA != nil || errB != nil:
-		return fmt.Sprintf("digest a %s, b %s, and the bytes could not be compared: a: %v; b: %v", x.Digest, y.Digest, errA, errB)
-	case !bytes.Equal(pa, pb):
-		return fmt.Sprintf("content differs: a %d bytes md5 %x, b %d bytes md5 %x", len(pa), md5.Sum(pa), len(pb), md5.Sum(pb))
+		var why []string
+		if errA != nil {
+			why = append(why, fmt.Sprintf("a: %v", errA))
+		}
+		if errB != nil {
+			why = append(why, fmt.Sprintf("b: %v", errB))
+		}
+		return fmt.Sprintf("digest a %s, b %s, and the content could not be read (%s)", x.Digest, y.Digest, strings.Join(why, "; "))
+	case sa != sb || na != nb:
+		return fmt.Sprintf("content differs: a %d bytes sha256 %x, b %d bytes sha256 %x", na, sa, nb, sb)
 	}
 	return ""
 }
 
-// plainBytes reads one attachment's content, gzip-decoded when stored so.
-func plainBytes(ctx context.Context, s replicate.Source, d *replicate.Doc, att *replicate.Attachment) ([]byte, error) {
+// plainSum gives the SHA-256 and size of one attachment's content,
+// gzip-decoded when stored so: from the spool for an archive, else read
+// from the source.
+func plainSum(ctx context.Context, s replicate.Source, d *replicate.Doc, att *replicate.Attachment) ([32]byte, int64, error) {
+	if sp, ok := s.(*Spooled); ok {
+		return sp.content(d.ID, d.Rev, att.Name)
+	}
 	c := *att
 	c.Data, c.Stub, c.Stream = nil, false, false
 	if err := s.Attachment(ctx, d.ID, d.Rev, &c); err != nil {
-		return nil, err
+		return [32]byte{}, 0, err
 	}
-	if c.Encoding != "gzip" {
-		return c.Data, nil
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(c.Data))
-	if err != nil {
-		return nil, fmt.Errorf("stored gzip bytes do not decode: %w", err)
-	}
-	return io.ReadAll(zr)
+	return hashPlain(bytes.NewReader(c.Data), c.Encoding)
 }

@@ -2,7 +2,10 @@ package verify
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"encoding/gob"
 	"errors"
 	"fmt"
@@ -18,6 +21,9 @@ import (
 // mode: while Compare reads its feed, every revision's envelope, body and
 // attachment metadata (not the attachment bytes) is written to a temporary
 // file in dir ("" for the default), and FetchRevs reads them back from it.
+// Of each attachment's bytes it keeps the SHA-256 and size of the decoded
+// content, so an attachment whose digest differs from the other side's
+// (servers digest the same bytes differently) is compared by content.
 // Memory holds one file offset per revision. Close removes the file.
 type Spooled struct {
 	replicate.Source
@@ -36,6 +42,15 @@ type spooledDoc struct {
 	Revisions replicate.Revisions
 	Body      []byte
 	Atts      []replicate.Attachment
+	Content   []contentSum // per entry of Atts
+}
+
+// contentSum identifies an attachment's decoded content (gunzipped when
+// stored gzip): its SHA-256 and size. Err says why it could not be read.
+type contentSum struct {
+	Sum [32]byte
+	N   int64
+	Err string
 }
 
 type countWriter struct {
@@ -111,6 +126,7 @@ func (s *Spooled) spool(d *replicate.Doc) error {
 		m.Data = nil
 		m.Stub = true
 		sd.Atts = append(sd.Atts, m)
+		sd.Content = append(sd.Content, sumOf(a))
 	}
 	s.offs[revKey{d.ID, d.Rev}] = s.cw.n
 	// One encoder per record so each can be decoded alone.
@@ -144,7 +160,67 @@ func (s *Spooled) FetchRevs(ctx context.Context, reqs []replicate.RevRequest) ([
 	return docs, errs, nil
 }
 
-// Attachment is not available: only metadata is spooled.
+// sumOf reads the content of an attachment the source delivered with its
+// bytes.
+func sumOf(a *replicate.Attachment) contentSum {
+	if a.Data == nil {
+		return contentSum{Err: "its bytes did not come with the revision"}
+	}
+	var c contentSum
+	var err error
+	c.Sum, c.N, err = hashPlain(bytes.NewReader(a.Data), a.Encoding)
+	if err != nil {
+		c.Err = err.Error()
+	}
+	return c
+}
+
+// hashPlain hashes content stored in encoding ("" or "gzip").
+func hashPlain(r io.Reader, encoding string) (sum [32]byte, n int64, err error) {
+	if encoding == "gzip" {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return sum, 0, fmt.Errorf("stored gzip bytes do not decode: %w", err)
+		}
+		r = zr
+	}
+	h := sha256.New()
+	n, err = io.Copy(h, r)
+	if err != nil {
+		if encoding == "gzip" {
+			return sum, 0, fmt.Errorf("stored gzip bytes do not decode: %w", err)
+		}
+		return sum, 0, err
+	}
+	h.Sum(sum[:0])
+	return sum, n, nil
+}
+
+// content gives the decoded content's SHA-256 and size of attachment name
+// of a spooled revision.
+func (s *Spooled) content(docID, rev, name string) ([32]byte, int64, error) {
+	off, ok := s.offs[revKey{docID, rev}]
+	if !ok {
+		return [32]byte{}, 0, errors.New("the revision is not in the archive")
+	}
+	var sd spooledDoc
+	if err := gob.NewDecoder(bufio.NewReader(io.NewSectionReader(s.f, off, 1<<62))).Decode(&sd); err != nil {
+		return [32]byte{}, 0, fmt.Errorf("spool file: %w", err)
+	}
+	for i, a := range sd.Atts {
+		if a.Name == name && i < len(sd.Content) {
+			c := sd.Content[i]
+			if c.Err != "" {
+				return [32]byte{}, 0, errors.New(c.Err)
+			}
+			return c.Sum, c.N, nil
+		}
+	}
+	return [32]byte{}, 0, fmt.Errorf("the revision has no attachment %q", name)
+}
+
+// Attachment is not available: only metadata and a hash of the content
+// are spooled.
 func (s *Spooled) Attachment(ctx context.Context, docID, rev string, att *replicate.Attachment) error {
-	return errors.New("verify: attachment bytes are not spooled")
+	return errors.New("attachment bytes are not kept while verifying an archive")
 }

@@ -74,6 +74,7 @@ func openEndpoint(ctx context.Context, raw, role string, opts couch.Options, lim
 			fmt.Fprintln(os.Stderr, "sofa: warning: --insecure: https server certificates are NOT verified; anyone on the network path can read and change the data and the credentials")
 		})
 	}
+	opts.PasswordHint = "set SOFA_" + role + "_PASSWORD (or run on a terminal to be asked)"
 	ep, err := sofa.Open(ctx, full, sofa.OpenOptions{Client: opts, Limiter: lim, Unpaced: lim == nil})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {

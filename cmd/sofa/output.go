@@ -98,7 +98,13 @@ func printSummary(w io.Writer, res *replicate.Result, h httpSummary, failed bool
 		ended, res.Duration.Seconds(), s.DocsRead, s.DocsWritten, s.DocWriteFailures, s.MissingChecked, s.MissingFound,
 		s.Bytes, humanBytes(s.Bytes), rate, res.StartSeq.String(), res.EndSeq.String())
 	fmt.Fprintf(w, "sofa: http: requests=%d retries=%d throttled=%d waited=%.1fs\n", h.Requests, h.Retries, h.Throttled, h.WaitedSeconds)
-	for _, f := range res.Failures {
+	printFailures(w, res.Failures)
+}
+
+// printFailures lists the revisions not copied: errors, printed under -q
+// too.
+func printFailures(w io.Writer, failures []replicate.DocError) {
+	for _, f := range failures {
 		fmt.Fprintf(w, "sofa: not copied: id=%q rev=%s: %s: %s\n", shorten(f.ID), f.Rev, f.Error, f.Reason)
 	}
 }

@@ -231,6 +231,8 @@ func (rc *replicateCmd) finish(res *replicate.Result, err error, out io.Writer) 
 			printJSON(out, resultJSON(res, h, err))
 		} else if !rc.quiet {
 			printSummary(os.Stderr, res, h, err != nil)
+		} else {
+			printFailures(os.Stderr, res.Failures)
 		}
 	}
 	if err != nil {
