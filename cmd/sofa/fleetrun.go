@@ -101,8 +101,8 @@ func finishDBs(sum *sofa.Summary, err error, out outputFlags, verb string) error
 	if sum != nil {
 		if out.jsonOut {
 			printJSON(os.Stdout, sum)
-		} else if !out.quiet {
-			printFleetSummary(os.Stderr, sum)
+		} else {
+			printFleetSummary(os.Stderr, sum, out.quiet)
 		}
 	}
 	switch {

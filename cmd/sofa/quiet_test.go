@@ -60,3 +60,29 @@ func TestReplicate_QuietListsFailures(t *testing.T) {
 		check(t, cliRun(t, bin, "replicate", src.URL+"/src", tgt.URL+"/tgt", "--create-target", "-q"), "big")
 	})
 }
+
+// TestServers_QuietListsFailures: a whole-server copy under -q lists the
+// database that was not copied completely and its revisions not copied
+// (errors), and nothing about the databases that were.
+func TestServers_QuietListsFailures(t *testing.T) {
+	bin := sofaBin(t)
+	src, tgt := couchtest.Start(t), couchtest.Start(t)
+	for _, db := range []string{"fine", "hurt"} {
+		if err := src.Client().CreateDB(t.Context(), db); err != nil {
+			t.Fatal(err)
+		}
+		cliLoad(t, src, db, 20)
+	}
+	px := faultproxy.StartT(t, tgt.URL)
+	if err := px.SetRules(faultproxy.Rule{Fault: faultproxy.RejectDocs, Path: "^/hurt/", DocIDs: []string{"doc00003"}, Reason: "only admins may write"}); err != nil {
+		t.Fatal(err)
+	}
+	r := cliRun(t, bin, "replicate", src.URL, px.URL, "--include", "fine", "--include", "hurt", "-q")
+	r.wantCode(t, exitPartial)
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if len(lines) < 3 || !strings.Contains(lines[0], `database "hurt": partial`) ||
+		!strings.Contains(lines[1], `not copied: id="doc00003" rev=1-`) || !strings.Contains(lines[len(lines)-1], "1 of 2 databases were not copied completely (listed above)") ||
+		strings.Contains(r.stderr, `"fine"`) || strings.Contains(r.stderr, "databases in") {
+		t.Errorf("-q printed other than the partial database, its revision (and its warnings) and the closing line:\n%s", r.stderr)
+	}
+}

@@ -142,8 +142,8 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 	if sum != nil {
 		if c.out.jsonOut {
 			printJSON(os.Stdout, sum)
-		} else if !c.out.quiet {
-			printFleetSummary(os.Stderr, sum)
+		} else {
+			printFleetSummary(os.Stderr, sum, c.out.quiet)
 		}
 	}
 	switch {

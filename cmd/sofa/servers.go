@@ -30,12 +30,18 @@ func (rc *replicateCmd) runServers(ctx context.Context, src, tgt *sofa.Endpoint)
 	return finishDBs(sum, err, out, "copied")
 }
 
-func printFleetSummary(w *os.File, s *fleet.Summary) {
-	fmt.Fprintf(w, "sofa: %d databases in %.1fs: %d ok, %d partial, %d failed, %d interrupted, %d not started; docs_read=%d docs_written=%d doc_write_failures=%d bytes=%d (%s)\n",
-		s.DBsTotal, time.Duration(s.Duration).Seconds(), s.DBsOK, s.DBsPartial, s.DBsFailed, s.DBsInterrupted, s.DBsNotStarted,
-		s.DocsRead, s.DocsWritten, s.DocWriteFailures, s.Bytes, humanBytes(s.Bytes))
+// printFleetSummary prints a many-database run's closing line and every
+// database that was not plainly ok, with its revisions not copied and its
+// warnings. quiet (-q) leaves out the closing line and the databases that
+// are ok with warnings: what is left are errors.
+func printFleetSummary(w *os.File, s *fleet.Summary, quiet bool) {
+	if !quiet {
+		fmt.Fprintf(w, "sofa: %d databases in %.1fs: %d ok, %d partial, %d failed, %d interrupted, %d not started; docs_read=%d docs_written=%d doc_write_failures=%d bytes=%d (%s)\n",
+			s.DBsTotal, time.Duration(s.Duration).Seconds(), s.DBsOK, s.DBsPartial, s.DBsFailed, s.DBsInterrupted, s.DBsNotStarted,
+			s.DocsRead, s.DocsWritten, s.DocWriteFailures, s.Bytes, humanBytes(s.Bytes))
+	}
 	for _, d := range s.DBs {
-		if d.Status == fleet.StatusOK && len(d.Warnings) == 0 {
+		if d.Status == fleet.StatusOK && (quiet || len(d.Warnings) == 0) {
 			continue
 		}
 		fmt.Fprintf(w, "sofa: database %q: %s", d.Name, d.Status)
