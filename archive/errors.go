@@ -77,12 +77,3 @@ type detailErr struct {
 
 func (d *detailErr) Error() string { return d.sentinel.Error() + ": " + d.detail }
 func (d *detailErr) Unwrap() error { return d.sentinel }
-
-// asMemberErr makes err an *Error naming member unless it already is one.
-func asMemberErr(member string, sentinel error, err error) error {
-	var ae *Error
-	if errors.As(err, &ae) {
-		return err
-	}
-	return memberErr(member, sentinel, err.Error())
-}

@@ -29,10 +29,8 @@ type Spooled struct {
 	replicate.Source
 	f    *os.File
 	w    *bufio.Writer
-	enc  *gob.Encoder
 	cw   *countWriter
 	offs map[revKey]int64
-	err  error
 }
 
 // spooledDoc is what is kept of a revision.

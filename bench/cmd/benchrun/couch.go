@@ -41,16 +41,6 @@ func getJSON(ctx context.Context, u string, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-// docCount returns doc_count + doc_del_count of the database at dbURL.
-func docCount(ctx context.Context, dbURL string) (int64, error) {
-	var info struct {
-		DocCount int64 `json:"doc_count"`
-		DelCount int64 `json:"doc_del_count"`
-	}
-	err := getJSON(ctx, dbURL, &info)
-	return info.DocCount + info.DelCount, err
-}
-
 // userDBs lists the server's databases without the system ones (_*).
 func userDBs(ctx context.Context, serverURL string) ([]string, error) {
 	var names []string
@@ -64,23 +54,6 @@ func userDBs(ctx context.Context, serverURL string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// totalDocs sums docCount over the databases of a server.
-func totalDocs(ctx context.Context, serverURL string) (int64, error) {
-	dbs, err := userDBs(ctx, serverURL)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, db := range dbs {
-		c, err := docCount(ctx, serverURL+"/"+url.PathEscape(db))
-		if err != nil {
-			return 0, err
-		}
-		n += c
-	}
-	return n, nil
 }
 
 // load writes dbs into the server (untimed set-up).

@@ -27,12 +27,6 @@ func startProxy(s *server, delay time.Duration, limits faultproxy.Limits) (*faul
 	return p, nil
 }
 
-func (ps proxies) stop() {
-	for _, p := range ps {
-		p.Stop()
-	}
-}
-
 // totals sums requests received and 429 answers given over ps.
 func (ps proxies) totals() (requests, throttled int64) {
 	for _, p := range ps {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 )
 
 // runTool measures one tool run into a copy of base: usage, TimeMS (the
@@ -109,9 +108,4 @@ func applySofa(r *record, o *outcome) *sofaResult {
 		r.Throttled = s.HTTP.Throttled
 	}
 	return &s
-}
-
-func mustJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }
