@@ -131,18 +131,20 @@ type loadResult struct {
 func (f *fixture) runLoad(t *testing.T, l *limit.Limiter) loadResult {
 	t.Helper()
 	target := mustURL(t, f.srv.URL)
-	rp := httputil.NewSingleHostReverseProxy(target)
-	if u := target.User; u != nil {
-		// The server's URL carries its admin's credentials (CouchDB):
-		// the proxy sends them as basic auth, as a client would.
-		direct := rp.Director
-		rp.Director = func(r *http.Request) {
-			direct(r)
-			pw, _ := u.Password()
-			r.SetBasicAuth(u.Username(), pw)
-		}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Host = r.In.Host
+			if u := target.User; u != nil {
+				// The server's URL carries its admin's credentials
+				// (CouchDB): the proxy sends them as basic auth, as a
+				// client would.
+				pw, _ := u.Password()
+				r.Out.SetBasicAuth(u.Username(), pw)
+			}
+		},
+		Transport: &http.Transport{MaxIdleConnsPerHost: 128},
 	}
-	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 128}
 	px := &capacityProxy{k: proxyK, delay: proxyDelay, rp: rp}
 	hs := httptest.NewServer(px)
 	defer hs.Close()

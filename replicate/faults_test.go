@@ -430,8 +430,7 @@ func TestFaults_RejectedDocs(t *testing.T) {
 func TestFaults_MissingStub(t *testing.T) {
 	e := newFaultEnv(t, faultOpts)
 	c := e.srv.Client()
-	rev, err := c.PutAttachment(t.Context(), e.src, "doc", "", "a.txt", "text/plain", []byte("attachment bytes"))
-	if err != nil {
+	if _, err := c.PutAttachment(t.Context(), e.src, "doc", "", "a.txt", "text/plain", []byte("attachment bytes")); err != nil {
 		t.Fatal(err)
 	}
 	e.run(t, replicate.Options{})
@@ -440,7 +439,8 @@ func TestFaults_MissingStub(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc["v"] = 2
-	if rev, err = c.PutDoc(t.Context(), e.src, "doc", doc); err != nil {
+	rev, err := c.PutDoc(t.Context(), e.src, "doc", doc)
+	if err != nil {
 		t.Fatal(err)
 	}
 	e.rules(t, faultproxy.Rule{Name: "412", Method: "POST", Path: path(e.tgt, "/_bulk_docs$"), Fault: faultproxy.Status, Status: 201, Times: 1,
