@@ -8,7 +8,7 @@ TEST_PKGS ?= ./...
 # too): the concurrency-heavy test infrastructure and helpers.
 RACE_PKGS ?= ./internal/... ./replicate/... ./couch/... ./archive/... ./verify/... ./fleet/... ./storage/...
 
-.PHONY: all deps build test vet race demo bench clean
+.PHONY: all deps build test vet lint race demo bench clean
 
 all: build
 
@@ -29,10 +29,27 @@ build:
 vet:
 	$(GO) vet ./...
 
+# The linter, installed once per version into .work/tools (go install from
+# the module proxy; nothing else needed on a fresh machine).
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK := .work/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+
+$(STATICCHECK):
+	GOBIN="$(CURDIR)/$(@D)" $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+# Hygiene, no server needed: go.mod and go.sum tidy, gofmt, staticcheck
+# (checks in staticcheck.conf), and the layering rules of layers_test.go.
+lint: $(STATICCHECK)
+	$(GO) mod tidy -diff
+	@files=$$(find . -name '*.go' -not -path './node_modules/*' -not -path './.work/*' | xargs "$$($(GO) env GOROOT)/bin/gofmt" -l); \
+	if [ -n "$$files" ]; then echo "gofmt needed:"; echo "$$files"; exit 1; fi
+	$(STATICCHECK) ./...
+	$(GO) test -count=1 -run '^TestLayers$$' .
+
 # Every test once on CouchDB (when available: ../shared/couchdb,
 # SOFA_COUCHDB_RELEASE or SOFA_COUCHDB_URL) and once on PouchDB Server, side
 # by side, then the race detector; see scripts/test.sh.
-test: deps vet
+test: deps vet lint
 	GO="$(GO)" TEST_PKGS="$(TEST_PKGS)" RACE_PKGS="$(RACE_PKGS)" bash scripts/test.sh
 
 race: deps
