@@ -15,10 +15,9 @@ import (
 	"github.com/sofadb/sofa/replicate"
 )
 
-// Readers for CouchDB's multipart answers (docs/couchdb-replication.md
-// section 1.5). Both `_bulk_get` (2.3+, Accept: multipart/mixed) and
-// `GET doc?open_revs=[...]` answer multipart/mixed with one outer part per
-// revision:
+// Readers for CouchDB's multipart answers. Both `_bulk_get` (2.3+, Accept:
+// multipart/mixed) and `GET doc?open_revs=[...]` answer multipart/mixed with
+// one outer part per revision:
 //
 //	application/json                a revision without attachment bytes
 //	multipart/related; boundary=B   the revision's JSON, then one part per

@@ -158,7 +158,7 @@ func TestFaults_ChangesFirst500(t *testing.T) {
 // resumes from the last row it processed (no row is read twice).
 func TestFaults_ChangesCut(t *testing.T) {
 	e := newFaultEnv(t, faultOpts)
-	const n = 2000 // conformance.md: 20,000 cut after 5,000 (scaled down)
+	const n = 2000 // at full size 20,000 cut after 5,000 (scaled down)
 	loadDocs(t, e.srv, e.src, n, 50)
 	e.rules(t, faultproxy.Rule{Name: "cut", Method: "GET", Path: path(e.src, "/_changes$"), Fault: faultproxy.CutChanges, CutRows: 500, Times: 3})
 	res := e.run(t, replicate.Options{BatchSize: 100})
@@ -224,7 +224,7 @@ func TestFaults_ResetsIdempotentWrites(t *testing.T) {
 }
 
 // C4: one connection in 200 reset and 1% of answers delayed beyond the
-// attempt timeout (60 s in conformance.md; 3 s against a 1 s timeout here).
+// attempt timeout (60 s at full size; 3 s against a 1 s timeout here).
 func TestFaults_ResetsAndSlowAnswers(t *testing.T) {
 	opts := faultOpts
 	opts.AttemptTimeout = time.Second
@@ -562,7 +562,7 @@ func TestFaults_R3_RevsLimitMissing(t *testing.T) {
 	e := newFaultEnv(t, faultOpts)
 	c := e.srv.Client()
 	rev := ""
-	for i := 0; i < 150; i++ { // conformance.md: 1,500 (scaled down)
+	for i := 0; i < 150; i++ { // 1,500 at full size (scaled down)
 		doc := map[string]any{"n": i}
 		if rev != "" {
 			doc["_rev"] = rev

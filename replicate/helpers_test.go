@@ -8,6 +8,6 @@ import (
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
-// pouch compares as conformance.md's "equal", accepting PouchDB Server's
-// revpos reset (see couchtest.CompareOptions.PouchDBRevpos).
+// pouch compares by couchtest's "Equal" (couchtest.CompareDBs), accepting
+// PouchDB Server's revpos reset (see couchtest.CompareOptions.PouchDBRevpos).
 var pouch = couchtest.CompareOptions{PouchDBRevpos: true}

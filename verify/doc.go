@@ -1,6 +1,7 @@
-// Package verify compares two databases the way docs/conformance.md
-// defines "equal", through the replicate.Source interface, so a CouchDB
-// database, a PouchDB Server database and an archive compare alike.
+// Package verify compares two databases for equality (the same document
+// ids, leaf revisions, bodies and attachments, as the modes below detail),
+// through the replicate.Source interface, so a CouchDB database, a PouchDB
+// Server database and an archive compare alike.
 //
 // Compare has two modes:
 //

@@ -13,11 +13,11 @@
 //   - Client holds small setup helpers (create databases, write documents
 //     with or without new_edits, set _security, create users, make a
 //     database read-only);
-//   - CompareDBs and AssertEqual are an equality oracle implementing "Equal"
-//     from docs/conformance.md: same ids, same leaf revisions per document,
-//     same winner and deleted state, canonical-JSON-equal bodies and
-//     histories, same attachment bytes and metadata, and optionally the same
-//     _security and _revs_limit.
+//   - CompareDBs and AssertEqual are an equality oracle implementing
+//     "Equal": same ids, same leaf revisions per document, same winner and
+//     deleted state, canonical-JSON-equal bodies and histories, same
+//     attachment bytes and metadata, and optionally the same _security and
+//     _revs_limit.
 //
 // # What PouchDB Server 4.2 enforces
 //

@@ -85,16 +85,15 @@ func (d *Diff) addf(format string, args ...any) {
 }
 
 // CompareDBs compares the database at srcURL with the one at dstURL (each a
-// database URL; credentials as userinfo are used and never reported) as
-// docs/conformance.md defines "Equal": the same document ids; per id the
-// same leaf revisions, winner and deleted state; per common leaf the same
-// body as canonical JSON (RFC 8785), the same _revisions (unless
-// IgnoreRevisions) and the same attachments (names, content_type, digest,
-// revpos, bytes, and length where given); and, when asked, _security and
-// _revs_limit. Leaves are fetched with POST _bulk_get (explicit revs, so
-// ids of any length work), falling back to GET open_revs where _bulk_get
-// is missing. The error is for failed requests only; differences go into
-// Diff.
+// database URL; credentials as userinfo are used and never reported) for
+// "Equal": the same document ids; per id the same leaf revisions, winner and
+// deleted state; per common leaf the same body as canonical JSON (RFC 8785),
+// the same _revisions (unless IgnoreRevisions) and the same attachments
+// (names, content_type, digest, revpos, bytes, and length where given); and,
+// when asked, _security and _revs_limit. Leaves are fetched with POST
+// _bulk_get (explicit revs, so ids of any length work), falling back to GET
+// open_revs where _bulk_get is missing. The error is for failed requests
+// only; differences go into Diff.
 func CompareDBs(ctx context.Context, srcURL, dstURL string, opts CompareOptions) (*Diff, error) {
 	if opts.MaxItems <= 0 {
 		opts.MaxItems = 20

@@ -16,15 +16,15 @@ import (
 	"github.com/sofadb/sofa/internal/dataset"
 )
 
-// benchSeeds: seeds/001's shapes, atts_db (attachments of 30 B, 41 KB and
-// 2 MB) and large1kb (documents of about 1 KB), one database each: sofa
-// against CouchDB's replicator (defaults, and each -couch-rep-sweep
-// setting), a first copy and then an incremental copy after 10% of the
-// documents got a new revision with their attachments unchanged. Every
-// tool reads the source through a byte-counting proxy, so the table shows
-// what each copy transferred: an incremental copy should carry the new
-// revisions' bodies, not their attachments again. Each tool copies into a
-// database of its own on one target server.
+// benchSeeds: the shapes of CouchDB's "new replicator" benchmark, atts_db
+// (attachments of 30 B, 41 KB and 2 MB) and large1kb (documents of about 1
+// KB), one database each: sofa against CouchDB's replicator (defaults, and
+// each -couch-rep-sweep setting), a first copy and then an incremental copy
+// after 10% of the documents got a new revision with their attachments
+// unchanged. Every tool reads the source through a byte-counting proxy, so
+// the table shows what each copy transferred: an incremental copy should
+// carry the new revisions' bodies, not their attachments again. Each tool
+// copies into a database of its own on one target server.
 func benchSeeds(ctx context.Context, e *env) error {
 	type seedCase struct {
 		preset string

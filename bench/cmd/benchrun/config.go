@@ -118,7 +118,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.ctlDBs, "ctl-dbs", c.ctlDBs, "controller: databases copied per run")
 	fs.IntVar(&c.ctlDocs, "ctl-docs", c.ctlDocs, "controller: documents per database")
 	fs.Var(&c.ctlSweep, "ctl-sweep", "controller: comma-separated --max-requests values of the fixed sweep")
-	fs.Float64Var(&c.seedsAttsScale, "seeds-atts-scale", c.seedsAttsScale, "seeds: scale of atts_db (10: 1,100 docs, seeds/001's size; 0 skips)")
+	fs.Float64Var(&c.seedsAttsScale, "seeds-atts-scale", c.seedsAttsScale, "seeds: scale of atts_db (10: 1,100 docs, the benchmark's size; 0 skips)")
 	fs.Float64Var(&c.seedsLargeScale, "seeds-large-scale", c.seedsLargeScale, "seeds: scale of large1kb (1: 341,298 docs; 0 skips)")
 	fs.Var(&c.backupSizes, "backup-sizes", "backup: comma-separated document counts of the synthetic cases")
 	fs.Float64Var(&c.backupRealScale, "backup-real-scale", c.backupRealScale, "backup: --scale of the real-data case (0 skips)")
