@@ -143,6 +143,11 @@ func couchURLs() []string {
 // repository.
 func couchRelease() (string, error) {
 	if v := os.Getenv(EnvCouchRelease); v != "" {
+		// A relative path is taken from the repository's root (each
+		// package's tests run in their own directory).
+		if root, err := RepoRoot(); err == nil && !filepath.IsAbs(v) {
+			v = filepath.Join(root, v)
+		}
 		if _, err := os.Stat(v); err != nil {
 			return "", fmt.Errorf("%s=%s: %w", EnvCouchRelease, v, err)
 		}
