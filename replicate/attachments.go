@@ -26,8 +26,16 @@ func (r *run) resolveAttachments(ctx context.Context, docs []*Doc, reqs []RevReq
 	if err != nil {
 		return err
 	}
+	// Bytes shared by the leaves of one document; forgotten at the next
+	// document, so that it never keeps alive what the write buffer has
+	// flushed and released from the memory budget.
 	read := map[attKey]readBytes{}
+	lastID := ""
 	for _, d := range docs {
+		if d.ID != lastID {
+			clear(read)
+			lastID = d.ID
+		}
 		pre := d.Size()
 		readable, err := r.readAttachments(ctx, d, have[d.ID+"\x00"+d.Rev], w, read)
 		if err != nil {
