@@ -127,15 +127,39 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	c := &restorer{o: p.c.o}
 	o, archives := c.o, p.archives
 	tgt := dst.couch
-	if err := c.checkSelection(ctx, archives, p.filter, o.Renames, tgt.DBName != ""); err != nil {
+	selected, err := c.checkSelection(ctx, archives, p.filter, o.Renames, tgt.DBName != "")
+	if err != nil {
 		return nil, err
 	}
 	c.o.Engine.Workers = restoreWorkers(o.Engine.Workers, tgt.Server.Vendor)
 	sum := fleet.Summary{Started: time.Now()}
 	var fatalErr error
 	for i, a := range archives {
-		if err := c.restoreArchive(ctx, a, i, p.fullFrom, tgt, p.filter, o.Renames, &sum); err != nil {
+		done := map[string]bool{}
+		if err := c.restoreArchive(ctx, a, i, p.fullFrom, tgt, p.filter, o.Renames, &sum, done); err != nil {
 			fatalErr = err
+			// Every selected database the restore did not reach is
+			// listed: "not started" (from this archive on).
+			for j := i; j < len(archives) && selected != nil; j++ {
+				for _, name := range selected[j] {
+					if done[name] {
+						continue
+					}
+					if from, ok := p.fullFrom[name]; ok && j < from {
+						continue
+					}
+					tname := name
+					if nu, ok := o.Renames[name]; ok {
+						tname = nu
+					}
+					if tgt.DBName != "" {
+						tname = tgt.DBName
+					}
+					sum.Add(fleet.DBResult{Name: tname, Status: fleet.StatusNotStarted,
+						Error: fmt.Sprintf("not restored from %s: the restore stopped before it", archives[j].archive)})
+				}
+				done = nil
+			}
 			break
 		}
 	}
@@ -178,39 +202,44 @@ func restoreWorkers(n int, v couch.Vendor) int {
 // written: a database URL as target takes exactly one selected database,
 // and every --rename must name a database of the archives. (An archive
 // read from stdin cannot be looked at twice; it is checked as it goes.)
-func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, filter fleet.Filter, renames map[string]string, oneDB bool) error {
+//
+// It returns, per archive, the selected databases of its manifest in
+// order (nil for stdin), to list those a stopped restore did not reach.
+func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, filter fleet.Filter, renames map[string]string, oneDB bool) ([][]string, error) {
 	if len(archives) == 1 && archives[0].archive == storage.Stdio {
-		return nil
+		return nil, nil
 	}
 	selected := map[string]bool{}
 	all := map[string]bool{}
-	for _, a := range archives {
+	perArchive := make([][]string, len(archives))
+	for i, a := range archives {
 		path := a.archive
 		f, err := a.store.Open(ctx, path)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		_, dbs, err := archive.List(f)
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		for _, d := range dbs {
 			all[d.Name] = true
 			if filter.Match(d.Name) {
 				selected[d.Name] = true
+				perArchive[i] = append(perArchive[i], d.Name)
 			}
 		}
 	}
 	for old := range renames {
 		if !all[old] {
-			return optionErr("--rename %s=...: the archive holds no database %q", old, old)
+			return nil, optionErr("--rename %s=...: the archive holds no database %q", old, old)
 		}
 	}
 	if oneDB && len(selected) != 1 {
-		return optionErr("the target is a database URL but %d databases of the archive are selected: restore into a server URL, or select one with --include", len(selected))
+		return nil, optionErr("the target is a database URL but %d databases of the archive are selected: restore into a server URL, or select one with --include", len(selected))
 	}
-	return nil
+	return perArchive, nil
 }
 
 // checkChain reads the headers of archive files and refuses archives that
@@ -270,7 +299,9 @@ func checkChain(ctx context.Context, archives []*Endpoint) (map[string]int, erro
 //
 // index is the archive's place in the chain; fullFrom (from checkChain)
 // says from which archive each database is restored.
-func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, renames map[string]string, sum *fleet.Summary) error {
+//
+// done receives the name of every database of the archive it started.
+func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, renames map[string]string, sum *fleet.Summary, done map[string]bool) error {
 	path := a.archive
 	f, err := a.store.Open(ctx, path)
 	if err != nil {
@@ -305,6 +336,7 @@ func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, f
 			continue // recreated at the source later in the chain
 		}
 		incremental := index > 0 && len(dbr.Since()) > 0
+		done[dbr.Name()] = true
 		picked++
 		name := dbr.Name()
 		if nu, ok := renames[name]; ok {
@@ -317,8 +349,16 @@ func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, f
 			name = tgt.DBName
 		}
 		t0 := time.Now()
-		r, err := c.restoreDB(ctx, dbr, tgt.Server.DB(name), incremental)
+		tdb := tgt.Server.DB(name)
+		r, err := c.restoreDB(ctx, dbr, tdb, incremental)
 		r.Duration = fleet.Duration(time.Since(t0))
+		if ae := (*archive.Error)(nil); err != nil && tdb.Fresh && errors.As(err, &ae) {
+			left := "incomplete"
+			if r.DocsWritten == 0 {
+				left = "empty"
+			}
+			err = fmt.Errorf("%w (the database %s, created by this restore, is left %s on the target)", err, name, left)
+		}
 		addResult(sum, r, err)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {

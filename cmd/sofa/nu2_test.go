@@ -1,0 +1,113 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/internal/couchtest"
+)
+
+// Defects found by a new user on CouchDB 3.5 (nu-report2).
+
+// damagedArchive backs up "a" (small), "m" and "z" (several chunks each)
+// of a fresh server and flips one byte in the first document chunk of
+// whichever of m and z comes first in the archive; it returns the damaged
+// archive's path, the member damaged, and the archive's databases a
+// restore selects by default (all but _replicator), in order.
+func damagedArchive(t *testing.T, bin string) (string, string, []string) {
+	t.Helper()
+	src := couchtest.Start(t)
+	arCreate(t, src, "a", true, arSmallDocs("a", 5)...)
+	arCreate(t, src, "m", true, arSmallDocs("m", 3000)...)
+	arCreate(t, src, "z", true, arSmallDocs("z", 3000)...)
+	dir := t.TempDir()
+	goodPath := filepath.Join(dir, "good.sofa")
+	arSofa(t, bin, nil, "backup", src.URL, goodPath, "-q").want(t, exitOK)
+	good, err := os.ReadFile(goodPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunk string
+	var dbs []string
+	for _, n := range memberNames(t, good) {
+		rest, ok := strings.CutPrefix(n, "db/")
+		if !ok {
+			continue
+		}
+		db, _, _ := strings.Cut(rest, "/")
+		if db != "_replicator" && (len(dbs) == 0 || dbs[len(dbs)-1] != db) {
+			dbs = append(dbs, db)
+		}
+		if chunk == "" && (strings.HasPrefix(n, "db/m/docs-") || strings.HasPrefix(n, "db/z/docs-")) {
+			chunk = n
+		}
+	}
+	if chunk == "" {
+		t.Fatal("no document chunk of m or z")
+	}
+	good[memberOffset(t, good, chunk)+50] ^= 0x20
+	bad := filepath.Join(dir, "bad.sofa")
+	if err := os.WriteFile(bad, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return bad, chunk, dbs
+}
+
+// TestNU2_DamagedRestoreListsEveryDB (item 1): a restore stopped by a
+// damaged member lists every selected database: the one being restored
+// failed (the member named, and the empty database it left said), the
+// ones after it "not started".
+func TestNU2_DamagedRestoreListsEveryDB(t *testing.T) {
+	bin := sofaBin(t)
+	bad, chunk, dbs := damagedArchive(t, bin)
+	damaged := strings.Split(chunk, "/")[1]
+	tgt := couchtest.Start(t)
+	r := arSofa(t, bin, nil, "restore", bad, tgt.URL, "--json")
+	r.want(t, exitFatal)
+	s := r.summary(t)
+	got := map[string]fleet.DBResult{}
+	for _, d := range s.DBs {
+		got[d.Name] = d
+	}
+	if s.DBsTotal != len(dbs) || len(s.DBs) != len(dbs) {
+		t.Fatalf("summary lists %d databases (dbs_total %d), want %d %v: %+v", len(s.DBs), s.DBsTotal, len(dbs), dbs, s.DBs)
+	}
+	after := false
+	notStarted := 0
+	for _, db := range dbs {
+		d := got[db]
+		switch {
+		case db == damaged:
+			after = true
+			if d.Status != fleet.StatusFailed || !strings.Contains(d.Error, strconv.Quote(chunk)) {
+				t.Errorf("%s: want failed naming %s: %+v", db, chunk, d)
+			}
+			if n := arDocCount(t, tgt, db); n < 3000 && !strings.Contains(d.Error, "left") {
+				t.Errorf("%s holds %d of 3000 documents on the target but its error does not say so: %q", db, n, d.Error)
+			}
+		case after:
+			notStarted++
+			if d.Status != fleet.StatusNotStarted {
+				t.Errorf("%s: want not_started: %+v", db, d)
+			}
+		default:
+			if d.Status != fleet.StatusOK {
+				t.Errorf("%s: want ok: %+v", db, d)
+			}
+		}
+	}
+	if s.DBsNotStarted != notStarted {
+		t.Errorf("dbs_not_started %d, want %d", s.DBsNotStarted, notStarted)
+	}
+	if notStarted > 0 {
+		// The text summary says it too.
+		r = arSofa(t, bin, nil, "restore", bad, couchtest.Start(t).URL)
+		if want := strconv.Itoa(notStarted) + " not started"; !strings.Contains(r.stdout+r.stderr, want) {
+			t.Errorf("text summary does not say %q:\n%s\n%s", want, r.stdout, r.stderr)
+		}
+	}
+}
