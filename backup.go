@@ -73,6 +73,21 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	if o.Selection.Skip == nil {
 		o.Selection.Skip = BackupSkip
 	}
+	// The archive's name is checked (and its temporary file created)
+	// before the source is read: a name that cannot be written fails at
+	// once, not after the whole backup.
+	sink, err := dst.store.Create(ctx, dst.archive, storage.CreateOptions{Overwrite: o.Overwrite, OnStale: func(p string) {
+		o.logf("removed %s (left by a killed backup)", p)
+	}})
+	if err != nil {
+		return nil, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			sink.Abort()
+		}
+	}()
 	dbs, err := SelectDBs(ctx, src, o.Selection, "source")
 	if err != nil {
 		return nil, err
@@ -90,12 +105,6 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		if since.Source != "" && since.Source != source {
 			return nil, optionErr("--since %s: that archive is a backup of another server (%s), not of %s (%s); take a full backup (without --since)", o.Since, since.Source, srv.URL(), source)
 		}
-	}
-	sink, err := dst.store.Create(ctx, dst.archive, storage.CreateOptions{Overwrite: o.Overwrite, OnStale: func(p string) {
-		o.logf("removed %s (left by a killed backup)", p)
-	}})
-	if err != nil {
-		return nil, err
 	}
 	tempDir := o.TempDir
 	if _, local := dst.store.(storage.Local); tempDir == "" && local && dst.archive != storage.Stdio {
@@ -126,6 +135,7 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		sink.Abort()
 		return &sum, fmt.Errorf("write archive: %w", err)
 	}
+	committed = true // Commit removes what it leaves on failure
 	if err := sink.Commit(); err != nil {
 		return &sum, err
 	}

@@ -105,6 +105,9 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	prog.Stop()
 	if sum == nil {
 		// nothing ran: the archive or the selection was refused
+		if errors.Is(err, storage.ErrIsDir) {
+			return usageErr("%w (--force only replaces an archive file)", err)
+		}
 		if errors.Is(err, storage.ErrExist) {
 			return usageErr("%w (use --force to overwrite it)", err)
 		}

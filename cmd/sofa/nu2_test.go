@@ -111,3 +111,46 @@ func TestNU2_DamagedRestoreListsEveryDB(t *testing.T) {
 		}
 	}
 }
+
+// TestNU2_BackupOntoDirectory (item 7): an ARCHIVE naming a directory is
+// refused before any database is read, with or without --force, with one
+// line that does not suggest --force; the directory is left alone.
+func TestNU2_BackupOntoDirectory(t *testing.T) {
+	bin := sofaBin(t)
+	src := couchtest.Start(t)
+	arCreate(t, src, "plain", true, arSmallDocs("p", 20)...)
+	rec := startRecorder(t, src.URL)
+	dir := filepath.Join(t.TempDir(), "somedir")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "keep"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, force := range []bool{false, true} {
+		args := []string{"backup", rec.URL, dir}
+		if force {
+			args = append(args, "--force")
+		}
+		r := arSofa(t, bin, nil, args...)
+		r.want(t, exitUsage)
+		line := r.errLine(t)
+		if !strings.Contains(line, "directory") || strings.Contains(line, "use --force") {
+			t.Errorf("--force=%v: message %q: want it to say directory, not suggest --force", force, line)
+		}
+		if strings.Contains(r.stdout+r.stderr, " ok") {
+			t.Errorf("--force=%v: a summary was printed:\n%s\n%s", force, r.stdout, r.stderr)
+		}
+	}
+	for _, q := range rec.requests() {
+		if strings.Contains(q.Path, "_all_dbs") || strings.Contains(q.Path, "_changes") || strings.Contains(q.Path, "plain") {
+			t.Errorf("the source was read before the archive was refused: %s", q)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "keep")); err != nil {
+		t.Errorf("the directory was touched: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(dir)); len(ents) != 1 {
+		t.Errorf("files left next to the directory: %v", ents)
+	}
+}
