@@ -62,7 +62,9 @@ func (o *BackupOptions) logf(format string, args ...any) {
 // never written. The archive is committed (visible under its name) only
 // when the run finished; an interrupted backup (the error matches
 // ctx.Err()) leaves none. A database not backed up whole is marked so in
-// the archive and not ok in the Summary.
+// the archive and not ok in the Summary. When the archive itself could
+// not be written (a full disk, a closed stdout: EPIPE) the Summary is nil
+// and the error says why.
 func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary, error) {
 	if src.Kind() == KindArchive || dst.Kind() != KindArchive {
 		return nil, optionErr("backup: %s to %s: want a server or database and an archive", src, dst)
@@ -131,13 +133,15 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		}
 		return &sum, fmt.Errorf("backup: %w", runErr)
 	}
+	// An archive that could not be written whole (a full disk, a closed
+	// stdout) has no summary: no database was backed up.
 	if err := w.Close(); err != nil {
 		sink.Abort()
-		return &sum, fmt.Errorf("write archive: %w", err)
+		return nil, fmt.Errorf("write archive: %w", err)
 	}
 	committed = true // Commit removes what it leaves on failure
 	if err := sink.Commit(); err != nil {
-		return &sum, err
+		return nil, err
 	}
 	return &sum, nil
 }

@@ -104,7 +104,8 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	})
 	prog.Stop()
 	if sum == nil {
-		// nothing ran: the archive or the selection was refused
+		// nothing ran (the archive or the selection was refused), or the
+		// archive could not be written: one line, no summary
 		if errors.Is(err, storage.ErrIsDir) {
 			return usageErr("%w (--force only replaces an archive file)", err)
 		}

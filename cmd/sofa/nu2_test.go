@@ -1,11 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/internal/couchtest"
@@ -152,5 +159,58 @@ func TestNU2_BackupOntoDirectory(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Dir(dir)); len(ents) != 1 {
 		t.Errorf("files left next to the directory: %v", ents)
+	}
+}
+
+// TestNU2_BackupClosedStdout (item 10): a backup to stdout whose reader
+// goes away fails with exit 1 and one line saying so, no summary claiming
+// success, never death by SIGPIPE (exit 141). Both an archive smaller
+// than the write buffer (the error comes at the final flush) and one larger than the write buffer
+// (it comes while databases are written).
+func TestNU2_BackupClosedStdout(t *testing.T) {
+	bin := sofaBin(t)
+	src := couchtest.Start(t)
+	// Both larger than a pipe's buffer, so that the reader goes away
+	// before sofa wrote them.
+	mid := base64.StdEncoding.EncodeToString(arRandom(300 << 10))
+	arCreate(t, src, "mid", true, arRaw(`{"_id":"att","_attachments":{"r.bin":{"content_type":"application/octet-stream","data":%q}}}`, mid))
+	big := base64.StdEncoding.EncodeToString(arRandom(3 << 20))
+	arCreate(t, src, "big", true, arRaw(`{"_id":"att","_attachments":{"r.bin":{"content_type":"application/octet-stream","data":%q}}}`, big))
+	for _, db := range []string{"mid", "big"} {
+		t.Run(db, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, "backup", src.URL+"/"+db, "-")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(out, make([]byte, 1000)); err != nil {
+				t.Fatalf("read the archive's first bytes: %v", err)
+			}
+			out.Close() // like head -c 1000
+			err = cmd.Wait()
+			code := cmd.ProcessState.ExitCode()
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				t.Fatalf("killed by %v, want exit 1\n%s", ws.Signal(), stderr.String())
+			}
+			if code != exitFatal {
+				t.Fatalf("exit %d (%v), want %d\n%s", code, err, exitFatal, stderr.String())
+			}
+			var msgs []string
+			for _, l := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+				if strings.HasPrefix(l, "sofa: ") {
+					msgs = append(msgs, l)
+				}
+			}
+			if len(msgs) != 1 || !strings.Contains(msgs[0], "broken pipe") {
+				t.Errorf("want one line saying broken pipe, got %q\n%s", msgs, stderr.String())
+			}
+		})
 	}
 }
