@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -212,5 +213,34 @@ func TestNU2_BackupClosedStdout(t *testing.T) {
 				t.Errorf("want one line saying broken pipe, got %q\n%s", msgs, stderr.String())
 			}
 		})
+	}
+}
+
+// TestNU2_LsConfig (item 12): ls takes --config like every other verb.
+func TestNU2_LsConfig(t *testing.T) {
+	bin := sofaBin(t)
+	src := couchtest.Start(t)
+	arCreate(t, src, "plain", true, arSmallDocs("p", 3)...)
+	dir := t.TempDir()
+	ar := filepath.Join(dir, "a.sofa")
+	arSofa(t, bin, nil, "backup", src.URL+"/plain", ar, "-q").want(t, exitOK)
+	cfg := filepath.Join(dir, "c.toml")
+	if err := os.WriteFile(cfg, []byte("json = true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range []string{ar, src.URL} {
+		r := arSofa(t, bin, nil, "ls", ep, "--config", cfg)
+		r.want(t, exitOK)
+		if !json.Valid([]byte(r.stdout)) || !strings.Contains(r.stdout, "plain") {
+			t.Errorf("ls %s --config (json = true): not JSON listing plain:\n%s", ep, r.stdout)
+		}
+	}
+	if err := os.WriteFile(cfg, []byte("nonsense = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := arSofa(t, bin, nil, "ls", ar, "--config", cfg)
+	r.want(t, exitUsage)
+	if l := r.errLine(t); !strings.Contains(l, "nonsense") {
+		t.Errorf("unknown setting: %q", l)
 	}
 }
