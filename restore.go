@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,6 +90,9 @@ type RestorePlan struct {
 	c        *restorer
 	filter   fleet.Filter
 	fullFrom map[string]int
+	// gone holds, per database of the chain absent from its last
+	// archive, the index of the last archive holding it.
+	gone map[string]int
 }
 
 // PlanRestore checks a restore's options and reads the archives' headers
@@ -112,11 +117,11 @@ func PlanRestore(ctx context.Context, archives []*Endpoint, o RestoreOptions) (*
 	if err := filter.Validate(); err != nil {
 		return nil, &OptionError{Err: err}
 	}
-	fullFrom, err := checkChain(ctx, archives)
+	fullFrom, gone, err := checkChain(ctx, archives)
 	if err != nil {
 		return nil, err
 	}
-	return &RestorePlan{archives: archives, c: &restorer{o: o}, filter: filter, fullFrom: fullFrom}, nil
+	return &RestorePlan{archives: archives, c: &restorer{o: o}, filter: filter, fullFrom: fullFrom, gone: gone}, nil
 }
 
 // Run restores the planned archives into dst (see Restore).
@@ -133,10 +138,17 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	}
 	c.o.Engine.Workers = restoreWorkers(o.Engine.Workers, tgt.Server.Vendor)
 	sum := fleet.Summary{Started: time.Now()}
+	// A database absent from the last archive of the chain was deleted at
+	// the source (or left out of that backup): the restore gives the
+	// state as of the last archive, so it is not restored.
+	skip := maps.Clone(p.fullFrom)
+	for name := range p.gone {
+		skip[name] = len(archives)
+	}
 	var fatalErr error
 	for i, a := range archives {
 		done := map[string]bool{}
-		if err := c.restoreArchive(ctx, a, i, p.fullFrom, tgt, p.filter, o.Renames, &sum, done); err != nil {
+		if err := c.restoreArchive(ctx, a, i, skip, tgt, p.filter, o.Renames, &sum, done); err != nil {
 			fatalErr = err
 			// Every selected database the restore did not reach is
 			// listed: "not started" (from this archive on).
@@ -145,7 +157,7 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 					if done[name] {
 						continue
 					}
-					if from, ok := p.fullFrom[name]; ok && j < from {
+					if from, ok := skip[name]; ok && j < from {
 						continue
 					}
 					tname := name
@@ -165,6 +177,19 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	}
 	if len(archives) > 1 {
 		mergeChainResults(&sum)
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.gone)) {
+		if !p.filter.Match(name) {
+			continue
+		}
+		tname := name
+		if nu, ok := o.Renames[name]; ok {
+			tname = nu
+		}
+		msg := fmt.Sprintf("not restored: deleted at the source since %s (or left out of the later backups' selection): %s, the last archive of the chain, does not hold it; restore the archives up to %s to get it back",
+			archives[p.gone[name]].archive, archives[len(archives)-1].archive, archives[p.gone[name]].archive)
+		c.o.logf("%s: %s", tname, msg)
+		sum.Add(fleet.DBResult{Name: tname, Status: fleet.StatusOK, Warnings: []string{msg}})
 	}
 	sum.Duration = fleet.Duration(time.Since(sum.Started))
 	switch {
@@ -249,22 +274,26 @@ func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, fil
 // recreated at the source between two backups is stored in full again,
 // and its restore starts there (what earlier archives hold of it belongs
 // to the deleted database). A single archive gives a nil map.
-func checkChain(ctx context.Context, archives []*Endpoint) (map[string]int, error) {
+//
+// gone holds, per database of a chain absent from its last archive, the
+// index of the last archive that holds it (nil for a single archive).
+func checkChain(ctx context.Context, archives []*Endpoint) (fullFrom, gone map[string]int, err error) {
 	for _, a := range archives {
 		if a.archive == storage.Stdio && len(archives) > 1 {
-			return nil, optionErr("stdin (-) can only be the one archive of a restore")
+			return nil, nil, optionErr("stdin (-) can only be the one archive of a restore")
 		}
 	}
 	if len(archives) == 1 && archives[0].archive == storage.Stdio {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var headers []archive.Header
-	fullFrom := map[string]int{}
+	fullFrom = map[string]int{}
+	lastIn := map[string]int{}
 	for i, a := range archives {
 		path := a.archive
 		f, err := a.store.Open(ctx, path)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var h archive.Header
 		if len(archives) == 1 {
@@ -276,21 +305,28 @@ func checkChain(ctx context.Context, archives []*Endpoint) (map[string]int, erro
 				if i == 0 || len(d.Since) == 0 {
 					fullFrom[d.Name] = i
 				}
+				lastIn[d.Name] = i
 			}
 		}
 		f.Close()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
 		}
 		headers = append(headers, h)
 	}
 	if err := archive.CheckChain(headers...); err != nil {
-		return nil, &OptionError{Err: err} // the arguments, not the archives, are wrong
+		return nil, nil, &OptionError{Err: err} // the arguments, not the archives, are wrong
 	}
 	if len(archives) == 1 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return fullFrom, nil
+	gone = map[string]int{}
+	for name, i := range lastIn {
+		if i < len(archives)-1 {
+			gone[name] = i
+		}
+	}
+	return fullFrom, gone, nil
 }
 
 // restoreArchive restores every selected database of one archive, in

@@ -244,3 +244,45 @@ func TestNU2_LsConfig(t *testing.T) {
 		t.Errorf("unknown setting: %q", l)
 	}
 }
+
+// TestNU2_ChainDeletedDB (item 2): a database deleted at the source
+// between two backups of a chain is absent from the last archive; a
+// restore of the chain gives the state as of the last archive (the
+// database is not restored) and says so in the summary.
+func TestNU2_ChainDeletedDB(t *testing.T) {
+	bin := sofaBin(t)
+	src := couchtest.Start(t)
+	arCreate(t, src, "keep", true, arSmallDocs("k", 5)...)
+	arCreate(t, src, "v1", true, arSmallDocs("v", 5)...)
+	dir := t.TempDir()
+	full, inc2, inc3 := filepath.Join(dir, "full.sofa"), filepath.Join(dir, "inc2.sofa"), filepath.Join(dir, "inc3.sofa")
+	arSofa(t, bin, nil, "backup", src.URL, full, "-q").want(t, exitOK)
+	arWrite(t, src, "keep", true, arSmallDocs("k2-", 3)...)
+	arSofa(t, bin, nil, "backup", src.URL, inc2, "--since", full, "-q").want(t, exitOK)
+	if err := src.Client().DeleteDB(t.Context(), "v1"); err != nil {
+		t.Fatal(err)
+	}
+	arSofa(t, bin, nil, "backup", src.URL, inc3, "--since", inc2, "-q").want(t, exitOK)
+
+	tgt := couchtest.Start(t)
+	r := arSofa(t, bin, nil, "restore", full, inc2, inc3, tgt.URL, "--json")
+	r.want(t, exitOK)
+	if arDBExists(t, tgt, "v1") {
+		t.Errorf("v1, deleted at the source before the last archive, was restored")
+	}
+	if n := arDocCount(t, tgt, "keep"); n != 8 {
+		t.Errorf("keep: %d documents, want 8", n)
+	}
+	var v1 *fleet.DBResult
+	s := r.summary(t)
+	for i := range s.DBs {
+		if s.DBs[i].Name == "v1" {
+			v1 = &s.DBs[i]
+		}
+	}
+	if v1 == nil || len(v1.Warnings) == 0 || !strings.Contains(v1.Warnings[0], "deleted at the source") || !strings.Contains(v1.Warnings[0], "inc2.sofa") {
+		t.Errorf("summary does not say v1 was deleted at the source since inc2.sofa: %+v", v1)
+	}
+	r = arSofa(t, bin, nil, "verify", src.URL, tgt.URL)
+	r.want(t, exitOK)
+}
