@@ -90,10 +90,6 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 			sink.Abort()
 		}
 	}()
-	dbs, err := SelectDBs(ctx, src, o.Selection, "source")
-	if err != nil {
-		return nil, err
-	}
 	srv := src.couch.Server
 	source := srv.UUID
 	if source == "" {
@@ -101,12 +97,16 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	}
 	var since *archive.Since
 	if o.Since != "" {
-		if since, err = readSince(ctx, dst.store, o.Since); err != nil {
+		if since, err = readSince(ctx, dst.store, o.Since, o.logf); err != nil {
 			return nil, fmt.Errorf("--since %s: %w", o.Since, err)
 		}
 		if since.Source != "" && since.Source != source {
 			return nil, optionErr("--since %s: that archive is a backup of another server (%s), not of %s (%s); take a full backup (without --since)", o.Since, since.Source, srv.URL(), source)
 		}
+	}
+	dbs, err := SelectDBs(ctx, src, o.Selection, "source")
+	if err != nil {
+		return nil, err
 	}
 	tempDir := o.TempDir
 	if _, local := dst.store.(storage.Local); tempDir == "" && local && dst.archive != storage.Stdio {
@@ -146,8 +146,26 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	return &sum, nil
 }
 
-// readSince reads the seqs an incremental backup continues from.
-func readSince(ctx context.Context, st storage.Store, name string) (*archive.Since, error) {
+// readSince reads the seqs an incremental backup continues from, after
+// checking the whole previous archive as `sofa verify ARCHIVE` does
+// (every member's checksums, records, attachment references and the
+// manifest): a chain built on a damaged archive would only fail at
+// restore. The check reads the archive once more; from stdin, which can be
+// read only once, it is skipped and logf says so.
+func readSince(ctx context.Context, st storage.Store, name string, logf func(string, ...any)) (*archive.Since, error) {
+	if name != storage.Stdio {
+		r, err := st.Open(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		_, err = archive.Verify(r, nil)
+		r.Close()
+		if err != nil {
+			return nil, fmt.Errorf("the previous archive is damaged (the chain would not restore): %w", err)
+		}
+	} else {
+		logf("--since -: the previous archive's members were not verified (stdin is read once); run sofa verify on it")
+	}
 	r, err := st.Open(ctx, name)
 	if err != nil {
 		return nil, err

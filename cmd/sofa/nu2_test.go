@@ -21,12 +21,12 @@ import (
 
 // Defects found by a new user on CouchDB 3.5 (nu-report2).
 
-// damagedArchive backs up "a" (small), "m" and "z" (several chunks each)
+// damagedArchive (returning the source server first) backs up "a" (small), "m" and "z" (several chunks each)
 // of a fresh server and flips one byte in the first document chunk of
 // whichever of m and z comes first in the archive; it returns the damaged
 // archive's path, the member damaged, and the archive's databases a
 // restore selects by default (all but _replicator), in order.
-func damagedArchive(t *testing.T, bin string) (string, string, []string) {
+func damagedArchive(t *testing.T, bin string) (*couchtest.Server, string, string, []string) {
 	t.Helper()
 	src := couchtest.Start(t)
 	arCreate(t, src, "a", true, arSmallDocs("a", 5)...)
@@ -62,7 +62,7 @@ func damagedArchive(t *testing.T, bin string) (string, string, []string) {
 	if err := os.WriteFile(bad, good, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return bad, chunk, dbs
+	return src, bad, chunk, dbs
 }
 
 // TestNU2_DamagedRestoreListsEveryDB (item 1): a restore stopped by a
@@ -71,7 +71,7 @@ func damagedArchive(t *testing.T, bin string) (string, string, []string) {
 // ones after it "not started".
 func TestNU2_DamagedRestoreListsEveryDB(t *testing.T) {
 	bin := sofaBin(t)
-	bad, chunk, dbs := damagedArchive(t, bin)
+	_, bad, chunk, dbs := damagedArchive(t, bin)
 	damaged := strings.Split(chunk, "/")[1]
 	tgt := couchtest.Start(t)
 	r := arSofa(t, bin, nil, "restore", bad, tgt.URL, "--json")
@@ -285,4 +285,23 @@ func TestNU2_ChainDeletedDB(t *testing.T) {
 	}
 	r = arSofa(t, bin, nil, "verify", src.URL, tgt.URL)
 	r.want(t, exitOK)
+}
+
+// TestNU2_SinceDamagedBase (item 8): an incremental backup checks the
+// whole previous archive (every member's checksum) before the source is
+// read: a damaged base is refused, naming the member, and no archive is
+// written.
+func TestNU2_SinceDamagedBase(t *testing.T) {
+	bin := sofaBin(t)
+	src, bad, chunk, _ := damagedArchive(t, bin)
+	out := filepath.Join(t.TempDir(), "inc.sofa")
+	r := arSofa(t, bin, nil, "backup", src.URL, out, "--since", bad)
+	r.want(t, exitFatal)
+	line := r.errLine(t)
+	if !strings.Contains(line, strconv.Quote(chunk)) || !strings.Contains(line, "checksum") {
+		t.Errorf("message %q does not name the damaged member %s", line, chunk)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("an incremental archive was written on a damaged base")
+	}
 }
