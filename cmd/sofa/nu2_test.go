@@ -6,11 +6,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -303,5 +306,95 @@ func TestNU2_SinceDamagedBase(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Errorf("an incremental archive was written on a damaged base")
+	}
+}
+
+// TestNU2_ProgressInterruptedFinal (item 11): the final progress line of
+// an interrupted server backup counts the interrupted databases as such,
+// as the summary does, not as done.
+func TestNU2_ProgressInterruptedFinal(t *testing.T) {
+	bin := sofaBin(t)
+	inChanges := make(chan struct{})
+	var once sync.Once
+	src := fakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/":
+			io.WriteString(w, `{"express-pouchdb":"Welcome!","version":"4.2.0","uuid":"u1"}`)
+		case r.URL.Path == "/_all_dbs":
+			io.WriteString(w, `["a"]`)
+		case r.URL.Path == "/a":
+			io.WriteString(w, `{"db_name":"a","doc_count":1,"doc_del_count":0,"update_seq":1,"instance_start_time":"0"}`)
+		case strings.HasSuffix(r.URL.Path, "/_changes"):
+			once.Do(func() { close(inChanges) })
+			<-r.Context().Done()
+		default:
+			w.WriteHeader(404)
+			io.WriteString(w, `{"error":"not_found","reason":"missing"}`)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "backup", src, filepath.Join(t.TempDir(), "b.sofa"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inChanges:
+	case <-ctx.Done():
+		t.Fatal("the backup never read _changes")
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	out := stderr.String()
+	if !strings.Contains(out, "1 interrupted") {
+		t.Fatalf("summary does not say 1 interrupted:\n%s", out)
+	}
+	var final string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, `msg="progress final"`) {
+			final = l
+		}
+	}
+	if !strings.Contains(final, " dbs_done=0 ") || !strings.Contains(final, " dbs_interrupted=1") {
+		t.Errorf("final progress line does not count the interrupted database as interrupted: %q", final)
+	}
+}
+
+// TestNU2_ProgressLineLabels (item 11): a "progress db" line does not
+// put the source's document count next to docs_read (revisions) under a
+// look-alike name, and bytes_per_s is an integer, never in scientific
+// notation.
+func TestNU2_ProgressLineLabels(t *testing.T) {
+	bin := sofaBin(t)
+	src := couchtest.Start(t)
+	docs := arSmallDocs("d", 4000)
+	arCreate(t, src, "many", true, docs...)
+	r := arSofa(t, bin, nil, "backup", src.URL+"/many", filepath.Join(t.TempDir(), "m.sofa"), "--progress-interval", "5ms", "--batch-size", "50")
+	r.want(t, exitOK)
+	var dbLines, totalLines, counted int
+	for _, l := range strings.Split(r.stderr, "\n") {
+		if strings.Contains(l, `msg="progress db"`) {
+			dbLines++
+			if strings.Contains(l, "docs_total=") || strings.Contains(l, "source_doc_count=") && !strings.Contains(l, "source_doc_count=4000") {
+				t.Errorf("progress db line: want source_doc_count=4000 (or none while unknown), no docs_total: %q", l)
+			}
+			if strings.Contains(l, "source_doc_count=4000") {
+				counted++
+			}
+		}
+		if strings.Contains(l, "msg=progress ") {
+			totalLines++
+			if !regexp.MustCompile(` bytes_per_s=\d+( |$)`).MatchString(l) || !regexp.MustCompile(` docs_per_s=[\d.]+ `).MatchString(l) {
+				t.Errorf("rates not integers: %q", l)
+			}
+		}
+	}
+	if dbLines == 0 || totalLines == 0 || counted == 0 {
+		t.Fatalf("no periodic progress lines (%d db, %d total):\n%s", dbLines, totalLines, r.stderr)
 	}
 }
