@@ -62,7 +62,9 @@ func (o *BackupOptions) logf(format string, args ...any) {
 // never written. The archive is committed (visible under its name) only
 // when the run finished; an interrupted backup (the error matches
 // ctx.Err()) leaves none. A database not backed up whole is marked so in
-// the archive and not ok in the Summary.
+// the archive and not ok in the Summary. When the archive itself could
+// not be written (a full disk, a closed stdout: EPIPE) the Summary is nil
+// and the error says why.
 func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary, error) {
 	if src.Kind() == KindArchive || dst.Kind() != KindArchive {
 		return nil, optionErr("backup: %s to %s: want a server or database and an archive", src, dst)
@@ -73,10 +75,21 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	if o.Selection.Skip == nil {
 		o.Selection.Skip = BackupSkip
 	}
-	dbs, err := SelectDBs(ctx, src, o.Selection, "source")
+	// The archive's name is checked (and its temporary file created)
+	// before the source is read: a name that cannot be written fails at
+	// once, not after the whole backup.
+	sink, err := dst.store.Create(ctx, dst.archive, storage.CreateOptions{Overwrite: o.Overwrite, OnStale: func(p string) {
+		o.logf("removed %s (left by a killed backup)", p)
+	}})
 	if err != nil {
 		return nil, err
 	}
+	committed := false
+	defer func() {
+		if !committed {
+			sink.Abort()
+		}
+	}()
 	srv := src.couch.Server
 	source := srv.UUID
 	if source == "" {
@@ -84,16 +97,14 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	}
 	var since *archive.Since
 	if o.Since != "" {
-		if since, err = readSince(ctx, dst.store, o.Since); err != nil {
+		if since, err = readSince(ctx, dst.store, o.Since, o.logf); err != nil {
 			return nil, fmt.Errorf("--since %s: %w", o.Since, err)
 		}
 		if since.Source != "" && since.Source != source {
 			return nil, optionErr("--since %s: that archive is a backup of another server (%s), not of %s (%s); take a full backup (without --since)", o.Since, since.Source, srv.URL(), source)
 		}
 	}
-	sink, err := dst.store.Create(ctx, dst.archive, storage.CreateOptions{Overwrite: o.Overwrite, OnStale: func(p string) {
-		o.logf("removed %s (left by a killed backup)", p)
-	}})
+	dbs, err := SelectDBs(ctx, src, o.Selection, "source")
 	if err != nil {
 		return nil, err
 	}
@@ -122,18 +133,39 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		}
 		return &sum, fmt.Errorf("backup: %w", runErr)
 	}
+	// An archive that could not be written whole (a full disk, a closed
+	// stdout) has no summary: no database was backed up.
 	if err := w.Close(); err != nil {
 		sink.Abort()
-		return &sum, fmt.Errorf("write archive: %w", err)
+		return nil, fmt.Errorf("write archive: %w", err)
 	}
+	committed = true // Commit removes what it leaves on failure
 	if err := sink.Commit(); err != nil {
-		return &sum, err
+		return nil, err
 	}
 	return &sum, nil
 }
 
-// readSince reads the seqs an incremental backup continues from.
-func readSince(ctx context.Context, st storage.Store, name string) (*archive.Since, error) {
+// readSince reads the seqs an incremental backup continues from, after
+// checking the whole previous archive as `sofa verify ARCHIVE` does
+// (every member's checksums, records, attachment references and the
+// manifest): a chain built on a damaged archive would only fail at
+// restore. The check reads the archive once more; from stdin, which can be
+// read only once, it is skipped and logf says so.
+func readSince(ctx context.Context, st storage.Store, name string, logf func(string, ...any)) (*archive.Since, error) {
+	if name != storage.Stdio {
+		r, err := st.Open(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		_, err = archive.Verify(r, nil)
+		r.Close()
+		if err != nil {
+			return nil, fmt.Errorf("the previous archive is damaged (the chain would not restore): %w", err)
+		}
+	} else {
+		logf("--since -: the previous archive's members were not verified (stdin is read once); run sofa verify on it")
+	}
 	r, err := st.Open(ctx, name)
 	if err != nil {
 		return nil, err

@@ -163,8 +163,12 @@ func withProgress(p Progress, job dbJob) fleet.Job {
 		d := &countedProgress{DBProgress: p.Begin(name)}
 		ok := false
 		defer func() {
-			failed := !ok || err != nil && !(ctx.Err() != nil && errors.Is(err, ctx.Err()))
-			p.End(name, d.DBProgress, failed)
+			interrupted := ok && err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
+			if ip, is := p.(InterruptedProgress); is && interrupted {
+				ip.EndInterrupted(name, d.DBProgress)
+				return
+			}
+			p.End(name, d.DBProgress, !ok || err != nil && !interrupted)
 		}()
 		r, err = job(ctx, name, d)
 		ok = true

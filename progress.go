@@ -14,6 +14,13 @@ type Progress interface {
 	End(db string, p DBProgress, failed bool)
 }
 
+// InterruptedProgress is implemented by a Progress that counts the
+// databases stopped by an interruption apart: EndInterrupted is then
+// called for them instead of End.
+type InterruptedProgress interface {
+	EndInterrupted(db string, p DBProgress)
+}
+
 // DBProgress receives the counters of one database as they grow.
 type DBProgress interface {
 	SetDocsTotal(n int64)

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,6 +90,9 @@ type RestorePlan struct {
 	c        *restorer
 	filter   fleet.Filter
 	fullFrom map[string]int
+	// gone holds, per database of the chain absent from its last
+	// archive, the index of the last archive holding it.
+	gone map[string]int
 }
 
 // PlanRestore checks a restore's options and reads the archives' headers
@@ -112,11 +117,11 @@ func PlanRestore(ctx context.Context, archives []*Endpoint, o RestoreOptions) (*
 	if err := filter.Validate(); err != nil {
 		return nil, &OptionError{Err: err}
 	}
-	fullFrom, err := checkChain(ctx, archives)
+	fullFrom, gone, err := checkChain(ctx, archives)
 	if err != nil {
 		return nil, err
 	}
-	return &RestorePlan{archives: archives, c: &restorer{o: o}, filter: filter, fullFrom: fullFrom}, nil
+	return &RestorePlan{archives: archives, c: &restorer{o: o}, filter: filter, fullFrom: fullFrom, gone: gone}, nil
 }
 
 // Run restores the planned archives into dst (see Restore).
@@ -127,20 +132,64 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	c := &restorer{o: p.c.o}
 	o, archives := c.o, p.archives
 	tgt := dst.couch
-	if err := c.checkSelection(ctx, archives, p.filter, o.Renames, tgt.DBName != ""); err != nil {
+	selected, err := c.checkSelection(ctx, archives, p.filter, o.Renames, tgt.DBName != "")
+	if err != nil {
 		return nil, err
 	}
 	c.o.Engine.Workers = restoreWorkers(o.Engine.Workers, tgt.Server.Vendor)
 	sum := fleet.Summary{Started: time.Now()}
+	// A database absent from the last archive of the chain was deleted at
+	// the source (or left out of that backup): the restore gives the
+	// state as of the last archive, so it is not restored.
+	skip := maps.Clone(p.fullFrom)
+	for name := range p.gone {
+		skip[name] = len(archives)
+	}
 	var fatalErr error
 	for i, a := range archives {
-		if err := c.restoreArchive(ctx, a, i, p.fullFrom, tgt, p.filter, o.Renames, &sum); err != nil {
+		done := map[string]bool{}
+		if err := c.restoreArchive(ctx, a, i, skip, tgt, p.filter, o.Renames, &sum, done); err != nil {
 			fatalErr = err
+			// Every selected database the restore did not reach is
+			// listed: "not started" (from this archive on).
+			for j := i; j < len(archives) && selected != nil; j++ {
+				for _, name := range selected[j] {
+					if done[name] {
+						continue
+					}
+					if from, ok := skip[name]; ok && j < from {
+						continue
+					}
+					tname := name
+					if nu, ok := o.Renames[name]; ok {
+						tname = nu
+					}
+					if tgt.DBName != "" {
+						tname = tgt.DBName
+					}
+					sum.Add(fleet.DBResult{Name: tname, Status: fleet.StatusNotStarted,
+						Error: fmt.Sprintf("not restored from %s: the restore stopped before it", archives[j].archive)})
+				}
+				done = nil
+			}
 			break
 		}
 	}
 	if len(archives) > 1 {
 		mergeChainResults(&sum)
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.gone)) {
+		if !p.filter.Match(name) {
+			continue
+		}
+		tname := name
+		if nu, ok := o.Renames[name]; ok {
+			tname = nu
+		}
+		msg := fmt.Sprintf("not restored: deleted at the source since %s (or left out of the later backups' selection): %s, the last archive of the chain, does not hold it; restore the archives up to %s to get it back",
+			archives[p.gone[name]].archive, archives[len(archives)-1].archive, archives[p.gone[name]].archive)
+		c.o.logf("%s: %s", tname, msg)
+		sum.Add(fleet.DBResult{Name: tname, Status: fleet.StatusOK, Warnings: []string{msg}})
 	}
 	sum.Duration = fleet.Duration(time.Since(sum.Started))
 	switch {
@@ -178,39 +227,44 @@ func restoreWorkers(n int, v couch.Vendor) int {
 // written: a database URL as target takes exactly one selected database,
 // and every --rename must name a database of the archives. (An archive
 // read from stdin cannot be looked at twice; it is checked as it goes.)
-func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, filter fleet.Filter, renames map[string]string, oneDB bool) error {
+//
+// It returns, per archive, the selected databases of its manifest in
+// order (nil for stdin), to list those a stopped restore did not reach.
+func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, filter fleet.Filter, renames map[string]string, oneDB bool) ([][]string, error) {
 	if len(archives) == 1 && archives[0].archive == storage.Stdio {
-		return nil
+		return nil, nil
 	}
 	selected := map[string]bool{}
 	all := map[string]bool{}
-	for _, a := range archives {
+	perArchive := make([][]string, len(archives))
+	for i, a := range archives {
 		path := a.archive
 		f, err := a.store.Open(ctx, path)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		_, dbs, err := archive.List(f)
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		for _, d := range dbs {
 			all[d.Name] = true
 			if filter.Match(d.Name) {
 				selected[d.Name] = true
+				perArchive[i] = append(perArchive[i], d.Name)
 			}
 		}
 	}
 	for old := range renames {
 		if !all[old] {
-			return optionErr("--rename %s=...: the archive holds no database %q", old, old)
+			return nil, optionErr("--rename %s=...: the archive holds no database %q", old, old)
 		}
 	}
 	if oneDB && len(selected) != 1 {
-		return optionErr("the target is a database URL but %d databases of the archive are selected: restore into a server URL, or select one with --include", len(selected))
+		return nil, optionErr("the target is a database URL but %d databases of the archive are selected: restore into a server URL, or select one with --include", len(selected))
 	}
-	return nil
+	return perArchive, nil
 }
 
 // checkChain reads the headers of archive files and refuses archives that
@@ -220,22 +274,26 @@ func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, fil
 // recreated at the source between two backups is stored in full again,
 // and its restore starts there (what earlier archives hold of it belongs
 // to the deleted database). A single archive gives a nil map.
-func checkChain(ctx context.Context, archives []*Endpoint) (map[string]int, error) {
+//
+// gone holds, per database of a chain absent from its last archive, the
+// index of the last archive that holds it (nil for a single archive).
+func checkChain(ctx context.Context, archives []*Endpoint) (fullFrom, gone map[string]int, err error) {
 	for _, a := range archives {
 		if a.archive == storage.Stdio && len(archives) > 1 {
-			return nil, optionErr("stdin (-) can only be the one archive of a restore")
+			return nil, nil, optionErr("stdin (-) can only be the one archive of a restore")
 		}
 	}
 	if len(archives) == 1 && archives[0].archive == storage.Stdio {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var headers []archive.Header
-	fullFrom := map[string]int{}
+	fullFrom = map[string]int{}
+	lastIn := map[string]int{}
 	for i, a := range archives {
 		path := a.archive
 		f, err := a.store.Open(ctx, path)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var h archive.Header
 		if len(archives) == 1 {
@@ -247,21 +305,28 @@ func checkChain(ctx context.Context, archives []*Endpoint) (map[string]int, erro
 				if i == 0 || len(d.Since) == 0 {
 					fullFrom[d.Name] = i
 				}
+				lastIn[d.Name] = i
 			}
 		}
 		f.Close()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
 		}
 		headers = append(headers, h)
 	}
 	if err := archive.CheckChain(headers...); err != nil {
-		return nil, &OptionError{Err: err} // the arguments, not the archives, are wrong
+		return nil, nil, &OptionError{Err: err} // the arguments, not the archives, are wrong
 	}
 	if len(archives) == 1 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return fullFrom, nil
+	gone = map[string]int{}
+	for name, i := range lastIn {
+		if i < len(archives)-1 {
+			gone[name] = i
+		}
+	}
+	return fullFrom, gone, nil
 }
 
 // restoreArchive restores every selected database of one archive, in
@@ -270,7 +335,9 @@ func checkChain(ctx context.Context, archives []*Endpoint) (map[string]int, erro
 //
 // index is the archive's place in the chain; fullFrom (from checkChain)
 // says from which archive each database is restored.
-func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, renames map[string]string, sum *fleet.Summary) error {
+//
+// done receives the name of every database of the archive it started.
+func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, renames map[string]string, sum *fleet.Summary, done map[string]bool) error {
 	path := a.archive
 	f, err := a.store.Open(ctx, path)
 	if err != nil {
@@ -305,6 +372,7 @@ func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, f
 			continue // recreated at the source later in the chain
 		}
 		incremental := index > 0 && len(dbr.Since()) > 0
+		done[dbr.Name()] = true
 		picked++
 		name := dbr.Name()
 		if nu, ok := renames[name]; ok {
@@ -317,8 +385,16 @@ func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, f
 			name = tgt.DBName
 		}
 		t0 := time.Now()
-		r, err := c.restoreDB(ctx, dbr, tgt.Server.DB(name), incremental)
+		tdb := tgt.Server.DB(name)
+		r, err := c.restoreDB(ctx, dbr, tdb, incremental)
 		r.Duration = fleet.Duration(time.Since(t0))
+		if ae := (*archive.Error)(nil); err != nil && tdb.Fresh && errors.As(err, &ae) {
+			left := "incomplete"
+			if r.DocsWritten == 0 {
+				left = "empty"
+			}
+			err = fmt.Errorf("%w (the database %s, created by this restore, is left %s on the target)", err, name, left)
+		}
 		addResult(sum, r, err)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {

@@ -131,7 +131,7 @@ type TargetChange struct {
 // Merge folds o, another part of the same database's work (e.g. the
 // next archive of a restore chain), into r: counters and durations
 // summed, failures and warnings kept, the last error and the worse
-// status (failed > interrupted > partial > ok).
+// status (failed > interrupted > not_started > partial > ok).
 func (r *DBResult) Merge(o DBResult) {
 	r.DocsRead += o.DocsRead
 	r.DocsWritten += o.DocsWritten
@@ -150,7 +150,7 @@ func (r *DBResult) Merge(o DBResult) {
 	}
 }
 
-var statusRank = map[Status]int{StatusOK: 0, StatusPartial: 1, StatusInterrupted: 2, StatusFailed: 3}
+var statusRank = map[Status]int{StatusOK: 0, StatusPartial: 1, StatusNotStarted: 2, StatusInterrupted: 3, StatusFailed: 4}
 
 // Add counts r, whose Status is set, into the summary's totals and list.
 func (s *Summary) Add(r DBResult) {

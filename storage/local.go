@@ -56,7 +56,9 @@ func (l Local) Create(ctx context.Context, path string, o CreateOptions) (Writer
 		}
 		return &localWriter{bw: bufio.NewWriterSize(out, 1<<20)}, nil
 	}
-	if _, err := os.Stat(path); err == nil && !o.Overwrite {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("%s %w", path, ErrIsDir)
+	} else if err == nil && !o.Overwrite {
 		return nil, fmt.Errorf("%s %w", path, ErrExist)
 	}
 	for _, p := range removeStaleTemps(path) {

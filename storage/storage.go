@@ -21,6 +21,9 @@ import (
 var (
 	// ErrExist: Create of a name that exists, without Overwrite.
 	ErrExist = errors.New("exists")
+	// ErrIsDir: Create of a name that is a directory (Overwrite never
+	// replaces one).
+	ErrIsDir = errors.New("is a directory, not an archive file")
 	// ErrNotExist: Open, Stat or Remove of a name that does not exist.
 	ErrNotExist = errors.New("does not exist")
 	// ErrNotSeekable: ReadAt on a reader that can only be read in order

@@ -65,7 +65,7 @@ The format is described in docs/archive-format.md.
 	registerOutput(fs, &bc.out)
 	fs.StringArrayVar(&bc.include, "include", nil, "back up only databases matching this glob (repeatable; * does not match /)")
 	fs.StringArrayVar(&bc.exclude, "exclude", nil, "skip databases matching this glob (repeatable; wins over --include)")
-	fs.StringVar(&bc.since, "since", "", "previous archive of the chain: store only what changed after it")
+	fs.StringVar(&bc.since, "since", "", "previous archive of the chain: store only what changed after it (it is checked whole first, as sofa verify ARCHIVE does: a damaged one is refused)")
 	fs.StringVar(&bc.compression, "compression", "zstd", "compression of archive members: zstd, gzip or none")
 	fs.BoolVar(&bc.force, "force", false, "overwrite an existing archive file")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
@@ -104,7 +104,11 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	})
 	prog.Stop()
 	if sum == nil {
-		// nothing ran: the archive or the selection was refused
+		// nothing ran (the archive or the selection was refused), or the
+		// archive could not be written: one line, no summary
+		if errors.Is(err, storage.ErrIsDir) {
+			return usageErr("%w (--force only replaces an archive file)", err)
+		}
 		if errors.Is(err, storage.ErrExist) {
 			return usageErr("%w (use --force to overwrite it)", err)
 		}

@@ -87,6 +87,11 @@ func (p *displayProgress) End(db string, d sofa.DBProgress, failed bool) {
 	p.t.End(pd, failed)
 }
 
+func (p *displayProgress) EndInterrupted(db string, d sofa.DBProgress) {
+	pd, _ := d.(*progress.DB)
+	p.t.EndInterrupted(pd)
+}
+
 // Stop stops the display (no-op when none was started).
 func (p *displayProgress) Stop() {
 	if p.d != nil {

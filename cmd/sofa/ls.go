@@ -31,6 +31,9 @@ database URL (doc_count, doc_del_count, update_seq).
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyEnvAndConfig(cmd); err != nil {
+				return err
+			}
 			if strings.HasPrefix(args[0], "http://") || strings.HasPrefix(args[0], "https://") {
 				return lsServer(cmd.Context(), args[0], client, jsonOut)
 			}
@@ -39,6 +42,7 @@ database URL (doc_count, doc_del_count, update_seq).
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
 	client.register(cmd.Flags())
+	cmd.Flags().String("config", "", "TOML file of flag values (keys are flag names)")
 	return cmd
 }
 

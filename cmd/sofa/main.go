@@ -36,6 +36,10 @@ func run(args []string) (code int) {
 	}()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A write to a closed stdout (backup ... - | head) must fail with
+	// EPIPE and be reported, not kill the process: for fd 1 and 2 Go
+	// raises SIGPIPE unless it is notified (see os/signal).
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	root := newRoot()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)

@@ -48,7 +48,7 @@ func logOnce(t *Tracker, lg *slog.Logger, r *rates, o Options, gate *Gate) {
 	final := gate == nil
 	var stalled time.Duration
 	if !final {
-		key := fmt.Sprint(s.DBsTotal, s.DBsDone, s.DBsFailed, len(s.Active), s.Totals)
+		key := fmt.Sprint(s.DBsTotal, s.DBsDone, s.DBsFailed, s.DBsInterrupted, len(s.Active), s.Totals)
 		var print bool
 		if print, stalled = gate.Check(key, time.Now()); !print {
 			return
@@ -61,14 +61,15 @@ func logOnce(t *Tracker, lg *slog.Logger, r *rates, o Options, gate *Gate) {
 	}
 	attrs := []slog.Attr{
 		slog.Int("dbs_done", s.DBsDone), slog.Int("dbs_total", s.DBsTotal),
-		slog.Int("dbs_failed", s.DBsFailed), slog.Int("dbs_active", len(s.Active)),
+		slog.Int("dbs_failed", s.DBsFailed), slog.Int("dbs_interrupted", s.DBsInterrupted),
+		slog.Int("dbs_active", len(s.Active)),
 		slog.Int64("docs_read", s.Totals.DocsRead), slog.Int64("docs_written", s.Totals.DocsWritten),
 		slog.Int64("doc_write_failures", s.Totals.DocWriteFailures), slog.Int64("bytes", s.Totals.Bytes),
 		slog.Duration("elapsed", s.Elapsed.Round(time.Second)),
 	}
 	if !final {
 		attrs = append(attrs, slog.Float64("docs_per_s", round1(r.docsPS)),
-			slog.Float64("bytes_per_s", round1(r.bytesPS)))
+			slog.Int64("bytes_per_s", int64(r.bytesPS+0.5)))
 		if eta, ok := s.ETA(); ok {
 			attrs = append(attrs, slog.Duration("eta", eta.Round(time.Second)))
 		}
@@ -93,10 +94,16 @@ func logOnce(t *Tracker, lg *slog.Logger, r *rates, o Options, gate *Gate) {
 		return
 	}
 	for _, a := range r.busiest(s, o.busiest()) {
-		lg.LogAttrs(ctx, slog.LevelInfo, "progress db", slog.String("db", a.Name),
-			slog.Int64("docs_read", a.DocsRead), slog.Int64("docs_written", a.DocsWritten),
-			slog.Int64("docs_total", a.DocsTotal), slog.Int64("bytes", a.Bytes),
-			slog.Duration("elapsed", a.Elapsed.Round(time.Second)))
+		// docs_read and docs_written count revisions (as CouchDB's
+		// replication stats do); the source's doc_count + doc_del_count
+		// counts documents, so it is not named like them.
+		attrs := []slog.Attr{slog.String("db", a.Name),
+			slog.Int64("docs_read", a.DocsRead), slog.Int64("docs_written", a.DocsWritten)}
+		if a.DocsTotal > 0 {
+			attrs = append(attrs, slog.Int64("source_doc_count", a.DocsTotal))
+		}
+		attrs = append(attrs, slog.Int64("bytes", a.Bytes), slog.Duration("elapsed", a.Elapsed.Round(time.Second)))
+		lg.LogAttrs(ctx, slog.LevelInfo, "progress db", attrs...)
 	}
 }
 

@@ -78,6 +78,9 @@ func totalLine(s Snapshot, r *rates, o Options) string {
 	if s.DBsFailed > 0 {
 		fmt.Fprintf(&b, " (%d failed)", s.DBsFailed)
 	}
+	if s.DBsInterrupted > 0 {
+		fmt.Fprintf(&b, " (%d interrupted)", s.DBsInterrupted)
+	}
 	fmt.Fprintf(&b, " | %s docs %s | %s docs/s %s/s",
 		humanCount(float64(s.Totals.DocsWritten)), humanBytes(float64(s.Totals.Bytes)),
 		humanCount(r.docsPS), humanBytes(r.bytesPS))

@@ -120,7 +120,8 @@ type Tracker struct {
 	dbsTotal  int
 	dbsDone   int // finished, failed ones included
 	dbsFailed int
-	finished  Counts // sums over finished databases
+	dbsInter  int    // stopped by an interruption (not in dbsDone)
+	finished  Counts // sums over finished and interrupted databases
 	active    []*DB
 }
 
@@ -152,7 +153,13 @@ func (t *Tracker) Begin(name string) *DB {
 
 // End stops tracking d and adds its counters to the totals. Ending a
 // database twice, or one this tracker did not begin, does nothing.
-func (t *Tracker) End(d *DB, failed bool) {
+func (t *Tracker) End(d *DB, failed bool) { t.end(d, failed, false) }
+
+// EndInterrupted is End for a database stopped by an interruption: it is
+// counted interrupted, not done.
+func (t *Tracker) EndInterrupted(d *DB) { t.end(d, false, true) }
+
+func (t *Tracker) end(d *DB, failed, interrupted bool) {
 	if t == nil || d == nil {
 		return
 	}
@@ -163,9 +170,14 @@ func (t *Tracker) End(d *DB, failed bool) {
 		return
 	}
 	t.active = slices.Delete(t.active, i, i+1)
-	t.dbsDone++
-	if failed {
+	switch {
+	case interrupted:
+		t.dbsInter++
+	case failed:
+		t.dbsDone++
 		t.dbsFailed++
+	default:
+		t.dbsDone++
 	}
 	t.finished.add(d.Counts())
 }
@@ -183,6 +195,8 @@ type Snapshot struct {
 	DBsTotal  int
 	DBsDone   int // finished, failed ones included
 	DBsFailed int
+	// DBsInterrupted counts the databases stopped by an interruption.
+	DBsInterrupted int
 	// Totals sums finished and active databases.
 	Totals Counts
 	// Active lists the databases in progress, in start order.
@@ -198,7 +212,7 @@ func (t *Tracker) Snapshot() Snapshot {
 	t.mu.Lock()
 	s := Snapshot{
 		Elapsed: now.Sub(t.start), DBsTotal: t.dbsTotal, DBsDone: t.dbsDone,
-		DBsFailed: t.dbsFailed, Totals: t.finished,
+		DBsFailed: t.dbsFailed, DBsInterrupted: t.dbsInter, Totals: t.finished,
 		Active: make([]Active, 0, len(t.active)),
 	}
 	act := slices.Clone(t.active)
