@@ -29,15 +29,6 @@ func (o *outputFlags) logf(format string, args ...any) {
 	}
 }
 
-// debugf returns the engine's per-batch logger for database db under
-// --debug, nil otherwise.
-func (o *outputFlags) debugf(db string) func(format string, args ...any) {
-	if !o.debug {
-		return nil
-	}
-	return func(format string, args ...any) { o.logf(db+": "+format, args...) }
-}
-
 // debugLogf is the engine's per-batch logger under --debug, nil otherwise.
 func (o *outputFlags) debugLogf() func(format string, args ...any) {
 	if !o.debug {
