@@ -349,12 +349,25 @@ func TestCLI_C3_KillAndRestart(t *testing.T) {
 				killed++
 			}
 		}
+		// A request the killed process had sent may still be on its way
+		// through the proxy (20 ms of delay) and land after the kill: the
+		// checkpoint is read once the proxy has none in flight.
+		for deadline := time.Now().Add(30 * time.Second); px.Stats().InFlight > 0; {
+			if time.Now().After(deadline) {
+				t.Fatalf("the proxy still has %d requests in flight 30 s after the kill", px.Stats().InFlight)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 		seq, covered := checkpointNeverAhead(t, srv, repID)
 		lastCP = seq
 		t.Logf("run %d: killed after %s; checkpoint at seq %s covers %d changes; target holds %d docs", i, wait, seq, covered, docCount(t, srv, "tgt"))
 	}
 	if killed < 5 {
 		t.Errorf("only %d of 10 runs were killed mid-run: the test did not test C3", killed)
+	}
+	// Read again just before the final run: it must start there.
+	if lastCP != "" {
+		lastCP, _ = checkpointNeverAhead(t, srv, repID)
 	}
 	r := cliRun(t, bin, "replicate", px.URL+"/src", px.URL+"/tgt", "--json")
 	r.wantCode(t, exitOK)
