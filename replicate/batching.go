@@ -1,7 +1,7 @@
 package replicate
 
 // batchRows is the number of changes rows per batch: Options.BatchSize,
-// or fewer when the source's documents are large on average (its
+// or, with Options.SizeAwareBatches, fewer when the source's documents are large on average (its
 // DBInfo.Bytes over its rows), so that a batch holds about
 // WriteBatchBytes of documents and attachments. Batches are what the
 // workers share: 110 documents of 2 MB each in one batch of 500 rows
@@ -10,7 +10,7 @@ package replicate
 // Server, an archive) keeps BatchSize.
 func (r *run) batchRows() int {
 	n := r.opts.BatchSize
-	if r.srcInfo.Bytes <= 0 {
+	if !r.opts.SizeAwareBatches || r.srcInfo.Bytes <= 0 {
 		return n
 	}
 	rows := r.srcInfo.DocCount + r.srcInfo.DelCount

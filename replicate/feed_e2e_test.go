@@ -106,7 +106,7 @@ func TestBatchesFollowDocumentSize(t *testing.T) {
 		docs = append(docs, raw(`{"_id":"big%02d","_attachments":{"a.bin":{"content_type":"application/octet-stream","data":%q}}}`, i, b64(randomBytes(1<<20))))
 	}
 	mustBulk(t, srv, src, true, docs...)
-	res := runOK(t, openDB(t, srv, src), openDB(t, srv, tgt), replicate.Options{WriteBatchBytes: 4 << 20})
+	res := runOK(t, openDB(t, srv, src), openDB(t, srv, tgt), replicate.Options{WriteBatchBytes: 4 << 20, SizeAwareBatches: true})
 	if res.Stats.DocsWritten != n {
 		t.Errorf("docs_written = %d, want %d", res.Stats.DocsWritten, n)
 	}
