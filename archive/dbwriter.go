@@ -395,10 +395,13 @@ func (d *DBWriter) queueChunkLocked(ctx context.Context) error {
 
 // writeChunk compresses doc chunk number n, waits until chunk n-1 is
 // written (prev closed; nil for the first), writes it and closes done. It
-// holds a pool slot, released on return.
+// holds a pool slot, released on return before done is closed.
 func (d *DBWriter) writeChunk(n int, raw []byte, prev, done chan struct{}) {
-	defer d.w.pool.release()
+	// The slot is released before done is closed (defers run last
+	// first), so that whoever waits on done, Close included, finds it
+	// free.
 	defer close(done)
+	defer d.w.pool.release()
 	codec := d.w.opts.Compression
 	rawSize, rawSum := int64(len(raw)), sha256.Sum256(raw)
 	stored := raw
