@@ -102,6 +102,9 @@ type Options struct {
 	Warn func(string)
 	// Debug receives verbose per-batch lines; nil: silent.
 	Debug func(format string, args ...any)
+	// Observer is told of feed rows, acknowledged batches, checkpoints,
+	// reconnects and caught-up edges (metrics, lag); nil: NopObserver.
+	Observer Observer
 }
 
 func (o *Options) defaults() {
