@@ -137,7 +137,7 @@ type Client struct {
 func NewClient(rawURL string, opts Options) (*Client, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("invalid URL %q: %v", RedactURL(rawURL), redactErr(err))
+		return nil, fmt.Errorf("invalid URL %q: %w", RedactURL(rawURL), redactErr(err))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("invalid URL %q: scheme must be http or https", RedactURL(rawURL))
