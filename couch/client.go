@@ -109,7 +109,7 @@ type Outcome struct {
 type Counters struct {
 	Requests  atomic.Int64 // attempts sent
 	Retries   atomic.Int64 // attempts repeated after a retryable failure
-	Throttled atomic.Int64 // 429/503 answers
+	Throttled atomic.Int64 // 429/503 and all_dbs_active answers
 	WaitNanos atomic.Int64 // time spent waiting before retries
 	Backoff   atomic.Int64 // requests waiting before a retry right now
 	BytesIn   atomic.Int64 // response body bytes read through this client
@@ -324,7 +324,7 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 			return nil, err
 		}
 		var wait time.Duration
-		if herr != nil && (herr.Status == 429 || herr.Status == 503) {
+		if herr != nil && (herr.Status == 429 || herr.Status == 503 || herr.AllDBsActive()) {
 			c.Stats.Throttled.Add(1)
 			wait = backoff(attempt, 250*time.Millisecond, 30*time.Second)
 			if ra, ok := retryAfter(herr.RetryAfter, time.Now()); ok {
@@ -411,8 +411,20 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, conte
 		}
 		return nil, func() {}, &NetError{Op: r.Method + " " + c.redactedPath(r.Path), Err: stripURLError(err)}
 	}
+	overload := resp.StatusCode == 429 || resp.StatusCode == 503
+	if resp.StatusCode == 500 {
+		// CouchDB at max_dbs_open answers 500: the error body says so.
+		// Read it here (it is small) so that the pacer learns of the
+		// overload; readError reads it again.
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body = &struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
+		overload = dbsActiveBody(b)
+	}
 	if done != nil {
-		o := Outcome{Latency: lat, Status: resp.StatusCode, Overload: resp.StatusCode == 429 || resp.StatusCode == 503}
+		o := Outcome{Latency: lat, Status: resp.StatusCode, Overload: overload}
 		if o.Overload {
 			o.RetryAfter, _ = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		}

@@ -1,6 +1,7 @@
 package couch
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,6 +95,26 @@ func stripURLError(err error) error {
 func redactErr(err error) error { return stripURLError(err) }
 
 func asError(err error, target **Error) bool { return errors.As(err, target) }
+
+// AllDBsActive reports a CouchDB that could not open the database because
+// max_dbs_open databases are in use: a 500 that means "fewer at once",
+// retried like a 429 and taken by the limiter as overload. CouchDB 3.5
+// words it in several ways depending on the request, all seen on a server
+// with max_dbs_open lowered: {"error":"error","reason":"all_dbs_active"}
+// (GET _changes), {"error":"invalid_stream_start","reason":
+// "{error,all_dbs_active}"} (_all_docs), and {"error":
+// "internal_server_error","reason":"No DB shards could be opened."} when
+// every shard of the database failed to open (_bulk_docs, _local, _changes).
+func (e *Error) AllDBsActive() bool {
+	return e.Status == 500 && (strings.Contains(e.Name, "all_dbs_active") || strings.Contains(e.Reason, "all_dbs_active") ||
+		strings.Contains(e.Reason, "No DB shards could be opened"))
+}
+
+// dbsActiveBody: a 500 answer's body names all_dbs_active (see
+// Error.AllDBsActive).
+func dbsActiveBody(b []byte) bool {
+	return bytes.Contains(b, []byte("all_dbs_active")) || bytes.Contains(b, []byte("No DB shards could be opened"))
+}
 
 // denied reports a refusal for lack of rights: 401, 403, or a 500 whose
 // error or reason says forbidden/unauthorized (CouchDB 3 answers a member's
