@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sofadb/sofa"
+	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/internal/couchtest"
 	"github.com/sofadb/sofa/internal/recproxy"
 )
@@ -40,11 +41,13 @@ func TestCopy_AllDBsActiveIsThrottle(t *testing.T) {
 	}
 	// Recording proxies count the 500s each server answered.
 	ra, rb := recproxy.Start(t, a.AdminURL()), recproxy.Start(t, b.AdminURL())
-	src, err := sofa.Open(ctx, ra.UserURL(a.AdminUser, a.AdminPassword), sofa.OpenOptions{})
+	// Retries are logged (shown with -v or on failure).
+	oo := sofa.OpenOptions{Client: couch.Options{Log: t.Logf}}
+	src, err := sofa.Open(ctx, ra.UserURL(a.AdminUser, a.AdminPassword), oo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst, err := sofa.Open(ctx, rb.UserURL(b.AdminUser, b.AdminPassword), sofa.OpenOptions{})
+	dst, err := sofa.Open(ctx, rb.UserURL(b.AdminUser, b.AdminPassword), oo)
 	if err != nil {
 		t.Fatal(err)
 	}

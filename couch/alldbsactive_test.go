@@ -17,7 +17,10 @@ func TestAllDBsActiveAnswers(t *testing.T) {
 		{`{"error":"error","reason":"all_dbs_active"}`, true},
 		{`{"error":"invalid_stream_start","reason":"{error,all_dbs_active}","ref":1963847755}`, true},
 		{`{"error":"internal_server_error","reason":"No DB shards could be opened.","ref":1963847755}`, true},
+		{`{"error":"error","reason":"internal_server_error"}`, true},
+		{`[{"error":"error","reason":"internal_server_error"},{"error":"error","reason":"internal_server_error"}]`, true},
 		{`{"error":"unknown_error","reason":"function_clause","ref":1963847755}`, false},
+		{`{"error":"internal_server_error","reason":"badarg"}`, false},
 		{`{"error":"badmatch","reason":"{error,{forbidden,<<\"no\">>}}"}`, false},
 	} {
 		resp := &http.Response{StatusCode: 500, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(c.body))}

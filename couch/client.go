@@ -365,6 +365,38 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 	}
 }
 
+// busyWait is the throttle wait for an overload a server reported inside
+// a successful answer (CouchDB's per-revision all_dbs_active): counted as
+// throttled, told to the pacer as an overload, then a backoff wait as for
+// a 429, within Options.Max429Wait (*waited sums this caller's waits).
+func (c *Client) busyWait(ctx context.Context, attempt int, waited *time.Duration) error {
+	c.Stats.Throttled.Add(1)
+	if c.opts.Pacer != nil {
+		done, err := c.opts.Pacer.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		done(Outcome{Status: 500, Overload: true})
+	}
+	wait := backoff(attempt, 250*time.Millisecond, 30*time.Second)
+	if *waited+wait > c.opts.Max429Wait {
+		return fmt.Errorf("gave up after waiting %s on all_dbs_active", waited.Round(time.Second))
+	}
+	*waited += wait
+	c.Stats.Retries.Add(1)
+	c.Stats.WaitNanos.Add(int64(wait))
+	c.Stats.Backoff.Add(1)
+	defer c.Stats.Backoff.Add(-1)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // attempt sends one HTTP attempt. On success the returned cancel must be
 // called once the body is consumed.
 func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, context.CancelFunc, error) {

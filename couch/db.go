@@ -394,7 +394,60 @@ func (d *DB) RevsDiff(ctx context.Context, revs map[string][]string) (map[string
 // FetchRevs reads revisions with `_bulk_get?revs=true&latest=true` without
 // attachment bytes (stubs carry lengths and digests), falling back to
 // `GET /db/doc?open_revs=[...]` when `_bulk_get` is missing or fails.
+//
+// Revisions CouchDB answers with a per-revision all_dbs_active error (a
+// shard it could not open just now, at max_dbs_open) are asked for again
+// after a throttle wait, as a 429 would be, and the limiter is told of the
+// overload: they are never reported unreadable while the wait budget
+// (Options.Max429Wait) lasts.
 func (d *DB) FetchRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*replicate.Doc, []replicate.DocError, error) {
+	docs, errs, err := d.fetchRevs(ctx, reqs)
+	var waited time.Duration
+	for attempt := 1; err == nil; attempt++ {
+		var busy []replicate.RevRequest
+		kept := errs[:0:0]
+		for _, e := range errs {
+			if dbsActiveRow(e) {
+				busy = append(busy, replicate.RevRequest{ID: e.ID, Rev: e.Rev, AttsSince: attsSinceOf(reqs, e.ID)})
+			} else {
+				kept = append(kept, e)
+			}
+		}
+		if len(busy) == 0 {
+			break
+		}
+		if werr := d.srv.busyWait(ctx, attempt, &waited); werr != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			break // the budget is spent: the rows stay errors
+		}
+		more, moreErrs, ferr := d.fetchRevs(ctx, busy)
+		if ferr != nil {
+			return nil, nil, ferr
+		}
+		docs = append(docs, more...)
+		errs = append(kept, moreErrs...)
+	}
+	return docs, errs, err
+}
+
+// dbsActiveRow: a per-revision error of CouchDB at max_dbs_open
+// ({"error":"internal_fabric_error","reason":"all_dbs_active"}).
+func dbsActiveRow(e replicate.DocError) bool {
+	return strings.Contains(e.Error, "all_dbs_active") || strings.Contains(e.Reason, "all_dbs_active")
+}
+
+func attsSinceOf(reqs []replicate.RevRequest, id string) []string {
+	for _, r := range reqs {
+		if r.ID == id {
+			return r.AttsSince
+		}
+	}
+	return nil
+}
+
+func (d *DB) fetchRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*replicate.Doc, []replicate.DocError, error) {
 	if !d.bulkGetOff {
 		docs, errs, err := d.bulkGet(ctx, reqs)
 		if err == nil {
