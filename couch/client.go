@@ -455,17 +455,29 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, conte
 		}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
 		overload = dbsActiveBody(b)
 	}
-	if done != nil {
-		o := Outcome{Latency: lat, Status: resp.StatusCode, Overload: overload}
-		if o.Overload {
-			o.RetryAfter, _ = retryAfter(resp.Header.Get("Retry-After"), time.Now())
-		}
+	o := Outcome{Latency: lat, Status: resp.StatusCode, Overload: overload}
+	if o.Overload {
+		o.RetryAfter, _ = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	// The pacer's slot is held until the answer is read (stop): the
+	// server is busy until it has sent it (CouchDB sends the headers of
+	// _bulk_get and _all_docs first and builds the body after), so the
+	// requests counted in flight are those the server is serving. A stream
+	// (a changes feed, which may last) gives its slot back at the headers.
+	// The latency is the time to the headers either way.
+	if done != nil && r.Stream {
 		done(o)
 	}
 	if !r.login {
 		c.keepCookie(resp)
 	}
-	stop := func() { timer.Stop(); cancel() }
+	stop := func() {
+		timer.Stop()
+		cancel()
+		if done != nil && !r.Stream {
+			done(o)
+		}
+	}
 	resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.Stats.BytesIn}
 	if r.Stream {
 		// A stream is bounded per read: the attempt is cancelled when no
