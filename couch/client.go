@@ -39,7 +39,7 @@ type Options struct {
 	// errors, timeouts, 408 and 5xx (exponential backoff, full jitter).
 	// Zero: DefaultRetryTime (2 min). Negative: no retries.
 	RetryTime time.Duration
-	// Max429Wait bounds the total time one request waits on 429/503 answers
+	// Max429Wait bounds the total time one request waits on 429/503 (and all_dbs_active) answers
 	// (honouring Retry-After); these waits do not use up RetryTime. Zero:
 	// DefaultMax429Wait (10 min).
 	Max429Wait time.Duration
