@@ -39,7 +39,7 @@ type Options struct {
 	// errors, timeouts, 408 and 5xx (exponential backoff, full jitter).
 	// Zero: DefaultRetryTime (2 min). Negative: no retries.
 	RetryTime time.Duration
-	// Max429Wait bounds the total time one request waits on 429/503 answers
+	// Max429Wait bounds the total time one request waits on 429/503 (and all_dbs_active) answers
 	// (honouring Retry-After); these waits do not use up RetryTime. Zero:
 	// DefaultMax429Wait (10 min).
 	Max429Wait time.Duration
@@ -109,7 +109,7 @@ type Outcome struct {
 type Counters struct {
 	Requests  atomic.Int64 // attempts sent
 	Retries   atomic.Int64 // attempts repeated after a retryable failure
-	Throttled atomic.Int64 // 429/503 answers
+	Throttled atomic.Int64 // 429/503 and all_dbs_active answers
 	WaitNanos atomic.Int64 // time spent waiting before retries
 	Backoff   atomic.Int64 // requests waiting before a retry right now
 	BytesIn   atomic.Int64 // response body bytes read through this client
@@ -137,7 +137,7 @@ type Client struct {
 func NewClient(rawURL string, opts Options) (*Client, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("invalid URL %q: %v", RedactURL(rawURL), redactErr(err))
+		return nil, fmt.Errorf("invalid URL %q: %w", RedactURL(rawURL), redactErr(err))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("invalid URL %q: scheme must be http or https", RedactURL(rawURL))
@@ -324,7 +324,7 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 			return nil, err
 		}
 		var wait time.Duration
-		if herr != nil && (herr.Status == 429 || herr.Status == 503) {
+		if herr != nil && (herr.Status == 429 || herr.Status == 503 || herr.AllDBsActive()) {
 			c.Stats.Throttled.Add(1)
 			wait = backoff(attempt, 250*time.Millisecond, 30*time.Second)
 			if ra, ok := retryAfter(herr.RetryAfter, time.Now()); ok {
@@ -362,6 +362,38 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 		case <-t.C:
 		}
 		c.Stats.Backoff.Add(-1)
+	}
+}
+
+// busyWait is the throttle wait for an overload a server reported inside
+// a successful answer (CouchDB's per-revision all_dbs_active): counted as
+// throttled, told to the pacer as an overload, then a backoff wait as for
+// a 429, within Options.Max429Wait (*waited sums this caller's waits).
+func (c *Client) busyWait(ctx context.Context, attempt int, waited *time.Duration) error {
+	c.Stats.Throttled.Add(1)
+	if c.opts.Pacer != nil {
+		done, err := c.opts.Pacer.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		done(Outcome{Status: 500, Overload: true})
+	}
+	wait := backoff(attempt, 250*time.Millisecond, 30*time.Second)
+	if *waited+wait > c.opts.Max429Wait {
+		return fmt.Errorf("gave up after waiting %s on all_dbs_active", waited.Round(time.Second))
+	}
+	*waited += wait
+	c.Stats.Retries.Add(1)
+	c.Stats.WaitNanos.Add(int64(wait))
+	c.Stats.Backoff.Add(1)
+	defer c.Stats.Backoff.Add(-1)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -411,17 +443,41 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, conte
 		}
 		return nil, func() {}, &NetError{Op: r.Method + " " + c.redactedPath(r.Path), Err: stripURLError(err)}
 	}
-	if done != nil {
-		o := Outcome{Latency: lat, Status: resp.StatusCode, Overload: resp.StatusCode == 429 || resp.StatusCode == 503}
-		if o.Overload {
-			o.RetryAfter, _ = retryAfter(resp.Header.Get("Retry-After"), time.Now())
-		}
+	overload := resp.StatusCode == 429 || resp.StatusCode == 503
+	if resp.StatusCode == 500 {
+		// CouchDB at max_dbs_open answers 500: the error body says so.
+		// Read it here (it is small) so that the pacer learns of the
+		// overload; readError reads it again.
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body = &struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
+		overload = dbsActiveBody(b)
+	}
+	o := Outcome{Latency: lat, Status: resp.StatusCode, Overload: overload}
+	if o.Overload {
+		o.RetryAfter, _ = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	// The pacer's slot is held until the answer is read (stop): the
+	// server is busy until it has sent it (CouchDB sends the headers of
+	// _bulk_get and _all_docs first and builds the body after), so the
+	// requests counted in flight are those the server is serving. A stream
+	// (a changes feed, which may last) gives its slot back at the headers.
+	// The latency is the time to the headers either way.
+	if done != nil && r.Stream {
 		done(o)
 	}
 	if !r.login {
 		c.keepCookie(resp)
 	}
-	stop := func() { timer.Stop(); cancel() }
+	stop := func() {
+		timer.Stop()
+		cancel()
+		if done != nil && !r.Stream {
+			done(o)
+		}
+	}
 	resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.Stats.BytesIn}
 	if r.Stream {
 		// A stream is bounded per read: the attempt is cancelled when no

@@ -80,16 +80,16 @@ func (d *DB) fail(op string, err error) error {
 	case 401:
 		return fmt.Errorf("%s: %s: %s", d, op, d.srv.unauthorized(err))
 	case 403:
-		return fmt.Errorf("%s: %s: forbidden (HTTP 403): %v", d, op, err)
+		return fmt.Errorf("%s: %s: forbidden (HTTP 403): %w", d, op, err)
 	case 404:
 		return fmt.Errorf("%s: %s: %w (HTTP 404)", d, op, replicate.ErrNotFound)
 	case 0:
 		if errors.Is(err, context.Canceled) {
 			return err
 		}
-		return fmt.Errorf("%s: %s: %v", d, op, err)
+		return fmt.Errorf("%s: %s: %w", d, op, err)
 	}
-	return fmt.Errorf("%s: %s: %v", d, op, err)
+	return fmt.Errorf("%s: %s: %w", d, op, err)
 }
 
 // Identity names the database for replication ids: the server's uuid
@@ -193,7 +193,7 @@ func (d *DB) PutLocal(ctx context.Context, id string, body []byte) error {
 	resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.localDocPath(id), Body: body, ContentType: "application/json"})
 	if err != nil {
 		if st := StatusOf(err); st == 401 || st == 403 {
-			return fmt.Errorf("%w: %v", replicate.ErrReadOnly, err)
+			return fmt.Errorf("%w: %w", replicate.ErrReadOnly, err)
 		}
 		return d.fail("write checkpoint", err)
 	}
@@ -344,7 +344,7 @@ func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn 
 		// no row arrived within the retry budget.
 		wait := backoff(failures+1, 250e6, 10e9)
 		if failures > 8 || d.srv.opts.RetryTime < 0 || time.Since(progress)+wait > d.srv.opts.RetryTime {
-			return d.fail("read changes", fmt.Errorf("the feed broke %d times without progress, last: %v", failures, perr))
+			return d.fail("read changes", fmt.Errorf("the feed broke %d times without progress, last: %w", failures, perr))
 		}
 		d.srv.Stats.Retries.Add(1)
 		d.srv.Stats.WaitNanos.Add(int64(wait))
@@ -386,7 +386,7 @@ func (d *DB) RevsDiff(ctx context.Context, revs map[string][]string) (map[string
 	defer resp.Body.Close()
 	out, err := ParseRevsDiff(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("%s: _revs_diff: %v", d, err)
+		return nil, fmt.Errorf("%s: _revs_diff: %w", d, err)
 	}
 	return out, nil
 }
@@ -394,7 +394,60 @@ func (d *DB) RevsDiff(ctx context.Context, revs map[string][]string) (map[string
 // FetchRevs reads revisions with `_bulk_get?revs=true&latest=true` without
 // attachment bytes (stubs carry lengths and digests), falling back to
 // `GET /db/doc?open_revs=[...]` when `_bulk_get` is missing or fails.
+//
+// Revisions CouchDB answers with a per-revision all_dbs_active error (a
+// shard it could not open just now, at max_dbs_open) are asked for again
+// after a throttle wait, as a 429 would be, and the limiter is told of the
+// overload: they are never reported unreadable while the wait budget
+// (Options.Max429Wait) lasts.
 func (d *DB) FetchRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*replicate.Doc, []replicate.DocError, error) {
+	docs, errs, err := d.fetchRevs(ctx, reqs)
+	var waited time.Duration
+	for attempt := 1; err == nil; attempt++ {
+		var busy []replicate.RevRequest
+		kept := errs[:0:0]
+		for _, e := range errs {
+			if dbsActiveRow(e) {
+				busy = append(busy, replicate.RevRequest{ID: e.ID, Rev: e.Rev, AttsSince: attsSinceOf(reqs, e.ID)})
+			} else {
+				kept = append(kept, e)
+			}
+		}
+		if len(busy) == 0 {
+			break
+		}
+		if werr := d.srv.busyWait(ctx, attempt, &waited); werr != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			break // the budget is spent: the rows stay errors
+		}
+		more, moreErrs, ferr := d.fetchRevs(ctx, busy)
+		if ferr != nil {
+			return nil, nil, ferr
+		}
+		docs = append(docs, more...)
+		errs = append(kept, moreErrs...)
+	}
+	return docs, errs, err
+}
+
+// dbsActiveRow: a per-revision error of CouchDB at max_dbs_open
+// ({"error":"internal_fabric_error","reason":"all_dbs_active"}).
+func dbsActiveRow(e replicate.DocError) bool {
+	return strings.Contains(e.Error, "all_dbs_active") || strings.Contains(e.Reason, "all_dbs_active")
+}
+
+func attsSinceOf(reqs []replicate.RevRequest, id string) []string {
+	for _, r := range reqs {
+		if r.ID == id {
+			return r.AttsSince
+		}
+	}
+	return nil
+}
+
+func (d *DB) fetchRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*replicate.Doc, []replicate.DocError, error) {
 	if !d.bulkGetOff {
 		docs, errs, err := d.bulkGet(ctx, reqs)
 		if err == nil {
@@ -434,7 +487,7 @@ func (d *DB) bulkGet(ctx context.Context, reqs []replicate.RevRequest) ([]*repli
 	defer resp.Body.Close()
 	docs, errs, err := ParseBulkGet(resp.Body, reqs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: _bulk_get: %v", d, err)
+		return nil, nil, fmt.Errorf("%s: _bulk_get: %w", d, err)
 	}
 	return docs, errs, nil
 }
@@ -497,7 +550,7 @@ func (d *DB) openRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*repl
 			ds, es, err := ParseOpenRevs(resp.Body, resp.Header.Get("Content-Type"), id)
 			resp.Body.Close()
 			if err != nil {
-				return nil, nil, fmt.Errorf("%s: open_revs of %q: %v", d, shortID(id), err)
+				return nil, nil, fmt.Errorf("%s: open_revs of %q: %w", d, shortID(id), err)
 			}
 			for i := range es {
 				if es[i].ID == "" {
@@ -547,7 +600,7 @@ func (d *DB) Attachment(ctx context.Context, docID, rev string, att *replicate.A
 	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: p, Query: "rev=" + url.QueryEscape(rev), Accept: "*/*", Header: h})
 	if err != nil {
 		if st := StatusOf(err); st == 404 || st == 400 || st == 414 {
-			return fmt.Errorf("%w: attachment %q of %q rev %s: %v", replicate.ErrUnreadable, att.Name, shortID(docID), rev, err)
+			return fmt.Errorf("%w: attachment %q of %q rev %s: %w", replicate.ErrUnreadable, att.Name, shortID(docID), rev, err)
 		}
 		return d.fail("read attachment "+att.Name+" of "+shortID(docID), err)
 	}
@@ -561,7 +614,7 @@ func (d *DB) Attachment(ctx context.Context, docID, rev string, att *replicate.A
 	}
 	data, enc, err := storedBytes(data, resp.Header.Get("Content-Encoding"), att)
 	if err != nil {
-		return fmt.Errorf("%s: attachment %q of %q rev %s: %v", d, att.Name, shortID(docID), rev, err)
+		return fmt.Errorf("%s: attachment %q of %q rev %s: %w", d, att.Name, shortID(docID), rev, err)
 	}
 	att.Encoding = enc
 	if enc != "" {
@@ -583,14 +636,14 @@ func (d *DB) attachmentInline(ctx context.Context, docID, rev string, att *repli
 		Body: body, ContentType: "application/json"})
 	if err != nil {
 		if st := StatusOf(err); st == 404 || st == 400 || st == 405 || st == 413 {
-			return fmt.Errorf("%w: attachment %q of %q rev %s: the id is too long for a URL and _bulk_get failed: %v", replicate.ErrUnreadable, att.Name, shortID(docID), rev, err)
+			return fmt.Errorf("%w: attachment %q of %q rev %s: the id is too long for a URL and _bulk_get failed: %w", replicate.ErrUnreadable, att.Name, shortID(docID), rev, err)
 		}
 		return d.fail("read attachment "+att.Name+" of "+shortID(docID), err)
 	}
 	defer resp.Body.Close()
 	docs, _, err := ParseBulkGet(resp.Body, []replicate.RevRequest{{ID: docID, Rev: rev}})
 	if err != nil {
-		return fmt.Errorf("%s: _bulk_get: %v", d, err)
+		return fmt.Errorf("%s: _bulk_get: %w", d, err)
 	}
 	for _, doc := range docs {
 		if doc.Rev != rev {
@@ -600,7 +653,7 @@ func (d *DB) attachmentInline(ctx context.Context, docID, rev string, att *repli
 			if a.Name == att.Name && a.Data != nil {
 				data, enc, err := storedBytes(a.Data, "", att)
 				if err != nil {
-					return fmt.Errorf("%s: attachment %q of %q rev %s: %v", d, att.Name, shortID(docID), rev, err)
+					return fmt.Errorf("%s: attachment %q of %q rev %s: %w", d, att.Name, shortID(docID), rev, err)
 				}
 				att.Data, att.Encoding = data, enc
 				return nil
@@ -677,7 +730,7 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 				}
 				if Denied(err) {
 					d.notAdmin.Store(true)
-					return fmt.Errorf("%s: _revs_limit not set to %d: %w: the account is not an admin of the database (%v)", d, m.RevsLimit, replicate.ErrMetadataRefused, err)
+					return fmt.Errorf("%s: _revs_limit not set to %d: %w: the account is not an admin of the database (%w)", d, m.RevsLimit, replicate.ErrMetadataRefused, err)
 				}
 				return d.fail("set _revs_limit", err)
 			}
@@ -698,7 +751,7 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 			}
 			resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.path + "/_security", Body: m.Security, ContentType: "application/json"})
 			if Denied(err) {
-				return fmt.Errorf("%s: _security not set: %w: the account is not an admin of the database (%v)", d, replicate.ErrMetadataRefused, err)
+				return fmt.Errorf("%s: _security not set: %w: the account is not an admin of the database (%w)", d, replicate.ErrMetadataRefused, err)
 			}
 			if err != nil {
 				return d.fail("set _security", err)
@@ -777,11 +830,11 @@ func storedBytes(data []byte, contentEncoding string, att *replicate.Attachment)
 		}
 		zr, err := gzip.NewReader(bytes.NewReader(data))
 		if err != nil {
-			return nil, "", fmt.Errorf("bad gzip answer: %v", err)
+			return nil, "", fmt.Errorf("bad gzip answer: %w", err)
 		}
 		plain, err := io.ReadAll(io.LimitReader(zr, att.Length+1<<20))
 		if err != nil {
-			return nil, "", fmt.Errorf("bad gzip answer: %v", err)
+			return nil, "", fmt.Errorf("bad gzip answer: %w", err)
 		}
 		data = plain
 	}

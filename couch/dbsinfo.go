@@ -146,9 +146,14 @@ func (s *Server) dbsInfo(ctx context.Context, calls []*infoCall) (unsupported bo
 			c.err = fmt.Errorf("%s: _dbs_info answered about %q in its place", c.db, row.Key)
 		case row.Info != nil && row.Info.DBName != "":
 			c.info, c.err = c.db.useInfo(ctx, row.Info)
-		case len(row.Error) > 0:
+		case string(row.Error) == `"not_found"`:
 			// {"key":"x","error":"not_found"}
 			c.err = fmt.Errorf("%s: open database: %w (_dbs_info: %s)", c.db, replicate.ErrNotFound, row.Error)
+		case len(row.Error) > 0:
+			// Another error (a database CouchDB could not open just now:
+			// all_dbs_active) says nothing about whether it exists: asked
+			// again with GET /db, retried as that request is.
+			c.direct = true
 		default:
 			c.err = errors.New(c.db.String() + ": _dbs_info answered without info")
 		}

@@ -1,6 +1,7 @@
 package couch
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,8 +60,16 @@ func readError(r *request, resp *http.Response) *Error {
 		Error  any `json:"error"`
 		Reason any `json:"reason"`
 	}
+	var rows []struct {
+		Error  any `json:"error"`
+		Reason any `json:"reason"`
+	}
 	if json.Unmarshal(b, &body) == nil {
 		e.Name, e.Reason = fmt.Sprint(orEmpty(body.Error)), fmt.Sprint(orEmpty(body.Reason))
+	} else if json.Unmarshal(b, &rows) == nil && len(rows) > 0 {
+		// _bulk_docs refused as a whole: a 500 with one error row per
+		// document ([{"error":"error","reason":"internal_server_error"}]).
+		e.Name, e.Reason = fmt.Sprint(orEmpty(rows[0].Error)), fmt.Sprint(orEmpty(rows[0].Reason))
 	} else if len(b) > 0 {
 		e.Reason = "non-JSON answer (" + strings.TrimSpace(resp.Header.Get("Content-Type")) + ")"
 	}
@@ -94,6 +103,32 @@ func stripURLError(err error) error {
 func redactErr(err error) error { return stripURLError(err) }
 
 func asError(err error, target **Error) bool { return errors.As(err, target) }
+
+// AllDBsActive reports a CouchDB that could not open the database because
+// max_dbs_open databases are in use: a 500 that means "fewer at once",
+// retried like a 429 and taken by the limiter as overload. CouchDB 3.5
+// words it in several ways depending on the request, all seen on a server
+// with max_dbs_open lowered: {"error":"error","reason":"all_dbs_active"}
+// (GET _changes), {"error":"invalid_stream_start","reason":
+// "{error,all_dbs_active}"} (_all_docs), {"error":
+// "internal_server_error","reason":"No DB shards could be opened."} when
+// every shard of the database failed to open (_bulk_docs, _local,
+// _changes), and {"error":"error","reason":"internal_server_error"} (PUT
+// _local, and per document in a _bulk_docs answer) when no shard copy
+// answered a write (fabric's words for a worker that failed: all_dbs_active
+// or a worker gone, transient either way).
+func (e *Error) AllDBsActive() bool {
+	return e.Status == 500 && (strings.Contains(e.Name, "all_dbs_active") || strings.Contains(e.Reason, "all_dbs_active") ||
+		strings.Contains(e.Reason, "No DB shards could be opened") ||
+		e.Name == "error" && e.Reason == "internal_server_error")
+}
+
+// dbsActiveBody: a 500 answer's body says what Error.AllDBsActive
+// recognises.
+func dbsActiveBody(b []byte) bool {
+	return bytes.Contains(b, []byte("all_dbs_active")) || bytes.Contains(b, []byte("No DB shards could be opened")) ||
+		bytes.Contains(b, []byte(`{"error":"error","reason":"internal_server_error"}`))
+}
 
 // denied reports a refusal for lack of rights: 401, 403, or a 500 whose
 // error or reason says forbidden/unauthorized (CouchDB 3 answers a member's

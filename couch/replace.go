@@ -14,7 +14,7 @@ func (s *Server) DeleteDB(ctx context.Context, name string) error {
 		if StatusOf(err) == 404 {
 			return nil
 		}
-		return fmt.Errorf("delete database %q on %s: %v", name, s.URL(), err)
+		return fmt.Errorf("delete database %q on %s: %w", name, s.URL(), err)
 	}
 	resp.Body.Close()
 	return nil
@@ -35,7 +35,7 @@ func (d *DB) Shards(ctx context.Context) (q, n int, err error) {
 		} `json:"cluster"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
-		return 0, 0, fmt.Errorf("%s: database info: %v", d, err)
+		return 0, 0, fmt.Errorf("%s: database info: %w", d, err)
 	}
 	return info.Cluster.Q, info.Cluster.N, nil
 }
@@ -63,7 +63,7 @@ func (d *DB) Winners(ctx context.Context, ids []string) (map[string]string, erro
 		} `json:"rows"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
-		return nil, fmt.Errorf("%s: _all_docs answer: %v", d, err)
+		return nil, fmt.Errorf("%s: _all_docs answer: %w", d, err)
 	}
 	out := make(map[string]string, len(ans.Rows))
 	for _, r := range ans.Rows {

@@ -66,7 +66,7 @@ type Endpoint struct {
 func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("invalid URL %q: %v", RedactURL(rawURL), stripURLError(err))
+		return nil, fmt.Errorf("invalid URL %q: %w", RedactURL(rawURL), stripURLError(err))
 	}
 	// The database is the last path segment; anything before is a prefix.
 	p := strings.TrimRight(u.EscapedPath(), "/")
@@ -79,7 +79,7 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 		prefix := p[:len(p)-len(dbEsc)-1]
 		dec, err := url.PathUnescape(prefix)
 		if err != nil {
-			return nil, fmt.Errorf("invalid URL %q: %v", RedactURL(rawURL), err)
+			return nil, fmt.Errorf("invalid URL %q: %w", RedactURL(rawURL), err)
 		}
 		serverURL.Path, serverURL.RawPath = dec, prefix
 	}
@@ -95,7 +95,7 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 	if dbEsc != "" {
 		name, err := url.PathUnescape(dbEsc)
 		if err != nil {
-			return nil, fmt.Errorf("invalid database name in %q: %v", RedactURL(rawURL), err)
+			return nil, fmt.Errorf("invalid database name in %q: %w", RedactURL(rawURL), err)
 		}
 		ep.DBName = name
 	}
@@ -139,11 +139,11 @@ func (s *Server) describe(err error) error {
 	case 401:
 		return fmt.Errorf("%s: %s", s.URL(), s.unauthorized(err))
 	case 403:
-		return fmt.Errorf("%s: access forbidden (HTTP 403): %v", s.URL(), err)
+		return fmt.Errorf("%s: access forbidden (HTTP 403): %w", s.URL(), err)
 	case 0:
-		return fmt.Errorf("%s: cannot connect: %v", s.URL(), err)
+		return fmt.Errorf("%s: cannot connect: %w", s.URL(), err)
 	}
-	return fmt.Errorf("%s: %v", s.URL(), err)
+	return fmt.Errorf("%s: %w", s.URL(), err)
 }
 
 // StoredName is the name the server keeps database name under, as `GET
@@ -198,7 +198,7 @@ func (s *Server) AllDBs(ctx context.Context, startAfter string, limit int) ([]st
 	defer resp.Body.Close()
 	var names []string
 	if err := json.NewDecoder(resp.Body).Decode(&names); err != nil {
-		return nil, fmt.Errorf("%s: GET /_all_dbs: bad answer: %v", s.URL(), err)
+		return nil, fmt.Errorf("%s: GET /_all_dbs: bad answer: %w", s.URL(), err)
 	}
 	if startAfter != "" {
 		out := names[:0]
@@ -239,7 +239,7 @@ func (s *Server) CreateDB(ctx context.Context, name string, o CreateOptions) err
 		if StatusOf(err) == 412 {
 			return ErrExists
 		}
-		return fmt.Errorf("create database %q on %s: %v", name, s.URL(), err)
+		return fmt.Errorf("create database %q on %s: %w", name, s.URL(), err)
 	}
 	resp.Body.Close()
 	return nil

@@ -127,7 +127,7 @@ func (d *DB) OpenAttachment(ctx context.Context, docID, rev string, att *replica
 	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: p, Query: "rev=" + url.QueryEscape(rev), Accept: "*/*", Header: h, Stream: true})
 	if err != nil {
 		if st := StatusOf(err); st == 404 || st == 400 || st == 414 {
-			return nil, fmt.Errorf("%w: attachment %q of %q rev %s: %v", replicate.ErrUnreadable, att.Name, shortID(docID), rev, err)
+			return nil, fmt.Errorf("%w: attachment %q of %q rev %s: %w", replicate.ErrUnreadable, att.Name, shortID(docID), rev, err)
 		}
 		return nil, d.fail("read attachment "+att.Name+" of "+shortID(docID), err)
 	}

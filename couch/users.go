@@ -119,7 +119,7 @@ func (d *DB) setUsersSecurity(ctx context.Context, sec []byte) error {
 	resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.path + "/_security", Body: sec, ContentType: "application/json"})
 	if err != nil {
 		if st := StatusOf(err); st == 403 || st == 401 {
-			return fmt.Errorf("%w: %s/_security left as the target has it (%s): %v", replicate.ErrMetadataRefused, d.name, compactJSON(sec), err)
+			return fmt.Errorf("%w: %s/_security left as the target has it (%s): %w", replicate.ErrMetadataRefused, d.name, compactJSON(sec), err)
 		}
 		return d.fail("set _security", err)
 	}

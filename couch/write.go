@@ -124,17 +124,17 @@ func (d *DB) bulkDocs(ctx context.Context, docs []*replicate.Doc) ([]replicate.D
 	resp, err := d.srv.do(ctx, &request{Method: "POST", Path: d.path + "/_bulk_docs", Body: body, ContentType: "application/json"})
 	if err != nil {
 		if st := StatusOf(err); st == 413 || st == 400 {
-			return nil, fmt.Errorf("%w: %v", replicate.ErrBatchRejected, err)
+			return nil, fmt.Errorf("%w: %w", replicate.ErrBatchRejected, err)
 		}
 		if StatusOf(err) == 412 {
-			return nil, fmt.Errorf("%w: %w: %v", replicate.ErrBatchRejected, replicate.ErrMissingStub, err)
+			return nil, fmt.Errorf("%w: %w: %w", replicate.ErrBatchRejected, replicate.ErrMissingStub, err)
 		}
 		return nil, d.fail("_bulk_docs", err)
 	}
 	defer resp.Body.Close()
 	f, err := ParseBulkDocs(resp.Body, docs)
 	if err != nil {
-		return nil, fmt.Errorf("%s: _bulk_docs: %v", d, err)
+		return nil, fmt.Errorf("%s: _bulk_docs: %w", d, err)
 	}
 	return f, nil
 }
@@ -155,11 +155,11 @@ func decodeGzipAtts(doc *replicate.Doc) error {
 		}
 		zr, err := gzip.NewReader(bytes.NewReader(a.Data))
 		if err != nil {
-			return fmt.Errorf("attachment %q of %q: stored gzip bytes do not decode: %v", a.Name, shortID(doc.ID), err)
+			return fmt.Errorf("attachment %q of %q: stored gzip bytes do not decode: %w", a.Name, shortID(doc.ID), err)
 		}
 		plain, err := io.ReadAll(zr)
 		if err != nil {
-			return fmt.Errorf("attachment %q of %q: stored gzip bytes do not decode: %v", a.Name, shortID(doc.ID), err)
+			return fmt.Errorf("attachment %q of %q: stored gzip bytes do not decode: %w", a.Name, shortID(doc.ID), err)
 		}
 		a.Data, a.Encoding, a.EncodedLength, a.Digest, a.Length = plain, "", 0, "", int64(len(plain))
 	}

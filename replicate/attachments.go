@@ -26,6 +26,10 @@ func (r *run) resolveAttachments(ctx context.Context, docs []*Doc, reqs []RevReq
 	if err != nil {
 		return err
 	}
+	held, err := r.targetZeroAtts(ctx, docs, have)
+	if err != nil {
+		return err
+	}
 	// Bytes shared by the leaves of one document; forgotten at the next
 	// document, so that it never keeps alive what the write buffer has
 	// flushed and released from the memory budget.
@@ -37,7 +41,8 @@ func (r *run) resolveAttachments(ctx context.Context, docs []*Doc, reqs []RevReq
 			lastID = d.ID
 		}
 		pre := d.Size()
-		readable, err := r.readAttachments(ctx, d, have[d.ID+"\x00"+d.Rev], w, read)
+		key := d.ID + "\x00" + d.Rev
+		readable, err := r.readAttachments(ctx, d, have[key], held[key], w, read)
 		if err != nil {
 			return err
 		}
@@ -76,16 +81,18 @@ type readBytes struct {
 }
 
 // readAttachments turns the attachments introduced at or before
-// generation g (which the target holds) into stubs and reads the others,
-// or takes them from read (what this batch read already), adding what it
-// reads. An attachment the source cannot serve (ErrUnreadable) makes the
-// revision a reported failure: readable is false and the run goes on.
-func (r *run) readAttachments(ctx context.Context, d *Doc, g int, w *writeBuf, read map[attKey]readBytes) (readable bool, err error) {
+// generation g (which the target holds) into stubs, and those of revpos 0
+// that the target holds at generation g (held: same name, digest and
+// revpos), and reads the others, or takes them from read (what this batch
+// read already), adding what it reads. An attachment the source cannot
+// serve (ErrUnreadable) makes the revision a reported failure: readable is
+// false and the run goes on.
+func (r *run) readAttachments(ctx context.Context, d *Doc, g int, held map[string]*Attachment, w *writeBuf, read map[attKey]readBytes) (readable bool, err error) {
 	for _, a := range d.Atts {
 		if a.Data != nil {
 			continue
 		}
-		if a.RevPos > 0 && a.RevPos <= g {
+		if a.RevPos > 0 && a.RevPos <= g || a.RevPos <= 0 && sameStored(a, held[a.Name]) {
 			a.Stub = true
 			r.c.attsSkip.Add(1)
 			continue
@@ -116,6 +123,95 @@ func (r *run) readAttachments(ctx context.Context, d *Doc, g int, w *writeBuf, r
 	return true, nil
 }
 
+// zeroDepth is how many ancestors of a revision the target is asked about
+// (when its _revs_diff names no possible ancestors) for attachments of
+// revpos 0, which any ancestor may hold.
+const zeroDepth = 8
+
+// sameStored: the target holds attachment t with the content of a (same
+// digest) and the revpos a's stub will name (CouchDB merges a stub only
+// when its revpos equals the stored one).
+func sameStored(a, t *Attachment) bool {
+	return t != nil && a.Digest != "" && t.Digest == a.Digest && t.RevPos == a.RevPos
+}
+
+// targetZeroAtts reads back from the target, for each revision with
+// attachments of revpos 0 whose generation-g ancestor the target holds,
+// that ancestor's attachment stubs, by name. CouchDB stores revpos 0 for
+// attachments written with new_edits=false without revpos and keeps it
+// through later edits: revpos then says nothing about where the content
+// was introduced (CouchDB's own atts_since sends every such attachment as
+// a stub, changed or not). The target's digest says whether it holds the
+// same content, so only changed attachments are read. One request per
+// batch, none when no revision has such an attachment; a target that
+// cannot read its revisions back (an archive, a wrapped target) gets
+// every revpos-0 attachment's bytes.
+func (r *run) targetZeroAtts(ctx context.Context, docs []*Doc, have map[string]int) (map[string]map[string]*Attachment, error) {
+	tr, ok := r.tgt.(interface {
+		FetchRevs(ctx context.Context, reqs []RevRequest) ([]*Doc, []DocError, error)
+	})
+	if !ok {
+		return nil, nil
+	}
+	var reqs []RevRequest
+	want := map[string]string{} // id + ancestor rev -> id + rev
+	for _, d := range docs {
+		key := d.ID + "\x00" + d.Rev
+		g := have[key]
+		i := d.Revisions.Start - g
+		if g <= 0 || !hasZeroRevpos(d) || i <= 0 || i >= len(d.Revisions.IDs) {
+			continue
+		}
+		anc := strconv.Itoa(g) + "-" + d.Revisions.IDs[i]
+		k := d.ID + "\x00" + anc
+		if _, ok := want[k]; !ok {
+			reqs = append(reqs, RevRequest{ID: d.ID, Rev: anc})
+		}
+		want[k] = key
+	}
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	got, _, err := tr.FetchRevs(ctx, reqs)
+	if err != nil {
+		return nil, fmt.Errorf("target: read back ancestors: %w", err)
+	}
+	byAnc := map[string]map[string]*Attachment{}
+	for _, t := range got {
+		if t.Deleted {
+			continue
+		}
+		m := map[string]*Attachment{}
+		for _, a := range t.Atts {
+			m[a.Name] = a
+		}
+		byAnc[t.ID+"\x00"+t.Rev] = m
+	}
+	out := map[string]map[string]*Attachment{}
+	for _, d := range docs {
+		key := d.ID + "\x00" + d.Rev
+		g := have[key]
+		i := d.Revisions.Start - g
+		if g <= 0 || i <= 0 || i >= len(d.Revisions.IDs) {
+			continue
+		}
+		if m, ok := byAnc[d.ID+"\x00"+strconv.Itoa(g)+"-"+d.Revisions.IDs[i]]; ok {
+			out[key] = m
+		}
+	}
+	return out, nil
+}
+
+// hasZeroRevpos: d has an attachment of revpos 0 still to resolve.
+func hasZeroRevpos(d *Doc) bool {
+	for _, a := range d.Atts {
+		if a.Data == nil && a.RevPos <= 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // targetGenerations returns, per revision with attachments to resolve,
 // the highest generation of its own history that the target holds (0 if
 // none). A target that reports possible_ancestors in _revs_diff (CouchDB:
@@ -124,8 +220,8 @@ func (r *run) readAttachments(ctx context.Context, d *Doc, g int, w *writeBuf, r
 // counts as present only revisions it has a body of) is asked with one
 // more _revs_diff over the revisions' histories, each revision once per
 // document: a revision listed twice is reported missing the second time.
-// An attachment of unknown revpos (0) is always read and does not keep the
-// others from becoming stubs.
+// An attachment of revpos 0 may be held at any generation: for it the
+// nearest zeroDepth ancestors count (see targetZeroAtts).
 func (r *run) targetGenerations(ctx context.Context, docs []*Doc, ancestors map[string][]string) (map[string]int, error) {
 	out := map[string]int{}
 	ask := map[string][]string{}
@@ -140,6 +236,12 @@ func (r *run) targetGenerations(ctx context.Context, docs []*Doc, ancestors map[
 			}
 			if lowest == 0 || a.RevPos < lowest {
 				lowest = a.RevPos
+			}
+		}
+		if hasZeroRevpos(d) && d.Revisions.Start > 1 {
+			z := max(1, d.Revisions.Start-zeroDepth)
+			if lowest == 0 || z < lowest {
+				lowest = z
 			}
 		}
 		if lowest == 0 {

@@ -352,3 +352,73 @@ func TestCouchDB_SeqInterval(t *testing.T) {
 		t.Errorf("second run read %d changes and wrote %d, want 0 and 0 (the checkpoint is at the end of the feed)", again.Stats.ChangesRead, again.Stats.DocsWritten)
 	}
 }
+
+// revpos 0: CouchDB stores revpos 0 for attachments written with
+// new_edits=false without revpos (as bench's dataset loader writes them),
+// and keeps 0 through later edits that keep the attachment as a stub.
+// After a copy, 10% of the documents get a new revision with the
+// attachment unchanged and one document a replicated revision whose
+// attachment of the same name and revpos 0 changed: the incremental copy
+// reads only the changed attachment (the unchanged ones travel as stubs,
+// their digests checked against what the target holds) and ends equal.
+func TestCouchDB_RevposZeroIncremental(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "PouchDB Server rewrites revpos on write: no attachment keeps revpos 0")
+	srv := couchtest.Shared(t)
+	src, tgt := srv.NewDB(t), srv.NewDB(t)
+	c := srv.Client()
+	const n, size = 40, 32 << 10
+	var docs []json.RawMessage
+	for i := 0; i < n; i++ {
+		docs = append(docs, raw(`{"_id":"d%02d","_rev":"1-%032x","i":%d,"_revisions":{"start":1,"ids":["%032x"]},"_attachments":{"a.bin":{"content_type":"application/octet-stream","data":%q}}}`,
+			i, i+1, i, i+1, b64(randomBytes(size))))
+	}
+	mustBulk(t, srv, src, false, docs...)
+	var stub struct {
+		Atts map[string]struct {
+			RevPos *int `json:"revpos"`
+		} `json:"_attachments"`
+	}
+	if err := c.GetJSON(t.Context(), "/"+src+"/d00", &stub); err != nil {
+		t.Fatal(err)
+	}
+	if p := stub.Atts["a.bin"].RevPos; p == nil || *p != 0 {
+		t.Fatalf("source stores revpos %v, want 0 (the case under test)", p)
+	}
+
+	rec := recproxy.Start(t, srv.AdminURL())
+	srcURL := rec.UserURL(srv.AdminUser, srv.AdminPassword)
+	res := runOK(t, openAt(t, srcURL, src), openDB(t, srv, tgt), replicate.Options{})
+	if res.Stats.AttachmentsRead != n {
+		t.Fatalf("first run: attachments_read=%d, want %d", res.Stats.AttachmentsRead, n)
+	}
+
+	// 10% of the documents: a new revision, the attachment kept as a stub.
+	for i := 0; i < n/10; i++ {
+		var doc map[string]any
+		id := fmt.Sprintf("d%02d", i)
+		if err := c.GetJSON(t.Context(), "/"+src+"/"+id, &doc); err != nil {
+			t.Fatal(err)
+		}
+		doc["note"] = "body changed"
+		if _, err := c.PutDoc(t.Context(), src, id, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One document: a replicated revision whose attachment changed, still
+	// without revpos (stored as 0 again): its bytes must travel.
+	last := n - 1
+	mustBulk(t, srv, src, false, raw(`{"_id":"d%02d","_rev":"2-%032x","i":%d,"_revisions":{"start":2,"ids":["%032x","%032x"]},"_attachments":{"a.bin":{"content_type":"application/octet-stream","data":%q}}}`,
+		last, 999, last, 999, last+1, b64(randomBytes(size))))
+
+	rec.Reset()
+	res = runOK(t, openAt(t, srcURL, src), openDB(t, srv, tgt), replicate.Options{})
+	read := rec.RespBytes()
+	t.Logf("second run: source answered %d bytes in %d requests; stats %+v", read, len(rec.Exchanges()), res.Stats)
+	if res.Stats.DocsWritten != n/10+1 || res.Stats.AttachmentsSkip != n/10 || res.Stats.AttachmentsRead != 1 {
+		t.Errorf("second run stats %+v: want %d revisions written, %d attachments as stubs, 1 read", res.Stats, n/10+1, n/10)
+	}
+	if read > size+24<<10 {
+		t.Errorf("second run read %d bytes from the source, want the one changed %d-byte attachment and little more", read, size)
+	}
+	couchtest.AssertEqual(t, srv.DBURL(src), srv.DBURL(tgt))
+}

@@ -28,7 +28,7 @@ import (
 // backup then restore, a whole server, order of writes, refusals, resume,
 // selection and renames, pipes.
 
-// arCase is one conformance case of /work/shared/docs/conformance.md,
+// arCase is one conformance case of docs/conformance.md,
 // scaled down: the databases it creates on a source.
 type arCase struct {
 	name string

@@ -229,7 +229,7 @@ func (s *Server) waitReady(ctx context.Context, name, readyPath string) error {
 		}
 		select {
 		case <-s.done:
-			return fmt.Errorf("couchtest: %s exited before answering: %v; output: %s", name, s.waitErr(), s.logs.String())
+			return fmt.Errorf("couchtest: %s exited before answering: %w; output: %s", name, s.waitErr(), s.logs.String())
 		case <-ctx.Done():
 			return fmt.Errorf("couchtest: %s at %s did not answer: %w; output: %s", name, base, ctx.Err(), s.logs.String())
 		case <-tick.C:
@@ -351,7 +351,7 @@ func (s *Server) Err() error {
 	if s.stop {
 		return nil
 	}
-	return fmt.Errorf("couchtest: %s at %s exited unexpectedly: %v; output: %s", s.Kind, s.baseURL(), s.werr, s.logs.String())
+	return fmt.Errorf("couchtest: %s at %s exited unexpectedly: %w; output: %s", s.Kind, s.baseURL(), s.werr, s.logs.String())
 }
 
 func (s *Server) waitErr() error {

@@ -28,10 +28,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
-	if ok, retryAfter := p.admit(n); !ok {
+	if ok, retryAfter, dbsActive := p.admit(n); !ok {
 		p.throttled.Add(1)
 		p.faults.Add(1)
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxDrain))
+		if dbsActive {
+			writeError(w, http.StatusInternalServerError, "error", "all_dbs_active", "")
+			return
+		}
 		writeError(w, http.StatusTooManyRequests, "", "", retryAfter)
 		return
 	}
@@ -154,6 +158,9 @@ func (p *Proxy) pass(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusInternalServerError {
+		p.upstream500.Add(1)
+	}
 	copyHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)

@@ -28,6 +28,11 @@ type Limits struct {
 	// RetryAfter is the Retry-After header sent with these 429 answers
 	// (seconds); empty sends none, as CouchDB does.
 	RetryAfter string
+	// AllDBsActive makes the MaxInFlight and RatePerSec answers CouchDB's
+	// 500 {"error":"error","reason":"all_dbs_active"} (what CouchDB 3.5
+	// answers a _changes request once max_dbs_open databases are in use)
+	// instead of 429. They count as Throttled.
+	AllDBsActive bool
 	// MaxBodyBytes answers 413 {"error":"too_large"} to requests whose
 	// body is longer than this many bytes; the body is not forwarded.
 	MaxBodyBytes int64
@@ -44,6 +49,9 @@ type Stats struct {
 	Throttled int64
 	// TooLarge counts 413 answers from Limits.MaxBodyBytes.
 	TooLarge int64
+	// Upstream500 counts answers of status 500 the target gave to
+	// forwarded requests (a CouchDB at max_dbs_open answers 500).
+	Upstream500 int64
 	// InFlight is the number of requests in progress now; MaxInFlight the
 	// highest number seen at once (counting requests that were then
 	// throttled).
@@ -75,6 +83,7 @@ type Proxy struct {
 	rnd      *rand.Rand
 
 	requests, faults, throttled, tooLarge atomic.Int64
+	upstream500                           atomic.Int64
 	inFlight, maxInFlight                 atomic.Int64
 }
 
@@ -189,6 +198,7 @@ func (p *Proxy) Stats() Stats {
 		Faults:      p.faults.Load(),
 		Throttled:   p.throttled.Load(),
 		TooLarge:    p.tooLarge.Load(),
+		Upstream500: p.upstream500.Load(),
 		InFlight:    p.inFlight.Load(),
 		MaxInFlight: p.maxInFlight.Load(),
 		Rules:       map[string]RuleStats{},
@@ -210,6 +220,7 @@ func (p *Proxy) ResetStats() {
 	p.faults.Store(0)
 	p.throttled.Store(0)
 	p.tooLarge.Store(0)
+	p.upstream500.Store(0)
 	p.maxInFlight.Store(p.inFlight.Load())
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -248,16 +259,16 @@ func (p *Proxy) pick(method, path string) *compiledRule {
 
 // admit applies Limits.MaxInFlight and RatePerSec; it reports whether the
 // request may go on and the Retry-After value for a refusal.
-func (p *Proxy) admit(inFlight int64) (bool, string) {
+func (p *Proxy) admit(inFlight int64) (ok bool, retryAfter string, dbsActive bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.limits.MaxInFlight > 0 && inFlight > int64(p.limits.MaxInFlight) {
-		return false, p.limits.RetryAfter
+		return false, p.limits.RetryAfter, p.limits.AllDBsActive
 	}
 	if p.limiter != nil && !p.limiter.Allow() {
-		return false, p.limits.RetryAfter
+		return false, p.limits.RetryAfter, p.limits.AllDBsActive
 	}
-	return true, ""
+	return true, "", false
 }
 
 func (p *Proxy) maxBody() int64 {

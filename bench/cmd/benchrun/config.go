@@ -57,6 +57,10 @@ type config struct {
 	ctlDBs   int
 	ctlDocs  int
 	ctlSweep intList
+	// ctlCases names the overload cases; ctlMaxDBsOpen is CouchDB's
+	// max_dbs_open in the max-dbs-open case.
+	ctlCases      string
+	ctlMaxDBsOpen int
 
 	// seeds
 	seedsAttsScale, seedsLargeScale float64
@@ -79,6 +83,7 @@ func defaultConfig() *config {
 		latency:       50 * time.Millisecond, latencyRuns: 1,
 		fleetDBs: 1000, fleetBigDBs: 1000, fleetBigDoc: 100, pool: 64, rateProbe: 3 * time.Second,
 		ctlK: 12, ctlDBs: 200, ctlDocs: 100, ctlSweep: intList{4, 8, 12, 16, 32, 64},
+		ctlCases: "429,dbs-active,max-dbs-open", ctlMaxDBsOpen: 20,
 		seedsAttsScale: 10, seedsLargeScale: 1,
 		backupSizes: intList{10000, 100000}, backupRealScale: 0.1, attsScale: 1,
 		timeout: 20 * time.Minute,
@@ -117,6 +122,8 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.ctlK, "ctl-k", c.ctlK, "controller: the proxy's in-flight cap (unknown to sofa)")
 	fs.IntVar(&c.ctlDBs, "ctl-dbs", c.ctlDBs, "controller: databases copied per run")
 	fs.IntVar(&c.ctlDocs, "ctl-docs", c.ctlDocs, "controller: documents per database")
+	fs.StringVar(&c.ctlCases, "ctl-cases", c.ctlCases, "controller: comma-separated overload cases: 429 and dbs-active (the proxy answers 429, or CouchDB's 500 all_dbs_active, above -ctl-k in flight), max-dbs-open (CouchDB only: both servers run with max_dbs_open = -ctl-max-dbs-open)")
+	fs.IntVar(&c.ctlMaxDBsOpen, "ctl-max-dbs-open", c.ctlMaxDBsOpen, "controller: CouchDB's max_dbs_open in the max-dbs-open case")
 	fs.Var(&c.ctlSweep, "ctl-sweep", "controller: comma-separated --max-requests values of the fixed sweep")
 	fs.Float64Var(&c.seedsAttsScale, "seeds-atts-scale", c.seedsAttsScale, "seeds: scale of atts_db (10: 1,100 docs, the benchmark's size; 0 skips)")
 	fs.Float64Var(&c.seedsLargeScale, "seeds-large-scale", c.seedsLargeScale, "seeds: scale of large1kb (1: 341,298 docs; 0 skips)")

@@ -27,12 +27,13 @@ func startProxy(s *server, delay time.Duration, limits faultproxy.Limits) (*faul
 	return p, nil
 }
 
-// totals sums requests received and 429 answers given over ps.
-func (ps proxies) totals() (requests, throttled int64) {
+// totals sums requests received and rejections over ps: the proxies'
+// own 429 (or injected all_dbs_active) answers and the servers' 500s.
+func (ps proxies) totals() (requests, rejected int64) {
 	for _, p := range ps {
 		st := p.Stats()
 		requests += st.Requests
-		throttled += st.Throttled
+		rejected += st.Throttled + st.Upstream500
 	}
-	return requests, throttled
+	return requests, rejected
 }
