@@ -36,6 +36,7 @@ func (d *DB) Follow(ctx context.Context, since replicate.Seq, o replicate.Follow
 			q += "&att_encoding_info=true"
 		}
 	}
+	d.pending.Store(0) // not known while following
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	resp, err := d.srv.do(fctx, &request{Method: "GET", Path: d.path + "/_changes", Query: q, Stream: true, NoRetry: true})
@@ -80,3 +81,9 @@ func (a *armingReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// Pending is the `pending` count of the last `_changes` page read (the
+// changes after it), -1 when not known: before the first page ends, on a
+// server that does not say (PouchDB Server), and while following a
+// continuous feed, whose rows do not carry it.
+func (d *DB) Pending() int64 { return d.pending.Load() - 1 }

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sofadb/sofa/internal/couchtest"
+	"github.com/sofadb/sofa/internal/recproxy"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -241,5 +244,98 @@ func TestContinuous_WritesConflictsDeletions(t *testing.T) {
 	if again.Stats.DocsWritten != 0 || again.StartSeq.String() != res.EndSeq.String() {
 		t.Errorf("rerun: start %s (want %s), %d written", again.StartSeq.String(), res.EndSeq.String(), again.Stats.DocsWritten)
 	}
-	_ = fmt.Sprint
+}
+
+// A continuous run stopped by its context writes a final checkpoint (here
+// the only one: the timer is an hour) covering every acknowledged write;
+// a restart resumes from it and writes only the changes made since.
+func TestContinuous_KilledRunResumes(t *testing.T) {
+	srv, src, tgt, sdb, tdb := pair(t)
+	localLoad(t, srv, src, 0, 100)
+	f := follow(t, sdb, tdb, replicate.Options{CheckpointInterval: time.Hour})
+	waitEqual(t, srv, src, tgt, f)
+	localLoad(t, srv, src, 100, 40) // while following
+	waitEqual(t, srv, src, tgt, f)
+	res1 := f.stop(t)
+	if res1.Stats.DocsWritten != 140 || res1.Stats.Checkpoints != 1 {
+		t.Fatalf("first run: %+v, want 140 written and one (final) checkpoint", res1.Stats)
+	}
+	var cp struct {
+		SourceLastSeq any `json:"source_last_seq"`
+	}
+	if err := srv.Client().GetJSON(t.Context(), "/"+couchtest.EscapeDB(tgt)+"/_local/"+res1.ReplicationID, &cp); err != nil {
+		t.Fatalf("the final checkpoint is not on the target: %v", err)
+	}
+	if got := fmt.Sprint(cp.SourceLastSeq); got != res1.EndSeq.String() {
+		t.Errorf("target checkpoint at %s, want the run's end seq %s", got, res1.EndSeq.String())
+	}
+
+	localLoad(t, srv, src, 140, 30) // while stopped
+	obs := newRecObserver()
+	f2 := follow(t, openDB(t, srv, src), openDB(t, srv, tgt), replicate.Options{Observer: obs})
+	obs.waitCaughtUp(t)
+	localLoad(t, srv, src, 170, 5) // and while following again
+	waitEqual(t, srv, src, tgt, f2)
+	res2 := f2.stop(t)
+	t.Logf("second run: start %s, stats %+v", res2.StartSeq.String(), res2.Stats)
+	if res2.StartSeq.String() != res1.EndSeq.String() {
+		t.Errorf("restart started at %s, want the checkpoint %s", res2.StartSeq.String(), res1.EndSeq.String())
+	}
+	if res2.Stats.DocsWritten != 35 || res2.Stats.ChangesRead != 35 {
+		t.Errorf("restart read %d changes and wrote %d revisions, want 35 and 35 (nothing copied twice)", res2.Stats.ChangesRead, res2.Stats.DocsWritten)
+	}
+}
+
+// Fast writes while following cost a request per batch, not per change:
+// 2,000 documents written in four _bulk_docs requests arrive with a few
+// _revs_diff and no _bulk_get (generation-1 documents come with the
+// feed), through one long-lived feed request.
+func TestContinuous_FastWritesAreBatched(t *testing.T) {
+	srv, src, tgt, _, _ := pair(t)
+	localLoad(t, srv, src, 0, 10)
+	runOK(t, openDB(t, srv, src), openDB(t, srv, tgt), replicate.Options{}) // not an initial copy: _revs_diff is asked
+	rec := recproxy.Start(t, srv.AdminURL())
+	u, _ := url.Parse(rec.URL)
+	u.User = url.UserPassword(srv.AdminUser, srv.AdminPassword)
+	obs := newRecObserver()
+	f := follow(t, openAt(t, u.String(), src), openAt(t, u.String(), tgt), replicate.Options{Observer: obs})
+	obs.waitCaughtUp(t)
+	before := len(rec.Exchanges())
+	localLoad(t, srv, src, 10, 2000)
+	waitEqual(t, srv, src, tgt, f)
+	res := f.stop(t)
+	count := map[string]int{}
+	total := 0
+	for _, e := range rec.Exchanges()[before:] {
+		total++
+		switch {
+		case strings.HasSuffix(e.Path, "/_revs_diff"):
+			count["_revs_diff"]++
+		case strings.HasSuffix(e.Path, "/_bulk_get"):
+			count["_bulk_get"]++
+		case strings.HasSuffix(e.Path, "/_bulk_docs"):
+			count["_bulk_docs"]++
+		case strings.HasSuffix(e.Path, "/_changes"):
+			count["_changes"]++
+		default:
+			count[e.Method+" other"]++
+		}
+	}
+	t.Logf("%s: %d requests for 2000 changes: %v; stats %+v", srv.Kind, total, count, res.Stats)
+	if count["_revs_diff"] > 2000/50 || count["_bulk_docs"] > 2000/50 || count["_bulk_get"] > 2000/50 {
+		t.Errorf("%v: more than one request per 50 changes", count)
+	}
+	if total > 2000/20 {
+		t.Errorf("%d requests for 2000 changes, want at most 100", total)
+	}
+}
+
+// A source that cannot follow its feed (here one that hides Follow, as an
+// archive does) is refused at once.
+func TestContinuous_SourceMustFollow(t *testing.T) {
+	_, _, _, sdb, tdb := pair(t)
+	_, err := replicate.Run(t.Context(), struct{ replicate.Source }{sdb}, tdb, replicate.Options{Continuous: true})
+	if !errors.Is(err, replicate.ErrNotFollowable) {
+		t.Fatalf("err = %v, want ErrNotFollowable", err)
+	}
 }

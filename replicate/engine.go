@@ -295,6 +295,12 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer) (Seq, e
 				return
 			case <-t.C:
 				if err := r.checkpoint(wctx, cp, tr); err != nil {
+					if r.opts.Continuous && wctx.Err() == nil {
+						// A continuous run outlives a target that is
+						// away for a while: the next tick tries again.
+						r.logf("checkpoint failed: %v; trying again in %s", err, r.opts.CheckpointInterval)
+						continue
+					}
 					cpErr = err
 					cancel()
 					return
