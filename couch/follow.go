@@ -28,6 +28,9 @@ func (d *DB) Follow(ctx context.Context, since replicate.Seq, o replicate.Follow
 	if hb <= 0 {
 		hb = replicate.DefaultHeartbeat
 	}
+	// A streamed read is cancelled after AttemptTimeout without a byte:
+	// heartbeats must come well within it.
+	hb = min(hb, d.srv.opts.AttemptTimeout/3)
 	q := "style=all_docs&feed=continuous&heartbeat=" + strconv.FormatInt(hb.Milliseconds(), 10) +
 		"&since=" + url.QueryEscape(since.String())
 	if o.Docs {

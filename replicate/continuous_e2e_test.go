@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sofadb/sofa/internal/couchtest"
+	"github.com/sofadb/sofa/internal/faultproxy"
 	"github.com/sofadb/sofa/internal/recproxy"
 	"github.com/sofadb/sofa/replicate"
 )
@@ -175,8 +176,6 @@ func localLoad(t *testing.T, srv *couchtest.Server, db string, from, n int) {
 	}
 }
 
-
-
 // Writes made while the run follows appear on the target: new documents,
 // updates, deletions and conflicting leaves; the Observer hears of the
 // rows, the batches with their lag, the caught-up edges and the final
@@ -337,5 +336,93 @@ func TestContinuous_SourceMustFollow(t *testing.T) {
 	_, err := replicate.Run(t.Context(), struct{ replicate.Source }{sdb}, tdb, replicate.Options{Continuous: true})
 	if !errors.Is(err, replicate.ErrNotFollowable) {
 		t.Fatalf("err = %v, want ErrNotFollowable", err)
+	}
+}
+
+// Faults while following, through the fault proxy: the feed cut mid-stream
+// three times and answered 503 twice when reopened, target requests reset
+// and answered 503, then the target unreachable (every request reset)
+// for longer than the client's retry budget. The run reconnects, retries
+// its batches, says so in its log, and the target ends equal to the
+// source, with no extra leaf.
+func TestContinuous_Faults(t *testing.T) {
+	copts := faultOpts
+	copts.RetryTime = 2 * time.Second // the target's outage outlasts it
+	e := newFaultEnv(t, copts)
+	loadDocs(t, e.srv, e.src, 100, 50)
+	runOK(t, e.sdb, e.tdb, replicate.Options{}) // not an initial copy: _revs_diff is asked
+	// The first feed request (the catch-up's) passes; the continuous
+	// feed is then cut three times and refused twice.
+	e.rules(t,
+		faultproxy.Rule{Name: "cut", Method: "GET", Path: path(e.src, "/_changes$"), Fault: faultproxy.CutChanges, CutRows: 30, After: 1, Times: 3},
+		faultproxy.Rule{Name: "503-feed", Method: "GET", Path: path(e.src, "/_changes$"), Fault: faultproxy.Status, Status: 503, After: 1, Times: 2},
+		faultproxy.Rule{Name: "reset-docs", Method: "POST", Path: path(e.tgt, "/_bulk_docs$"), Fault: faultproxy.Reset, Times: 3},
+		faultproxy.Rule{Name: "503-diff", Method: "POST", Path: path(e.tgt, "/_revs_diff$"), Fault: faultproxy.Status, Status: 503, Times: 3},
+	)
+	obs := newRecObserver()
+	logs := make(chan string, 1000)
+	f := follow(t, e.sdb, e.tdb, replicate.Options{Observer: obs, BatchSize: 50, CheckpointInterval: 300 * time.Millisecond,
+		Log: func(s string) {
+			t.Log("sofa: " + s)
+			select {
+			case logs <- s:
+			default:
+			}
+		}})
+	c := e.srv.Client()
+	for i := 0; i < 10; i++ {
+		localLoad(t, e.srv, e.src, i*40, 40)
+		rev, err := c.PutDoc(t.Context(), e.src, fmt.Sprintf("u%d", i), map[string]any{"v": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if _, err := c.PutDoc(t.Context(), e.src, fmt.Sprintf("u%d", i), map[string]any{"_rev": rev, "_deleted": true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitEqual(t, e.srv, e.src, e.tgt, f)
+	st := e.px.Stats().Rules
+	t.Logf("rules %+v", st)
+	for _, name := range []string{"cut", "503-feed", "reset-docs", "503-diff"} {
+		if st[name].Fired == 0 {
+			t.Errorf("rule %s did not fire", name)
+		}
+	}
+	if st["cut"].Fired != 3 || st["503-feed"].Fired != 2 {
+		t.Errorf("feed faults fired %d and %d times, want 3 and 2", st["cut"].Fired, st["503-feed"].Fired)
+	}
+	if n := len(obs.snapshot().reconnects); n != 5 {
+		t.Errorf("%d reconnects reported, want 5 (3 cuts of the feed, 2 answers 503)", n)
+	}
+
+	// The target goes away: every request to it is reset.
+	e.rules(t, faultproxy.Rule{Name: "down", Path: path(e.tgt, ""), Fault: faultproxy.Reset})
+	localLoad(t, e.srv, e.src, 1000, 60)
+	for retried := false; !retried; {
+		select {
+		case s := <-logs:
+			retried = strings.Contains(s, "failed") && strings.Contains(s, "retrying in")
+		case <-f.done:
+			t.Fatalf("the run ended while the target was down: %v", f.err)
+		case <-time.After(2 * time.Minute):
+			t.Fatal("no batch retry logged while the target was down")
+		}
+	}
+	e.rules(t) // back
+	localLoad(t, e.srv, e.src, 1060, 20)
+	waitEqual(t, e.srv, e.src, e.tgt, f)
+	assertNoExtraLeaves(t, e.srv, e.src, e.tgt)
+	res := f.stop(t)
+	t.Logf("stats %+v; down fired %d", res.Stats, e.px.Rule("down").Fired)
+	if res.Stats.DocWriteFailures != 0 {
+		t.Errorf("%d write failures: %v", res.Stats.DocWriteFailures, res.Failures)
+	}
+	// The final checkpoint covers the whole feed: a one-shot rerun reads
+	// no change.
+	again := runOK(t, e.sdb, e.tdb, replicate.Options{})
+	if again.Stats.ChangesRead != 0 {
+		t.Errorf("rerun read %d changes, want 0", again.Stats.ChangesRead)
 	}
 }

@@ -111,6 +111,11 @@ func (r *run) runBatch(ctx context.Context, b *batch, tr *tracker) error {
 		if !r.opts.Continuous || ctx.Err() != nil || attempt >= maxBatchAttempts {
 			return err
 		}
+		// The documents the feed delivered had their bytes released
+		// when their write was sent: the retry reads them again.
+		for i := range b.changes {
+			b.changes[i].Docs = nil
+		}
 		wait := reconnectWait(attempt)
 		r.logf("a batch of %d changes failed: %v; retrying in %s", len(b.changes), err, wait.Round(100*time.Millisecond))
 		t := time.NewTimer(wait)
