@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -424,5 +425,44 @@ func TestContinuous_Faults(t *testing.T) {
 	again := runOK(t, e.sdb, e.tdb, replicate.Options{})
 	if again.Stats.ChangesRead != 0 {
 		t.Errorf("rerun read %d changes, want 0", again.Stats.ChangesRead)
+	}
+}
+
+// Following a steady trickle of single-document writes keeps the heap and
+// the goroutines flat: nothing accumulates per change or per batch (the
+// tracker, the liveness map, failures, timers).
+func TestContinuous_MemoryFlat(t *testing.T) {
+	srv, src, tgt, sdb, tdb := pair(t)
+	f := follow(t, sdb, tdb, replicate.Options{FlushInterval: 20 * time.Millisecond, CheckpointInterval: 200 * time.Millisecond})
+	c := srv.Client()
+	trickle := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			if _, err := c.PutDoc(t.Context(), src, fmt.Sprintf("m%05d", i), map[string]any{"i": i, "pad": strings.Repeat("x", 500)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitEqual(t, srv, src, tgt, f)
+	}
+	measure := func() (uint64, int) {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse, runtime.NumGoroutine()
+	}
+	trickle(0, 200)
+	h0, g0 := measure()
+	trickle(200, 1000)
+	h1, g1 := measure()
+	res := f.stop(t)
+	t.Logf("heap in use %d KiB -> %d KiB, goroutines %d -> %d after 1000 more changes in %d batches", h0>>10, h1>>10, g0, g1, res.Stats.Batches)
+	if h1 > h0+8<<20 {
+		t.Errorf("heap grew from %d KiB to %d KiB over 1000 changes", h0>>10, h1>>10)
+	}
+	if g1 > g0+5 {
+		t.Errorf("goroutines grew from %d to %d", g0, g1)
+	}
+	if res.Stats.Batches < 20 {
+		t.Errorf("%d batches: the trickle was not followed batch by batch", res.Stats.Batches)
 	}
 }
