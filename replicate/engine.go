@@ -51,6 +51,9 @@ type run struct {
 	// initialCopy: no checkpoint and an empty target, so every revision
 	// is missing and reading documents with the feed costs nothing extra.
 	initialCopy bool
+	// meta is the source's metadata when CopyMetadata (applied after
+	// the documents: at the end, or once a continuous run caught up).
+	meta Metadata
 	// srcInfo is the source's info when the run started: the size of
 	// an initial copy's feed, and of its documents (see batchRows).
 	srcInfo DBInfo
@@ -168,6 +171,7 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 		}
 	}
 
+	r.meta = meta
 	through, err := r.pipeline(ctx, since, cp)
 	if len(through) > 0 {
 		res.EndSeq = through
@@ -176,7 +180,7 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 	if err != nil {
 		return res, err
 	}
-	if opts.CopyMetadata {
+	if opts.CopyMetadata && !opts.Continuous {
 		if err := tgt.SetMetadata(ctx, meta, AfterDocs); errors.Is(err, ErrMetadataRefused) {
 			r.warn("target: " + err.Error())
 		} else if err != nil {
@@ -379,6 +383,15 @@ func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr 
 	r.live.feedEnded()
 	if !r.opts.Continuous {
 		return nil
+	}
+	if r.opts.CopyMetadata {
+		// A continuous run never ends on its own: `_security` is set
+		// once the catch-up feed is read.
+		if err := r.tgt.SetMetadata(ctx, r.meta, AfterDocs); errors.Is(err, ErrMetadataRefused) {
+			r.warn("target: " + err.Error())
+		} else if err != nil {
+			return fmt.Errorf("target: %w", err)
+		}
 	}
 	return r.follow(ctx, k.last, k)
 }
