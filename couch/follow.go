@@ -55,7 +55,13 @@ func (d *DB) Follow(ctx context.Context, since replicate.Seq, o replicate.Follow
 	wd := time.AfterFunc(3*hb, func() { dead.Store(true); cancel() })
 	defer wd.Stop()
 	body := &armingReader{r: resp.Body, t: wd, d: 3 * hb}
-	_, err = ParseContinuousChanges(body, fn)
+	_, err = ParseContinuousChanges(body, func(c replicate.Change) error {
+		// The time fn waits (the engine's workers are busy) is not the
+		// server's silence.
+		wd.Stop()
+		defer wd.Reset(3 * hb)
+		return fn(c)
+	})
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()

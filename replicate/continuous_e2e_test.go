@@ -466,3 +466,30 @@ func TestContinuous_MemoryFlat(t *testing.T) {
 		t.Errorf("%d batches: the trickle was not followed batch by batch", res.Stats.Batches)
 	}
 }
+
+// A one-shot run tells its Observer too: the rows, each batch with its
+// revisions and lag, the final checkpoint, and one caught-up edge at the
+// end of the feed; never a reconnect.
+func TestObserver_OneShot(t *testing.T) {
+	srv, src, tgt, sdb, tdb := pair(t)
+	loadDocs2(t, srv, src, 230, 20) // generation 2: read with _bulk_get
+	obs := newRecObserver()
+	res := runOK(t, sdb, tdb, replicate.Options{BatchSize: 50, Observer: obs})
+	s := obs.snapshot()
+	t.Logf("observer: seen %d, written %d in %d batches, checkpoints %v, edges %v", s.seen, s.written, s.batches, s.checkpoints, s.edges)
+	if s.seen != 230 || s.written != 230 || s.batches != 5 || s.failures != 0 {
+		t.Errorf("observer: %d rows, %d written in %d batches, %d failures; want 230, 230 in 5, 0", s.seen, s.written, s.batches, s.failures)
+	}
+	if len(s.checkpoints) != 1 || s.checkpoints[0] != res.EndSeq.String() {
+		t.Errorf("checkpoints %v, want one at %s", s.checkpoints, res.EndSeq.String())
+	}
+	if len(s.edges) != 1 || !s.edges[0] || len(s.reconnects) != 0 {
+		t.Errorf("edges %v, reconnects %v; want one caught-up edge and no reconnect", s.edges, s.reconnects)
+	}
+	for _, l := range s.lags {
+		if l <= 0 || l > time.Minute {
+			t.Errorf("batch lag %v", l)
+		}
+	}
+	_ = tgt
+}
