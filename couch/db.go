@@ -60,6 +60,9 @@ type DB struct {
 	bulkGetOff bool
 	// notAdmin: setting a property was refused for lack of rights.
 	notAdmin atomic.Bool
+	// pending is the `pending` of the last changes page read, plus one
+	// (zero: not known).
+	pending atomic.Int64
 }
 
 var (
@@ -316,6 +319,7 @@ func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn 
 			return cbErr
 		}
 		if perr == nil {
+			d.pending.Store(end.Pending + 1)
 			if page <= 0 || end.Rows < page {
 				return nil // the last page
 			}

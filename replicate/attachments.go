@@ -400,7 +400,7 @@ func (r *run) writeStreamed(ctx context.Context, d *Doc) error {
 			r.c.attsPiped.Add(1)
 		}
 	}
-	r.c.docsWritten.Add(1)
+	r.wrote(ctx, 1)
 	r.c.bytes.Add(n)
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -34,7 +33,8 @@ func (r *Result) EndSeqString() string   { return r.EndSeq.String() }
 type batch struct {
 	n       int64
 	changes []Change
-	seq     Seq // seq of the last row that had one
+	seq     Seq       // seq of the last row that had one
+	first   time.Time // arrival of the first row from the feed (lag)
 }
 
 type run struct {
@@ -47,9 +47,13 @@ type run struct {
 	diff  diffSkipper
 	size  sizeEstimator
 	cp    *checkpointer
+	live  *liveness
 	// initialCopy: no checkpoint and an empty target, so every revision
 	// is missing and reading documents with the feed costs nothing extra.
 	initialCopy bool
+	// meta is the source's metadata when CopyMetadata (applied after
+	// the documents: at the end, or once a continuous run caught up).
+	meta Metadata
 	// srcInfo is the source's info when the run started: the size of
 	// an initial copy's feed, and of its documents (see batchRows).
 	srcInfo DBInfo
@@ -90,6 +94,9 @@ func (r *run) debug(format string, args ...any) {
 // returns ctx.Err().
 func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, error) {
 	opts.defaults()
+	if _, ok := src.(Follower); opts.Continuous && !ok {
+		return &Result{}, ErrNotFollowable
+	}
 	t0 := time.Now()
 	r := &run{src: src, tgt: tgt, opts: opts, c: opts.Counters,
 		mem: opts.Budget.sem}
@@ -164,6 +171,7 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 		}
 	}
 
+	r.meta = meta
 	through, err := r.pipeline(ctx, since, cp)
 	if len(through) > 0 {
 		res.EndSeq = through
@@ -172,7 +180,7 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 	if err != nil {
 		return res, err
 	}
-	if opts.CopyMetadata {
+	if opts.CopyMetadata && !opts.Continuous {
 		if err := tgt.SetMetadata(ctx, meta, AfterDocs); errors.Is(err, ErrMetadataRefused) {
 			r.warn("target: " + err.Error())
 		} else if err != nil {
@@ -256,6 +264,9 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer) (Seq, e
 	defer cancel()
 	batches := make(chan *batch, r.opts.Workers)
 	tr := newTracker()
+	r.live = newLiveness(&r.opts, func(f string, a ...any) { r.logf(f, a...) })
+	go r.live.watch()
+	defer r.live.close()
 	g, gctx := errgroup.WithContext(wctx)
 	g.Go(func() error {
 		defer close(batches)
@@ -264,12 +275,9 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer) (Seq, e
 	for i := 0; i < r.opts.Workers; i++ {
 		g.Go(func() error {
 			for b := range batches {
-				failed := new(atomic.Bool)
-				if err := r.process(context.WithValue(gctx, batchFailedKey{}, failed), b); err != nil {
+				if err := r.runBatch(gctx, b, tr); err != nil {
 					return err
 				}
-				tr.done(b.n, failed.Load())
-				r.c.batches.Add(1)
 			}
 			return nil
 		})
@@ -291,6 +299,12 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer) (Seq, e
 				return
 			case <-t.C:
 				if err := r.checkpoint(wctx, cp, tr); err != nil {
+					if r.opts.Continuous && wctx.Err() == nil {
+						// A continuous run outlives a target that is
+						// away for a while: the next tick tries again.
+						r.logf("checkpoint failed: %v; trying again in %s", err, r.opts.CheckpointInterval)
+						continue
+					}
 					cpErr = err
 					cancel()
 					return
@@ -338,47 +352,22 @@ func (r *run) checkpoint(ctx context.Context, cp *checkpointer, tr *tracker) err
 		return err
 	}
 	r.c.checkpoints.Add(1)
+	r.opts.Observer.Checkpointed(seq.String())
 	r.debug("checkpoint at seq %s", seq.String())
 	return nil
 }
 
-// readChanges cuts the feed into batches of BatchSize rows.
+// readChanges cuts the feed into batches of BatchSize rows; a
+// continuous run then follows the feed (see follow).
 func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr *tracker) error {
-	var n int64
-	cur := &batch{}
-	send := func() error {
-		if len(cur.changes) == 0 {
-			return nil
-		}
-		cur.n = n
-		tr.started(n, cur.seq)
-		n++
-		select {
-		case out <- cur:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		cur = &batch{}
-		return nil
-	}
-	fromStart := len(since) == 0
-	rows := r.batchRows()
+	k := &cutter{r: r, out: out, tr: tr, rows: r.batchRows(), start: len(since) == 0, last: since}
 	changes := r.src.Changes
 	if ws, ok := r.src.(docsFeed); ok && r.initialCopy && ws.InlineDocsFeed(r.srcInfo.DocCount+r.srcInfo.DelCount) {
 		changes = ws.ChangesWithDocs
 	}
 	err := changes(ctx, since, func(c Change) error {
-		if fromStart && len(c.Revs) > 0 {
-			r.cp.setAnchor(&anchor{ID: c.ID, Rev: c.Revs[0]})
-			fromStart = false
-		}
-		r.c.changesRead.Add(1)
-		cur.changes = append(cur.changes, c)
-		if len(c.Seq) > 0 {
-			cur.seq = c.Seq
-		}
-		if len(cur.changes) >= rows || (c.Docs != nil && batchDocBytes(cur) >= r.opts.WriteBatchBytes) {
-			return send()
+		if k.add(c, time.Now()) {
+			return k.send(ctx)
 		}
 		return nil
 	})
@@ -388,17 +377,23 @@ func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr 
 		}
 		return fmt.Errorf("source: %w", err)
 	}
-	return send()
-}
-
-func batchDocBytes(b *batch) int64 {
-	var n int64
-	for _, c := range b.changes {
-		for _, d := range c.Docs {
-			n += d.Size()
+	if err := k.send(ctx); err != nil {
+		return err
+	}
+	r.live.feedEnded()
+	if !r.opts.Continuous {
+		return nil
+	}
+	if r.opts.CopyMetadata {
+		// A continuous run never ends on its own: `_security` is set
+		// once the catch-up feed is read.
+		if err := r.tgt.SetMetadata(ctx, r.meta, AfterDocs); errors.Is(err, ErrMetadataRefused) {
+			r.warn("target: " + err.Error())
+		} else if err != nil {
+			return fmt.Errorf("target: %w", err)
 		}
 	}
-	return n
+	return r.follow(ctx, k.last, k)
 }
 
 // docsFeed is an optional Source ability: a changes feed whose rows carry

@@ -24,14 +24,16 @@ func NewBudget(size int64) *Budget {
 
 // Defaults for Options; each option's zero value selects these.
 const (
-	DefaultBatchSize          = 500              // changes rows per batch
-	DefaultWorkers            = 4                // batches in flight
-	DefaultFetchBatch         = 500              // most revisions per _bulk_get request
-	DefaultWriteBatchDocs     = 500              // revisions per _bulk_docs request
-	DefaultWriteBatchBytes    = 4 << 20          // bytes per _bulk_docs request (4 MiB)
-	DefaultMaxInflightBytes   = 256 << 20        // document and attachment bytes held at once (256 MiB)
-	DefaultCheckpointInterval = 10 * time.Second // time between checkpoints
-	DefaultStreamThreshold    = 8 << 20          // attachments this large are piped, not held (8 MiB)
+	DefaultBatchSize          = 500                    // changes rows per batch
+	DefaultWorkers            = 4                      // batches in flight
+	DefaultFetchBatch         = 500                    // most revisions per _bulk_get request
+	DefaultWriteBatchDocs     = 500                    // revisions per _bulk_docs request
+	DefaultWriteBatchBytes    = 4 << 20                // bytes per _bulk_docs request (4 MiB)
+	DefaultMaxInflightBytes   = 256 << 20              // document and attachment bytes held at once (256 MiB)
+	DefaultCheckpointInterval = 10 * time.Second       // time between checkpoints
+	DefaultStreamThreshold    = 8 << 20                // attachments this large are piped, not held (8 MiB)
+	DefaultFlushInterval      = 250 * time.Millisecond // continuous: a batch is sent this long after its first row
+	DefaultHeartbeat          = 10 * time.Second       // continuous: the feed's heartbeat
 )
 
 // Options tunes one replication. Zero values select the defaults above.
@@ -102,6 +104,28 @@ type Options struct {
 	Warn func(string)
 	// Debug receives verbose per-batch lines; nil: silent.
 	Debug func(format string, args ...any)
+	// Continuous keeps the run going after the initial catch-up: it
+	// follows the source's changes feed (the Source must be a Follower:
+	// `_changes?feed=continuous` with heartbeats), reconnecting with
+	// backoff from the last row read whenever the feed fails, until ctx
+	// is cancelled; the final checkpoint is then written and Run returns
+	// ctx.Err(). Rows are cut into batches at BatchSize rows, at
+	// WriteBatchBytes of documents delivered with the feed, or
+	// FlushInterval after a batch's first row, whichever comes first.
+	Continuous bool
+	// FlushInterval (continuous runs) is the longest a changes row waits
+	// in a batch that is not full before the batch is sent: the bound on
+	// the lag added by batching. Zero: 250 ms; negative: no wait (a batch
+	// is sent as soon as the rows the feed has delivered are taken).
+	FlushInterval time.Duration
+	// Heartbeat (continuous runs) is the `heartbeat` asked of the feed:
+	// the server writes a newline after this much time without a change,
+	// so that a dead connection is told from an idle one. Zero: 10 s.
+	Heartbeat time.Duration
+	// Log receives one-line notices of a continuous run: the feed lost and
+	// reconnecting, a batch retried, falling behind, caught up. Nil:
+	// silent.
+	Log func(string)
 	// Observer is told of feed rows, acknowledged batches, checkpoints,
 	// reconnects and caught-up edges (metrics, lag); nil: NopObserver.
 	Observer Observer
@@ -131,6 +155,15 @@ func (o *Options) defaults() {
 	}
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if o.FlushInterval == 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.Observer == nil {
+		o.Observer = NopObserver{}
 	}
 	if o.Budget == nil {
 		o.Budget = NewBudget(o.MaxInflightBytes)

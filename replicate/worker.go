@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 )
 
 // diffSkipper decides when _revs_diff can be skipped: while nearly every
@@ -252,7 +251,7 @@ func (r *run) write(ctx context.Context, docs []*Doc) error {
 				if ok, err := r.rewriteWithData(ctx, docs[0]); err != nil || !ok {
 					return err
 				}
-				r.c.docsWritten.Add(1)
+				r.wrote(ctx, 1)
 				r.c.bytes.Add(docs[0].Size())
 				return nil
 			}
@@ -287,7 +286,7 @@ func (r *run) write(ctx context.Context, docs []*Doc) error {
 	}
 	for _, d := range docs {
 		if !failed[d.ID+"\x00"+d.Rev] {
-			r.c.docsWritten.Add(1)
+			r.wrote(ctx, 1)
 			r.c.bytes.Add(d.Size())
 		}
 	}
@@ -325,8 +324,9 @@ func (r *run) rewriteWithData(ctx context.Context, d *Doc) (ok bool, err error) 
 	return true, nil
 }
 
-// batchFailedKey keys the *atomic.Bool in a batch's context that fail
-// sets, so that the checkpoint never passes a batch with failures.
+// batchFailedKey keys the *batchAcct in a batch's context: fail sets
+// its failed flag, so that the checkpoint never passes a batch with
+// failures, and counts what the Observer is told.
 type batchFailedKey struct{}
 
 func (r *run) fail(ctx context.Context, errs ...DocError) {
@@ -335,8 +335,9 @@ func (r *run) fail(ctx context.Context, errs ...DocError) {
 	}
 	r.fails.add(errs...)
 	r.c.docWriteFailures.Add(int64(len(errs)))
-	if f, ok := ctx.Value(batchFailedKey{}).(*atomic.Bool); ok {
-		f.Store(true)
+	if a, ok := ctx.Value(batchFailedKey{}).(*batchAcct); ok {
+		a.failed.Store(true)
+		a.failures.Add(int64(len(errs)))
 	}
 }
 

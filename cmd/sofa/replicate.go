@@ -38,6 +38,9 @@ type replicateCmd struct {
 	q, n          int
 	verifyMode    string
 	checkpoints   string
+	// continuous mode (one database)
+	continuous    bool
+	flushInterval time.Duration
 	// counters are the HTTP clients' counters of a one-database run,
 	// summed into the summary.
 	counters []*couch.Counters
@@ -63,9 +66,20 @@ Progress is checkpointed in _local/<replication id> on the target database
 default needs read access only on the source), so an interrupted or killed
 run resumes where it stopped; a second run after a success copies nothing.
 
+With --continuous (database URLs only, for now), the run does not end
+after the copy: it follows the source's changes feed (feed=continuous,
+with heartbeats) and copies writes as they arrive, in batches sent when
+they reach --batch-size rows, --write-batch-bytes, or --flush-interval
+after their first change. It reconnects with backoff whenever the feed
+or the target fails ("feed lost: ...; reconnecting in 2s"), says when it
+falls behind and when it has caught up, and checkpoints every
+--checkpoint-interval. SIGINT or SIGTERM stops it: a final checkpoint is
+written and it exits 130; the same command resumes from there.
+
 ` + exitCodesHelp,
 		Example: `  sofa replicate http://admin:pw@old:5984/orders http://admin:pw@new:5984/orders --create-target
-  SOFA_SOURCE_PASSWORD=pw sofa replicate http://admin@old:5984/a http://new:5984/a --json`,
+  SOFA_SOURCE_PASSWORD=pw sofa replicate http://admin@old:5984/a http://new:5984/a --json
+  sofa replicate --continuous --flush-interval 100ms http://admin:pw@primary:5984/orders http://admin:pw@standby:5984/orders`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return usageErr("replicate needs SOURCE and TARGET URLs (got %d arguments)", len(args))
@@ -98,6 +112,8 @@ run resumes where it stopped; a second run after a success copies nothing.
 	fs.IntVar(&rc.q, "q", 0, "server mode: shards (q) of created databases (0: the target's default)")
 	fs.IntVar(&rc.n, "n", 0, "server mode: replicas (n) of created databases (0: the target's default)")
 	fs.StringVar(&rc.checkpoints, "checkpoints", checkpointsTarget, "where checkpoints are written: target (only the target is written to; the source needs read access only) or both (source and target, as CouchDB's replicator does)")
+	fs.BoolVar(&rc.continuous, "continuous", false, "keep following the source's changes after the copy, until SIGINT/SIGTERM (database URLs only)")
+	fs.DurationVar(&rc.flushInterval, "flush-interval", replicate.DefaultFlushInterval, "with --continuous: the longest a change waits for its batch to fill before the batch is copied (0: copy what the feed delivered at once)")
 	fs.StringVar(&rc.verifyMode, "verify", "cheap", "server mode: check each database after copying it: cheap (doc counts; on a mismatch every document is compared, the database copied once more, and each remaining difference reported), full (compare every document and leaf revision, same retry), none")
 	return cmd
 }
@@ -122,6 +138,9 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	if rc.checkpoints != checkpointsTarget && rc.checkpoints != checkpointsBoth {
 		return usageErr("--checkpoints %q: want target or both", rc.checkpoints)
 	}
+	if rc.flushInterval < 0 {
+		return usageErr("--flush-interval must not be negative")
+	}
 	copts := rc.client.options()
 	copts.Log = rc.logf
 	// Per-host adaptive limits: fewer requests in flight on 429, 503 and
@@ -142,6 +161,8 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 		return usageErr("SOURCE and TARGET are the same %s", map[bool]string{true: "server", false: "database"}[src.DBName == ""])
 	}
 	switch {
+	case src.DBName == "" && tgt.DBName == "" && rc.continuous:
+		return usageErr("--continuous with server URLs is not yet supported: give a source and a target database URL")
 	case src.DBName == "" && tgt.DBName == "":
 		return rc.runServers(ctx, srcEP, tgtEP)
 	case src.DBName == "" || tgt.DBName == "":
@@ -162,6 +183,19 @@ func (rc *replicateCmd) replicateDB(ctx context.Context, src, tgt *sofa.Endpoint
 	}
 	if rc.debug {
 		opts.Debug = rc.logf
+	}
+	if rc.continuous {
+		opts.Continuous = true
+		opts.FlushInterval = rc.flushInterval
+		if opts.FlushInterval == 0 {
+			opts.FlushInterval = -1 // the library's "no wait"
+		}
+		name := src.DBName()
+		opts.Log = func(s string) {
+			if !rc.quiet {
+				fmt.Fprintf(os.Stderr, "sofa: %s: %s\n", name, s)
+			}
+		}
 	}
 	stopProgress := rc.progress(ctx, &opts, src.DBName())
 	defer stopProgress()
@@ -211,6 +245,8 @@ func (rc *replicateCmd) progress(ctx context.Context, opts *replicate.Options, n
 				}
 				waiting := rc.watch.Waiting(stalled > 0) // retries since the last change
 				switch {
+				case stalled > 0 && rc.continuous:
+					// Following an idle source: nothing to say.
 				case stalled > 0:
 					fmt.Fprintf(os.Stderr, "sofa: %s: no change for %s (%s, %s): %s\n", name, stalled.Round(100*time.Millisecond), line, tail, waiting)
 				default:

@@ -1,0 +1,162 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Follower is the Source ability continuous runs need: a changes feed
+// that does not end at the last change (couch.DB: `feed=continuous`).
+type Follower interface {
+	// Follow reads `_changes?style=all_docs` from since (exclusive) on one
+	// connection, calling fn for every row as it arrives, and waits for
+	// more: it returns only when the connection ends (ctx.Err() when ctx
+	// is cancelled, otherwise an error saying why; an error from fn is
+	// returned as is). It does not retry: the engine reconnects from the
+	// last row's seq.
+	Follow(ctx context.Context, since Seq, o FollowOptions, fn func(Change) error) error
+}
+
+// FollowOptions tune one Follow connection.
+type FollowOptions struct {
+	// Heartbeat is the `heartbeat` asked of the server; a connection
+	// silent for a few heartbeats is taken as dead. Zero: DefaultHeartbeat.
+	Heartbeat time.Duration
+	// Docs asks for the rows' documents (`include_docs`) where that
+	// spares a `_bulk_get` (see Change.Docs).
+	Docs bool
+}
+
+// ErrNotFollowable is returned by Run when Options.Continuous is set and
+// the source cannot follow its changes (an archive).
+var ErrNotFollowable = errors.New("the source cannot follow its changes feed (continuous replication needs a CouchDB or PouchDB Server database)")
+
+// Reconnect backoff of a continuous run's feed: the first wait after a
+// failure, doubled at each further failure without a row, up to the cap.
+const (
+	reconnectFirst = 1 * time.Second
+	reconnectMax   = 30 * time.Second
+)
+
+// feedRow is a changes row with the time it arrived from the feed.
+type feedRow struct {
+	c  Change
+	at time.Time
+}
+
+// feedLoop follows the source from since, sending each row to rows, and
+// reconnects with backoff whenever the feed fails, from the last row read,
+// until ctx is done.
+func (r *run) feedLoop(ctx context.Context, f Follower, since Seq, rows chan<- feedRow) error {
+	last := since
+	failures := 0
+	for {
+		got := 0
+		err := f.Follow(ctx, last, FollowOptions{Heartbeat: r.opts.Heartbeat, Docs: true}, func(c Change) error {
+			select {
+			case rows <- feedRow{c: c, at: time.Now()}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if len(c.Seq) > 0 {
+				last = c.Seq
+			}
+			got++
+			return nil
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err == nil {
+			err = errors.New("the feed ended")
+		}
+		if got > 0 {
+			failures = 0
+		}
+		failures++
+		wait := reconnectWait(failures)
+		r.logf("feed lost: %v; reconnecting in %s", err, wait.Round(100*time.Millisecond))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		r.opts.Observer.Reconnected(err)
+	}
+}
+
+// reconnectWait is the wait before reconnect attempt n (1-based): 1 s,
+// 2 s, 4 s... up to 30 s, with up to a quarter more at random so that
+// many followers of one server do not come back at once.
+func reconnectWait(n int) time.Duration {
+	d := reconnectFirst
+	for i := 1; i < n && d < reconnectMax; i++ {
+		d *= 2
+	}
+	d = min(d, reconnectMax)
+	return d + time.Duration(rand.Int64N(int64(d/4)+1))
+}
+
+// follow is the continuous phase of readChanges: rows from the feed are
+// cut into batches at BatchSize rows, WriteBatchBytes of documents, or
+// FlushInterval after the batch's first row.
+func (r *run) follow(ctx context.Context, since Seq, k *cutter) error {
+	f, ok := r.src.(Follower)
+	if !ok {
+		return ErrNotFollowable
+	}
+	rows := make(chan feedRow, r.opts.BatchSize)
+	feedErr := make(chan error, 1)
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { feedErr <- r.feedLoop(fctx, f, since, rows) }()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	armed := false
+	flush := func() error {
+		if armed {
+			timer.Stop()
+			armed = false
+		}
+		return k.send(ctx)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-feedErr:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("source: %w", err)
+		case fr := <-rows:
+			full := k.add(fr.c, fr.at)
+			if full || (r.opts.FlushInterval < 0 && len(rows) == 0) {
+				if err := flush(); err != nil {
+					return err
+				}
+				continue
+			}
+			if !armed {
+				timer.Reset(r.opts.FlushInterval)
+				armed = true
+			}
+		case <-timer.C:
+			armed = false
+			if err := k.send(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (r *run) logf(format string, args ...any) {
+	if r.opts.Log != nil {
+		r.opts.Log(fmt.Sprintf(format, args...))
+	}
+}

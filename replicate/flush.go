@@ -1,0 +1,129 @@
+package replicate
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// cutter cuts the changes rows into numbered batches for the workers:
+// the catch-up feed at the batch size, a continuous feed also on the
+// flush timer (see follow).
+type cutter struct {
+	r     *run
+	out   chan<- *batch
+	tr    *tracker
+	rows  int  // rows per batch
+	start bool // the feed starts from the beginning: its first row is the anchor
+	n     int64
+	cur   *batch
+	bytes int64 // document bytes delivered with the rows of cur
+	last  Seq   // seq of the last row read that had one
+}
+
+// add appends a row read at time at; it reports whether the batch is full
+// (BatchSize rows, or WriteBatchBytes of documents delivered with them).
+func (k *cutter) add(c Change, at time.Time) bool {
+	if k.start && len(c.Revs) > 0 {
+		k.r.cp.setAnchor(&anchor{ID: c.ID, Rev: c.Revs[0]})
+		k.start = false
+	}
+	k.r.c.changesRead.Add(1)
+	if k.cur == nil {
+		k.cur = &batch{first: at}
+		k.bytes = 0
+		k.r.live.holding(at)
+	}
+	k.cur.changes = append(k.cur.changes, c)
+	if len(c.Seq) > 0 {
+		k.cur.seq = c.Seq
+		k.last = c.Seq
+	}
+	for _, d := range c.Docs {
+		k.bytes += d.Size()
+	}
+	return len(k.cur.changes) >= k.rows || (c.Docs != nil && k.bytes >= k.r.opts.WriteBatchBytes)
+}
+
+// send hands the batch being cut, if any, to the workers.
+func (k *cutter) send(ctx context.Context) error {
+	b := k.cur
+	if b == nil || len(b.changes) == 0 {
+		return nil
+	}
+	k.cur = nil
+	b.n = k.n
+	k.n++
+	k.tr.started(b.n, b.seq)
+	k.r.live.started(b.n, b.first)
+	k.r.opts.Observer.ChangesSeen(len(b.changes), k.r.pending())
+	select {
+	case k.out <- b:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// pending is the feed's last `pending` count when the source reports it,
+// -1 otherwise.
+func (r *run) pending() int64 {
+	if p, ok := r.src.(interface{ Pending() int64 }); ok {
+		return p.Pending()
+	}
+	return -1
+}
+
+// batchAcct counts what one batch did, for the Observer and the
+// checkpoint (a batch with failures holds the checkpoint back).
+type batchAcct struct {
+	failed   atomic.Bool
+	written  atomic.Int64
+	failures atomic.Int64
+}
+
+// wrote counts n revisions accepted by the target.
+func (r *run) wrote(ctx context.Context, n int64) {
+	r.c.docsWritten.Add(n)
+	if a, ok := ctx.Value(batchFailedKey{}).(*batchAcct); ok {
+		a.written.Add(n)
+	}
+}
+
+// maxBatchAttempts bounds the tries of one batch in a continuous run
+// (each request is itself retried by the client for minutes).
+const maxBatchAttempts = 8
+
+// runBatch copies one batch and reports it; in a continuous run a batch
+// that fails (target or source unreachable beyond the client's own
+// retries) is tried again after a backoff, since writes are idempotent.
+func (r *run) runBatch(ctx context.Context, b *batch, tr *tracker) error {
+	for attempt := 1; ; attempt++ {
+		acct := &batchAcct{}
+		err := r.process(context.WithValue(ctx, batchFailedKey{}, acct), b)
+		if err == nil {
+			tr.done(b.n, acct.failed.Load())
+			r.c.batches.Add(1)
+			r.opts.Observer.BatchWritten(int(acct.written.Load()), int(acct.failures.Load()), time.Since(b.first))
+			r.live.done(b.n)
+			return nil
+		}
+		if !r.opts.Continuous || ctx.Err() != nil || attempt >= maxBatchAttempts {
+			return err
+		}
+		// The documents the feed delivered had their bytes released
+		// when their write was sent: the retry reads them again.
+		for i := range b.changes {
+			b.changes[i].Docs = nil
+		}
+		wait := reconnectWait(attempt)
+		r.logf("a batch of %d changes failed: %v; retrying in %s", len(b.changes), err, wait.Round(100*time.Millisecond))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
