@@ -126,7 +126,7 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 		Selection:      sofa.Selection{Include: c.include, Exclude: c.exclude},
 		WithReplicator: c.withReplicator, Renames: renames,
 		ReuseExisting: c.reuseExisting, Replace: c.replace, Q: c.q, N: c.n,
-		Logf: c.out.logf, DebugLogf: c.out.debugLogf(),
+		RunControl: c.control.runControl(&c.out, nil),
 	})
 	if err != nil {
 		return libErr(err)
