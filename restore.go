@@ -282,7 +282,10 @@ func (c *restorer) indexes(ctx context.Context, archives []*Endpoint) ([]*archiv
 	if dbs <= 0 {
 		dbs = DefaultMaxDBs
 	}
-	ropts := &archive.ReaderOptions{BlobMemory: max(c.blobMemory()/int64(dbs), 1)}
+	// The members they hold at once (a doc chunk, stored and decompressed,
+	// each) are capped as well: a quarter of the in-flight budget, at
+	// least 16 MiB.
+	ropts := &archive.ReaderOptions{BlobMemory: max(c.blobMemory()/int64(dbs), 1), MemberMemory: max(c.inflight()/4, 16<<20)}
 	for _, a := range archives {
 		x, f, err := groupIndex(ctx, a, ropts)
 		if err != nil || x == nil {
@@ -299,11 +302,15 @@ func (c *restorer) indexes(ctx context.Context, archives []*Endpoint) ([]*archiv
 // references, counted against the in-flight budget: a quarter of it, at
 // most the archive default.
 func (c *restorer) blobMemory() int64 {
-	inflight := c.o.Engine.MaxInflightBytes
-	if inflight <= 0 {
-		inflight = replicate.DefaultMaxInflightBytes
+	return min(archive.DefaultBlobMemory, max(c.inflight()/4, 1))
+}
+
+// inflight is the engine's in-flight budget in bytes.
+func (c *restorer) inflight() int64 {
+	if n := c.o.Engine.MaxInflightBytes; n > 0 {
+		return n
 	}
-	return min(archive.DefaultBlobMemory, max(inflight/4, 1))
+	return replicate.DefaultMaxInflightBytes
 }
 
 // runIndexed restores the databases of indexed archives many at once

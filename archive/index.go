@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/sofadb/sofa/replicate"
 )
@@ -26,6 +27,44 @@ type Index struct {
 	hdr    Header
 	groups []Group
 	blobs  map[[32]byte]span
+	gate   *memGate
+}
+
+// memGate is a weighted semaphore of bytes.
+type memGate struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	cap  int64
+	used int64
+}
+
+func newMemGate(n int64) *memGate {
+	g := &memGate{cap: n}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+// acquire waits until n bytes (at most the cap) are free, takes them and
+// returns how many it took.
+func (g *memGate) acquire(n int64) int64 {
+	n = min(max(n, 0), g.cap)
+	g.mu.Lock()
+	for g.used+n > g.cap {
+		g.cond.Wait()
+	}
+	g.used += n
+	g.mu.Unlock()
+	return n
+}
+
+func (g *memGate) release(n int64) {
+	if n == 0 {
+		return
+	}
+	g.mu.Lock()
+	g.used -= n
+	g.mu.Unlock()
+	g.cond.Broadcast()
 }
 
 // Group is one database group of an indexed archive.
@@ -54,7 +93,11 @@ func Scan(ra io.ReaderAt, size int64, opts *ReaderOptions) (*Index, error) {
 		return nil, err
 	}
 	defer rd.Close()
-	x := &Index{ra: ra, opts: rd.opts, hdr: rd.hdr, blobs: map[[32]byte]span{}}
+	mem := rd.opts.MemberMemory
+	if mem <= 0 {
+		mem = DefaultMemberMemory
+	}
+	x := &Index{ra: ra, opts: rd.opts, hdr: rd.hdr, blobs: map[[32]byte]span{}, gate: newMemGate(mem)}
 	pos, _ := sr.Seek(0, io.SeekCurrent) // after the header member's body
 	var cur *Group
 	for {
@@ -141,7 +184,7 @@ func (x *Index) Groups() []Group { return x.groups }
 // offsets when a revision refers to them. Close it when done.
 func (x *Index) OpenDB(g Group) (*DBReader, error) {
 	rd := &Reader{tr: tar.NewReader(io.NewSectionReader(x.ra, g.Offset, g.Size)), opts: x.opts, hdr: x.hdr,
-		seen: sha256.New(), dirs: map[string]bool{}, summaries: map[string]DBSummary{}, fetch: x.blob}
+		seen: sha256.New(), dirs: map[string]bool{}, summaries: map[string]DBSummary{}, fetch: x.blob, gate: x.gate}
 	rd.blobs = newBlobStore(rd.opts.TempDir, rd.opts.BlobMemory)
 	db, err := rd.Next()
 	if err != nil {

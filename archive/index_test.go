@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -16,14 +17,22 @@ import (
 // refers to the shared blob the first stored).
 func TestIndexReadsGroupsAtOnce(t *testing.T) {
 	for _, c := range []Compression{Zstd, None} {
-		t.Run(string(c), func(t *testing.T) {
+		for _, mem := range []int64{0, 1} { // 1: one member held at a time in all
+			t.Run(fmt.Sprint(c, mem), func(t *testing.T) { indexRead(t, c, mem) })
+		}
+	}
+}
+
+func indexRead(t *testing.T, c Compression, mem int64) {
+	{
+		{
 			dbs := map[string][]*replicate.Doc{}
 			for _, n := range hostileNames {
 				dbs[n] = sampleDocs()
 			}
 			data := writeArchive(t, Options{Compression: c, ChunkSize: 300}, dbs, hostileNames)
 			_, want := readArchive(t, data)
-			x, err := Scan(bytes.NewReader(data), int64(len(data)), &ReaderOptions{BlobMemory: -1})
+			x, err := Scan(bytes.NewReader(data), int64(len(data)), &ReaderOptions{BlobMemory: -1, MemberMemory: mem})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +66,10 @@ func TestIndexReadsGroupsAtOnce(t *testing.T) {
 				}
 				equalDocs(t, g.Name, got[i], want[g.Name].docs)
 			}
-		})
+			if x.gate.used != 0 {
+				t.Errorf("%d bytes still held after every reader closed", x.gate.used)
+			}
+		}
 	}
 }
 

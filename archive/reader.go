@@ -34,7 +34,16 @@ type ReaderOptions struct {
 	// BlobMemory is the attachment bytes kept in memory before spilling;
 	// 0 means DefaultBlobMemory, negative means always spill.
 	BlobMemory int64
+	// MemberMemory (Scan only) caps the bytes of members, stored and
+	// uncompressed, that the readers of one Index hold at once: a reader
+	// waits before reading a member that would pass it (a member larger
+	// than the cap waits for the others to finish theirs). 0 means
+	// DefaultMemberMemory.
+	MemberMemory int64
 }
+
+// DefaultMemberMemory is ReaderOptions.MemberMemory when 0.
+const DefaultMemberMemory = 64 << 20
 
 // Reader reads an archive sequentially from an io.Reader (a file, a pipe,
 // stdin). It yields the databases in archive order with Next; each is a
@@ -62,6 +71,10 @@ type Reader struct {
 	// indexed group's reader: the blob is in an earlier group); nil
 	// bytes: the archive holds none.
 	fetch func(sum [32]byte) ([]byte, error)
+	// gate, when set, is shared by the readers of an Index: held are the
+	// bytes this reader holds of it (its current member).
+	gate *memGate
+	held int64
 }
 
 // member is one member read and verified.
@@ -140,6 +153,10 @@ func (r *Reader) Header() Header { return r.hdr }
 // Close releases the blob spill file and decoders. It does not close the
 // underlying reader.
 func (r *Reader) Close() error {
+	if r.gate != nil {
+		r.gate.release(r.held)
+		r.held = 0
+	}
 	r.blobs.close()
 	r.dec.close()
 	if r.err == nil {
@@ -221,6 +238,11 @@ func (r *Reader) readMember() (*member, error) {
 	m, err := r.checkHeader(h)
 	if err != nil || m.p.kind == kindManifest {
 		return m, err
+	}
+	if r.gate != nil {
+		// the member before this one is done with (decoded, delivered)
+		r.gate.release(r.held)
+		r.held = r.gate.acquire(h.Size + m.rawSize)
 	}
 	return r.readBody(m, h)
 }
