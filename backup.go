@@ -3,9 +3,7 @@ package sofa
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"path/filepath"
-	"time"
 
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/couch"
@@ -38,21 +36,8 @@ type BackupOptions struct {
 	// TempDir holds spool files while the archive is written; "": next
 	// to a local archive file, else the system's.
 	TempDir string
-	// MaxDBs, Fixed, IdealDuration, Progress, Logger, Logf and DebugLogf
-	// are as in CopyOptions.
-	MaxDBs        int
-	Fixed         bool
-	IdealDuration time.Duration
-	Progress      Progress
-	Logger        *slog.Logger
-	Logf          func(format string, args ...any)
-	DebugLogf     func(format string, args ...any)
-}
-
-func (o *BackupOptions) logf(format string, args ...any) {
-	if o.Logf != nil {
-		o.Logf(format, args...)
-	}
+	// RunControl: databases at once, progress and logs.
+	RunControl
 }
 
 // Backup copies every selected database of src (a server or database)
@@ -68,9 +53,6 @@ func (o *BackupOptions) logf(format string, args ...any) {
 func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary, error) {
 	if src.Kind() == KindArchive || dst.Kind() != KindArchive {
 		return nil, optionErr("backup: %s to %s: want a server or database and an archive", src, dst)
-	}
-	if o.Progress == nil {
-		o.Progress = NoProgress
 	}
 	if o.Selection.Skip == nil {
 		o.Selection.Skip = BackupSkip
@@ -121,11 +103,7 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	job := func(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error) {
 		return o.backupDB(ctx, srv, w, name, p, budget)
 	}
-	o.Progress.Start(len(dbs), NewStallWatch(src).Waiting)
-	sum, runErr := fleet.Run(ctx, dbs, withProgress(o.Progress, job), fleet.Options{
-		Limiters: limiters(src), MaxDBs: o.MaxDBs, Fixed: o.Fixed,
-		IdealDuration: o.IdealDuration, Logger: o.Logger,
-	})
+	sum, runErr := o.runDBs(ctx, dbs, job, NewStallWatch(src).Waiting, src)
 	if sum.Interrupted || runErr != nil {
 		sink.Abort()
 		if runErr == nil {
@@ -178,8 +156,7 @@ func readSince(ctx context.Context, st storage.Store, name string, logf func(str
 // archive's database writer is the Target.
 func (o *BackupOptions) backupDB(ctx context.Context, srv *couch.Server, w *archive.Writer, name string, p DBProgress, budget *replicate.Budget) (fleet.DBResult, error) {
 	r := fleet.DBResult{Name: name}
-	sdb := srv.DB(name)
-	sdb.ReadOnly = true // a backup never writes to the source
+	sdb := srv.OpenDB(name, couch.DBOptions{ReadOnly: true}) // a backup never writes to the source
 	sinfo, err := sdb.Info(ctx)
 	if err != nil {
 		return r, fmt.Errorf("source: %w", err)

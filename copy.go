@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
@@ -72,27 +70,8 @@ type CopyOptions struct {
 	// CouchDB's replicator does (default: the target only, so read access
 	// to the source is enough).
 	SourceCheckpoints bool
-	// MaxDBs caps databases in flight (zero: DefaultMaxDBs); Fixed runs
-	// MaxDBs at once whatever the limiters say; IdealDuration spreads the
-	// starts over that time.
-	MaxDBs        int
-	Fixed         bool
-	IdealDuration time.Duration
-	// Progress receives the run's progress; nil: NoProgress.
-	Progress Progress
-	// Logger receives one line per database and the controller's
-	// decisions; nil: none.
-	Logger *slog.Logger
-	// Logf receives retries, warnings and decisions worth a line; nil:
-	// none. DebugLogf also every batch and checkpoint; nil: none.
-	Logf      func(format string, args ...any)
-	DebugLogf func(format string, args ...any)
-}
-
-func (o *CopyOptions) logf(format string, args ...any) {
-	if o.Logf != nil {
-		o.Logf(format, args...)
-	}
+	// RunControl: databases at once, progress and logs.
+	RunControl
 }
 
 // Copy copies every selected database of the server src to the server
@@ -119,9 +98,6 @@ func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, err
 	default:
 		return nil, optionErr("--verify %q: want cheap, full or none", o.Verify)
 	}
-	if o.Progress == nil {
-		o.Progress = NoProgress
-	}
 	if o.Selection.Skip == nil {
 		o.Selection.Skip = ReplicateSkip
 	}
@@ -143,11 +119,7 @@ func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, err
 		o.logf("target: list databases: %v (asking for each database instead)", err)
 	}
 	c := &copier{o: o, budget: replicate.NewBudget(o.Engine.MaxInflightBytes)}
-	o.Progress.Start(len(dbs), NewStallWatch(src, dst).Waiting)
-	sum, runErr := fleet.Run(ctx, dbs, withProgress(o.Progress, c.dbJob(ssrv, tsrv, onTarget)), fleet.Options{
-		Limiters: limiters(src, dst), MaxDBs: o.MaxDBs, Fixed: o.Fixed,
-		IdealDuration: o.IdealDuration, Logger: o.Logger,
-	})
+	sum, runErr := o.runDBs(ctx, dbs, c.dbJob(ssrv, tsrv, onTarget), NewStallWatch(src, dst).Waiting, src, dst)
 	sum.RequestsByKind = map[string]map[string]int64{"source": ssrv.Stats.Kinds(), "target": tsrv.Stats.Kinds()}
 	if runErr != nil {
 		return &sum, fmt.Errorf("copy: %w", runErr)
@@ -216,7 +188,7 @@ type copier struct {
 func (c *copier) dbJob(src, tgt *couch.Server, onTarget map[string]bool) dbJob {
 	return func(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error) {
 		r := fleet.DBResult{Name: name}
-		sdb, tdb := src.DB(name), tgt.DB(name)
+		sdb := src.DB(name)
 		// Batched with the other jobs' (one _dbs_info where the server
 		// has it).
 		sinfo, err := sdb.InfoBatched(ctx)
@@ -224,14 +196,20 @@ func (c *copier) dbJob(src, tgt *couch.Server, onTarget map[string]bool) dbJob {
 			return r, fmt.Errorf("source: %w", err)
 		}
 		p.SetDocsTotal(sinfo.DocCount + sinfo.DelCount)
-		if err := c.prepareTarget(ctx, tdb, sinfo, onTarget != nil && !onTarget[name]); err != nil {
+		pt, err := prepareTarget(ctx, tgt, name, sinfo, targetRules{
+			Props:  couch.CreateOptions{Partitioned: sinfo.Partitioned, Q: c.o.Q, N: c.o.N},
+			Absent: onTarget != nil && !onTarget[name],
+			Reuse:  c.o.ReuseExisting || name == couch.UsersDB,
+		})
+		if err != nil {
 			return r, dbcopy.AsInterrupted(ctx, err)
 		}
+		tdb := tgt.OpenDB(name, couch.DBOptions{Fresh: pt.Created})
 		opts := c.o.Engine
 		opts.CopyMetadata = true
 		opts.SourceReadOnly = !c.o.SourceCheckpoints
 		opts.SourceInfo = &sinfo
-		if tdb.Fresh {
+		if pt.Created {
 			opts.TargetCreated = tdb.Created()
 		}
 		opts.Budget = c.budget
@@ -268,51 +246,6 @@ func (c *copier) dbJob(src, tgt *couch.Server, onTarget map[string]bool) dbJob {
 		}
 		return r, nil
 	}
-}
-
-// prepareTarget creates the target database or decides whether an
-// existing one may be written into. absent says the target did not list
-// it: it is then created without asking for it first.
-func (c *copier) prepareTarget(ctx context.Context, tdb *couch.DB, sinfo replicate.DBInfo, absent bool) error {
-	create := func() (bool, error) {
-		err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: sinfo.Partitioned, Q: c.o.Q, N: c.o.N})
-		if errors.Is(err, couch.ErrExists) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("target: %w", err)
-		}
-		tdb.Fresh = true
-		return true, dbcopy.ClaimNew(ctx, sinfo, tdb)
-	}
-	if absent {
-		if created, err := create(); created || err != nil {
-			return err
-		}
-		// created meanwhile: judged as any existing database below
-	}
-	tinfo, err := tdb.Info(ctx)
-	if errors.Is(err, replicate.ErrNotFound) {
-		created, err := create()
-		if created || err != nil {
-			return err
-		}
-		return dbcopy.ClaimTarget(ctx, sinfo, tdb) // created meanwhile
-	}
-	if err != nil {
-		return fmt.Errorf("target: %w", err)
-	}
-	if c.o.ReuseExisting || tdb.Name() == "_users" {
-		return nil
-	}
-	if tinfo.DocCount+tinfo.DelCount == 0 {
-		return dbcopy.ClaimTarget(ctx, sinfo, tdb)
-	}
-	id := replicate.ReplicationID(sinfo.Identity, tinfo.Identity)
-	if _, err := tdb.GetLocal(ctx, "_local/"+id); err == nil || dbcopy.Claimed(ctx, sinfo, tdb) {
-		return nil // our own earlier run: resume
-	}
-	return dbcopy.ErrNotEmpty
 }
 
 // verifyCounts is the cheap check after each database: the target holds

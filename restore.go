@@ -47,18 +47,18 @@ type RestoreOptions struct {
 	Replace bool
 	// Q and N are the shards and replicas of created databases.
 	Q, N int
-	// Logf and DebugLogf are as in CopyOptions.
-	Logf      func(format string, args ...any)
-	DebugLogf func(format string, args ...any)
+	// RunControl: databases at once (from an archive that can be read
+	// at offsets; from stdin one after the other), progress and logs.
+	RunControl
 }
 
-func (o *RestoreOptions) logf(format string, args ...any) {
-	if o.Logf != nil {
-		o.Logf(format, args...)
-	}
+type restorer struct {
+	o      RestoreOptions
+	budget *replicate.Budget
+	// onTarget, when not nil, holds the target's databases listed at
+	// the start: one missing is created without being asked for.
+	onTarget map[string]bool
 }
-
-type restorer struct{ o RestoreOptions }
 
 // Restore restores a chain of archives (a full one, then its
 // incrementals in order; archives that do not form a chain are refused
@@ -129,7 +129,7 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	if dst.Kind() == KindArchive {
 		return nil, optionErr("restore: %s is an archive, not a server or database", dst)
 	}
-	c := &restorer{o: p.c.o}
+	c := &restorer{o: p.c.o, budget: replicate.NewBudget(p.c.o.Engine.MaxInflightBytes)}
 	o, archives := c.o, p.archives
 	tgt := dst.couch
 	selected, err := c.checkSelection(ctx, archives, p.filter, o.Renames, tgt.DBName != "")
@@ -137,7 +137,6 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 		return nil, err
 	}
 	c.o.Engine.Workers = restoreWorkers(o.Engine.Workers, tgt.Server.Vendor)
-	sum := fleet.Summary{Started: time.Now()}
 	// A database absent from the last archive of the chain was deleted at
 	// the source (or left out of that backup): the restore gives the
 	// state as of the last archive, so it is not restored.
@@ -145,35 +144,27 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	for name := range p.gone {
 		skip[name] = len(archives)
 	}
-	var fatalErr error
-	for i, a := range archives {
-		done := map[string]bool{}
-		if err := c.restoreArchive(ctx, a, i, skip, tgt, p.filter, o.Renames, &sum, done); err != nil {
-			fatalErr = err
-			// Every selected database the restore did not reach is
-			// listed: "not started" (from this archive on).
-			for j := i; j < len(archives) && selected != nil; j++ {
-				for _, name := range selected[j] {
-					if done[name] {
-						continue
-					}
-					if from, ok := skip[name]; ok && j < from {
-						continue
-					}
-					tname := name
-					if nu, ok := o.Renames[name]; ok {
-						tname = nu
-					}
-					if tgt.DBName != "" {
-						tname = tgt.DBName
-					}
-					sum.Add(fleet.DBResult{Name: tname, Status: fleet.StatusNotStarted,
-						Error: fmt.Sprintf("not restored from %s: the restore stopped before it", archives[j].archive)})
-				}
-				done = nil
+	if tgt.DBName == "" {
+		if names, err := fleet.ListDBs(ctx, tgt.Server, 1000); err == nil {
+			c.onTarget = make(map[string]bool, len(names))
+			for _, n := range names {
+				c.onTarget[n] = true
 			}
-			break
+		} else {
+			c.o.logf("target: list databases: %v (asking for each database instead)", err)
 		}
+	}
+	var sum fleet.Summary
+	var fatalErr error
+	idx, closeAll, err := c.indexes(ctx, archives)
+	if err != nil {
+		return nil, err
+	}
+	if idx != nil {
+		defer closeAll()
+		sum, fatalErr = c.runIndexed(ctx, archives, idx, skip, dst, p.filter)
+	} else {
+		sum, fatalErr = c.runInOrder(ctx, archives, selected, skip, tgt, p.filter)
 	}
 	if len(archives) > 1 {
 		mergeChainResults(&sum)
@@ -199,6 +190,191 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 		return &sum, errors.New("no database of the archive was selected")
 	}
 	return &sum, nil
+}
+
+// runInOrder restores the archives one after the other, each database
+// after the one before it in archive order: for archives that can only be
+// read in order (stdin). A damaged archive stops it: every selected
+// database it did not reach is listed not_started.
+func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selected [][]string, skip map[string]int, tgt *couch.Endpoint, filter fleet.Filter) (fleet.Summary, error) {
+	o := c.o
+	sum := fleet.Summary{Started: time.Now()}
+	var fatalErr error
+	for i, a := range archives {
+		done := map[string]bool{}
+		if err := c.restoreArchive(ctx, a, i, skip, tgt, filter, o.Renames, &sum, done); err != nil {
+			fatalErr = err
+			// Every selected database the restore did not reach is
+			// listed: "not started" (from this archive on).
+			for j := i; j < len(archives) && selected != nil; j++ {
+				for _, name := range selected[j] {
+					if done[name] {
+						continue
+					}
+					if from, ok := skip[name]; ok && j < from {
+						continue
+					}
+					sum.Add(fleet.DBResult{Name: c.targetName(name, tgt), Status: fleet.StatusNotStarted,
+						Error: fmt.Sprintf("not restored from %s: the restore stopped before it", archives[j].archive)})
+				}
+				done = nil
+			}
+			break
+		}
+	}
+	return sum, fatalErr
+}
+
+// targetName is the name database name of an archive is restored under.
+func (c *restorer) targetName(name string, tgt *couch.Endpoint) string {
+	if tgt.DBName != "" {
+		return tgt.DBName
+	}
+	if nu, ok := c.o.Renames[name]; ok {
+		return nu
+	}
+	return name
+}
+
+// groupIndex locates the database groups of archive a, to read several
+// at once at their offsets: nil (and no error) when a can only be read in
+// order. The one place restore looks up offsets: an index stored with the
+// archive would be read here.
+func groupIndex(ctx context.Context, a *Endpoint, o *archive.ReaderOptions) (*archive.Index, io.Closer, error) {
+	if a.archive == storage.Stdio {
+		return nil, nil, nil
+	}
+	f, err := a.store.Open(ctx, a.archive)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.Size() < 0 {
+		f.Close()
+		return nil, nil, nil
+	}
+	x, err := archive.Scan(f, f.Size(), o)
+	if err != nil {
+		f.Close()
+		// A damaged archive is read in order: that reader names the
+		// first damaged member (a scan sees a mismatched manifest only)
+		// and restores what comes before it.
+		if ae := (*archive.Error)(nil); errors.Is(err, storage.ErrNotSeekable) || errors.As(err, &ae) {
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("%s: %w", a.archive, err)
+	}
+	return x, f, nil
+}
+
+// indexes returns the group index of every archive of the chain, or nil
+// when one of them can only be read in order.
+func (c *restorer) indexes(ctx context.Context, archives []*Endpoint) ([]*archive.Index, func(), error) {
+	var idx []*archive.Index
+	var files []io.Closer
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	// Each database read at once keeps its own attachment blobs: the
+	// restore's blob memory is shared out among them.
+	dbs := c.o.MaxDBs
+	if dbs <= 0 {
+		dbs = DefaultMaxDBs
+	}
+	// The members they hold at once (a doc chunk, stored and decompressed,
+	// each) are capped as well: a quarter of the in-flight budget, at
+	// least 16 MiB.
+	ropts := &archive.ReaderOptions{BlobMemory: max(c.blobMemory()/int64(dbs), 1), MemberMemory: max(c.inflight()/4, 16<<20)}
+	for _, a := range archives {
+		x, f, err := groupIndex(ctx, a, ropts)
+		if err != nil || x == nil {
+			closeAll()
+			return nil, nil, err
+		}
+		idx = append(idx, x)
+		files = append(files, f)
+	}
+	return idx, closeAll, nil
+}
+
+// blobMemory is the attachment bytes archive readers keep for later
+// references, counted against the in-flight budget: a quarter of it, at
+// most the archive default.
+func (c *restorer) blobMemory() int64 {
+	return min(archive.DefaultBlobMemory, max(c.inflight()/4, 1))
+}
+
+// inflight is the engine's in-flight budget in bytes.
+func (c *restorer) inflight() int64 {
+	if n := c.o.Engine.MaxInflightBytes; n > 0 {
+		return n
+	}
+	return replicate.DefaultMaxInflightBytes
+}
+
+// runIndexed restores the databases of indexed archives many at once
+// under the scheduler, each database's groups in chain order. A damaged
+// group fails its database only (the manifest was checked by the index;
+// every other group is checked as it is read); the error then names the
+// first damage.
+func (c *restorer) runIndexed(ctx context.Context, archives []*Endpoint, idx []*archive.Index, skip map[string]int, dst *Endpoint, filter fleet.Filter) (fleet.Summary, error) {
+	type step struct {
+		arch int
+		g    archive.Group
+	}
+	var names []string
+	steps := map[string][]step{}
+	for i, x := range idx {
+		for _, g := range x.Groups() {
+			if !filter.Match(g.Name) {
+				continue
+			}
+			if from, ok := skip[g.Name]; ok && i < from {
+				continue // recreated at the source later in the chain, or gone
+			}
+			tname := c.targetName(g.Name, dst.couch)
+			if _, ok := steps[tname]; !ok {
+				names = append(names, tname)
+			}
+			steps[tname] = append(steps[tname], step{i, g})
+		}
+	}
+	var mu sync.Mutex
+	var damage error
+	tsrv := dst.couch.Server
+	job := func(ctx context.Context, tname string, p DBProgress) (fleet.DBResult, error) {
+		r := fleet.DBResult{Name: tname}
+		for _, st := range steps[tname] {
+			path := archives[st.arch].archive
+			rr, err := func() (fleet.DBResult, error) {
+				dbr, err := idx[st.arch].OpenDB(st.g)
+				if err != nil {
+					return fleet.DBResult{}, err
+				}
+				defer dbr.Close()
+				return c.restoreDB(ctx, dbr, tsrv, tname, st.arch > 0 && len(st.g.Since) > 0, p)
+			}()
+			r.Merge(rr)
+			if ae := (*archive.Error)(nil); errors.As(err, &ae) {
+				err = fmt.Errorf("%s: %w", path, err)
+				mu.Lock()
+				if damage == nil {
+					damage = err
+				}
+				mu.Unlock()
+			}
+			if err != nil {
+				return r, err // a chain stops at its first failure
+			}
+		}
+		return r, nil
+	}
+	sum, err := c.o.runDBs(ctx, names, job, NewStallWatch(dst).Waiting, dst)
+	if err != nil {
+		return sum, fmt.Errorf("restore: %w", err)
+	}
+	return sum, damage
 }
 
 // PouchDBRestoreWorkers is Restore's default Engine.Workers into PouchDB
@@ -344,14 +520,7 @@ func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, f
 		return err
 	}
 	defer f.Close()
-	// Attachment bytes kept for later references count against the
-	// in-flight budget: a quarter of it, at most the archive default.
-	inflight := c.o.Engine.MaxInflightBytes
-	if inflight <= 0 {
-		inflight = replicate.DefaultMaxInflightBytes
-	}
-	blobMem := min(archive.DefaultBlobMemory, max(inflight/4, 1))
-	rd, err := archive.NewReader(f, &archive.ReaderOptions{BlobMemory: blobMem})
+	rd, err := archive.NewReader(f, &archive.ReaderOptions{BlobMemory: c.blobMemory()})
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -385,17 +554,14 @@ func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, f
 			name = tgt.DBName
 		}
 		t0 := time.Now()
-		tdb := tgt.Server.DB(name)
-		r, err := c.restoreDB(ctx, dbr, tdb, incremental)
+		r, err := c.restoreDB(ctx, dbr, tgt.Server, name, incremental, noDBProgress{})
+		r.Name = name
 		r.Duration = fleet.Duration(time.Since(t0))
-		if ae := (*archive.Error)(nil); err != nil && tdb.Fresh && errors.As(err, &ae) {
-			left := "incomplete"
-			if r.DocsWritten == 0 {
-				left = "empty"
-			}
-			err = fmt.Errorf("%w (the database %s, created by this restore, is left %s on the target)", err, name, left)
+		fleet.Decide(ctx, &r, err)
+		sum.Add(r)
+		if r.Status == fleet.StatusInterrupted {
+			sum.Interrupted = true
 		}
-		addResult(sum, r, err)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return fmt.Errorf("restore: %w", err)
@@ -408,19 +574,47 @@ func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, f
 	}
 }
 
-func (c *restorer) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *couch.DB, incremental bool) (fleet.DBResult, error) {
-	r := fleet.DBResult{Name: tdb.Name()}
+// restoreDB restores one database group into the database name of tsrv:
+// the target prepared (created, or an existing one accepted), the
+// documents copied with design documents last and `_security` after them.
+func (c *restorer) restoreDB(ctx context.Context, dbr *archive.DBReader, tsrv *couch.Server, name string, incremental bool, p DBProgress) (r fleet.DBResult, err error) {
+	r = fleet.DBResult{Name: name}
 	meta, err := dbr.Metadata(ctx)
 	if err != nil {
 		return r, err
 	}
-	reused, err := c.prepareTarget(ctx, dbr, tdb, meta, incremental)
+	sinfo, err := dbr.Info(ctx)
 	if err != nil {
 		return r, err
 	}
+	p.SetDocsTotal(sinfo.DocCount + sinfo.DelCount)
+	rules := targetRules{
+		Props:  couch.CreateOptions{Partitioned: meta.Partitioned, Q: c.o.Q, N: c.o.N},
+		Absent: c.onTarget != nil && !c.onTarget[name],
+		Reuse:  c.o.ReuseExisting || incremental || systemDB(name),
+	}
+	if c.o.Replace && !incremental && !systemDB(name) {
+		rules.Replace = func(ctx context.Context) error { return c.recreate(ctx, tsrv.DB(name)) }
+	}
+	pt, err := prepareTarget(ctx, tsrv, name, sinfo, rules)
+	if err != nil {
+		return r, dbcopy.AsInterrupted(ctx, err)
+	}
+	if pt.Created {
+		defer func() {
+			if ae := (*archive.Error)(nil); err != nil && errors.As(err, &ae) {
+				left := "incomplete"
+				if r.DocsWritten == 0 {
+					left = "empty"
+				}
+				err = fmt.Errorf("%w (the database %s, created by this restore, is left %s on the target)", err, name, left)
+			}
+		}()
+	}
+	tdb := tsrv.OpenDB(name, couch.DBOptions{Fresh: pt.Created})
 	var src replicate.Source = dbr
 	var winners *winnerLog
-	if reused && !incremental {
+	if pt.Reused && !incremental {
 		// The target held documents before: note the archive's winning
 		// revisions to tell afterwards which documents were not rolled back.
 		if winners, err = newWinnerLog(dbr); err != nil {
@@ -434,22 +628,25 @@ func (c *restorer) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *co
 	opts.CopyMetadata = true
 	opts.SourceReadOnly = true // an archive takes no checkpoint
 	opts.Counters = &replicate.Counters{}
+	opts.Budget = c.budget
 	var warnMu sync.Mutex
 	warn := func(s string) {
-		c.o.logf("%s: %s", tdb.Name(), s)
+		c.o.logf("%s: %s", name, s)
 		warnMu.Lock()
 		r.Warnings = append(r.Warnings, s)
 		warnMu.Unlock()
 	}
 	opts.Warn = warn
 	if c.o.DebugLogf != nil {
-		opts.Debug = func(format string, args ...any) { c.o.DebugLogf(tdb.Name()+": "+format, args...) }
+		opts.Debug = func(format string, args ...any) { c.o.DebugLogf(name+": "+format, args...) }
 	}
-	if tdb.Fresh {
+	if pt.Created {
 		opts.TargetCreated = tdb.Created()
 	}
-	c.o.logf("restoring %s", tdb.Name())
+	c.o.logf("restoring %s", name)
+	stop := dbcopy.FeedProgress(opts.Counters, p)
 	res, err := replicate.Run(ctx, src, target, opts)
+	stop()
 	dbcopy.FillResult(&r, res)
 	if err != nil {
 		return r, err
@@ -485,58 +682,6 @@ func (c *restorer) restoreDB(ctx context.Context, dbr *archive.DBReader, tdb *co
 		}
 	}
 	return r, nil
-}
-
-// prepareTarget creates the target database with the archive's
-// properties, or checks that an existing one may be written: empty, the
-// server's own _users or _replicator, an incremental archive continuing
-// an earlier one, --reuse-existing, or a database this same restore
-// claimed (a killed restore resumes). The claim, a `_local` document
-// written before any document, lets a rerun tell its own half-restored
-// database from someone else's: a checkpoint alone cannot, since design
-// documents are held back and the checkpoints with them. With --replace
-// an existing database (but _users and _replicator) of a full archive is
-// deleted and recreated first.
-//
-// reused reports that the database held documents before this restore.
-func (c *restorer) prepareTarget(ctx context.Context, dbr *archive.DBReader, tdb *couch.DB, meta replicate.Metadata, incremental bool) (reused bool, err error) {
-	sinfo, err := dbr.Info(ctx)
-	if err != nil {
-		return false, err
-	}
-	tinfo, err := tdb.Info(ctx)
-	if err == nil && c.o.Replace && !incremental && !systemDB(tdb.Name()) {
-		if err := c.recreate(ctx, tdb); err != nil {
-			return false, err
-		}
-		return false, dbcopy.ClaimNew(ctx, sinfo, tdb)
-	}
-	if errors.Is(err, replicate.ErrNotFound) {
-		err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned, Q: c.o.Q, N: c.o.N})
-		if errors.Is(err, couch.ErrExists) {
-			return false, dbcopy.ClaimTarget(ctx, sinfo, tdb) // created meanwhile
-		}
-		if err != nil {
-			return false, fmt.Errorf("target: %w", err)
-		}
-		tdb.Fresh = true
-		return false, dbcopy.ClaimNew(ctx, sinfo, tdb)
-	}
-	if err != nil {
-		return false, fmt.Errorf("target: %w", err)
-	}
-	reused = tinfo.DocCount+tinfo.DelCount > 0
-	if c.o.ReuseExisting || incremental || systemDB(tdb.Name()) {
-		return reused, nil
-	}
-	if !reused {
-		return false, dbcopy.ClaimTarget(ctx, sinfo, tdb)
-	}
-	id := replicate.ReplicationID(sinfo.Identity, tinfo.Identity)
-	if _, err := tdb.GetLocal(ctx, "_local/"+id); err == nil || dbcopy.Claimed(ctx, sinfo, tdb) {
-		return true, nil // this restore's own earlier run: resume
-	}
-	return true, dbcopy.ErrNotEmpty
 }
 
 // systemDB reports whether name is _users or _replicator, which a restore
@@ -779,20 +924,4 @@ func mergeChainResults(s *fleet.Summary) {
 		merged.Add(*byName[name])
 	}
 	*s = merged
-}
-
-// addResult counts one database's outcome into a summary.
-func addResult(s *fleet.Summary, r fleet.DBResult, err error) {
-	switch {
-	case err != nil && errors.Is(err, context.Canceled):
-		r.Status = fleet.StatusInterrupted
-		s.Interrupted = true
-	case err != nil:
-		r.Status, r.Error = fleet.StatusFailed, err.Error()
-	case len(r.Failures) > 0 || r.DocWriteFailures > 0:
-		r.Status = fleet.StatusPartial
-	default:
-		r.Status = fleet.StatusOK
-	}
-	s.Add(r)
 }

@@ -29,6 +29,35 @@ type DBReader struct {
 	end    *DBSummary
 	ord    int64 // records read so far
 	chunks int
+	// release frees the private reader of a group opened by Index.OpenDB.
+	release func()
+}
+
+// Close releases what a DBReader of Index.OpenDB holds (its blob spill
+// file); a DBReader of Reader.Next needs none (Reader.Close does it).
+func (d *DBReader) Close() error {
+	if d.release != nil {
+		d.release()
+		d.release = nil
+	}
+	return nil
+}
+
+// blob returns the bytes of the blob sum, fetching it at its offset when
+// it is in an earlier group of an indexed archive; ok false: no blob.
+func (d *DBReader) blob(sum [32]byte) ([]byte, bool, error) {
+	data, ok, err := d.r.blobs.get(sum)
+	if ok || err != nil || d.r.fetch == nil {
+		return data, ok, err
+	}
+	data, err = d.r.fetch(sum)
+	if err != nil || data == nil {
+		return nil, false, err
+	}
+	if err := d.r.blobs.put(sum, data); err != nil {
+		return nil, false, err
+	}
+	return d.r.blobs.get(sum)
 }
 
 var _ replicate.Source = (*DBReader)(nil)
@@ -220,14 +249,14 @@ func (d *DBReader) record(member string, doc *replicate.Doc, refs []attRef, afte
 	d.ord++
 	deliver := fn != nil && d.ord > after
 	for _, ref := range refs {
-		if !deliver {
+		if !deliver && (d.r.blobs.has(ref.sum) || d.r.fetch == nil) {
 			if !d.r.blobs.has(ref.sum) {
 				*derr = missingBlob(member, doc, ref)
 				return *derr
 			}
 			continue
 		}
-		data, ok, err := d.r.blobs.get(ref.sum)
+		data, ok, err := d.blob(ref.sum)
 		if err == nil && !ok {
 			err = missingBlob(member, doc, ref)
 		}
@@ -235,7 +264,9 @@ func (d *DBReader) record(member string, doc *replicate.Doc, refs []attRef, afte
 			*derr = err
 			return err
 		}
-		ref.att.Data = data
+		if deliver {
+			ref.att.Data = data
+		}
 	}
 	if *pending == nil {
 		*pending = &replicate.Change{ID: doc.ID, Deleted: true}

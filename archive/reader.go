@@ -34,7 +34,16 @@ type ReaderOptions struct {
 	// BlobMemory is the attachment bytes kept in memory before spilling;
 	// 0 means DefaultBlobMemory, negative means always spill.
 	BlobMemory int64
+	// MemberMemory (Scan only) caps the bytes of members, stored and
+	// uncompressed, that the readers of one Index hold at once: a reader
+	// waits before reading a member that would pass it (a member larger
+	// than the cap waits for the others to finish theirs). 0 means
+	// DefaultMemberMemory.
+	MemberMemory int64
 }
+
+// DefaultMemberMemory is ReaderOptions.MemberMemory when 0.
+const DefaultMemberMemory = 64 << 20
 
 // Reader reads an archive sequentially from an io.Reader (a file, a pipe,
 // stdin). It yields the databases in archive order with Next; each is a
@@ -58,6 +67,14 @@ type Reader struct {
 	dirs      map[string]bool
 	summaries map[string]DBSummary // by dir, from end members
 	revisions int64
+	// fetch, when set, reads a blob no member read so far holds (an
+	// indexed group's reader: the blob is in an earlier group); nil
+	// bytes: the archive holds none.
+	fetch func(sum [32]byte) ([]byte, error)
+	// gate, when set, is shared by the readers of an Index: held are the
+	// bytes this reader holds of it (its current member).
+	gate *memGate
+	held int64
 }
 
 // member is one member read and verified.
@@ -66,6 +83,10 @@ type member struct {
 	p    parsedName
 	raw  []byte // uncompressed content
 	sum  string // hex SHA-256 of the stored bytes, from the tar header
+	// from the tar header's SOFA records: the uncompressed bytes' hex
+	// SHA-256 and length
+	rawSum  string
+	rawSize int64
 }
 
 // NewReader reads and checks the header member. A nil opts means zero
@@ -132,6 +153,10 @@ func (r *Reader) Header() Header { return r.hdr }
 // Close releases the blob spill file and decoders. It does not close the
 // underlying reader.
 func (r *Reader) Close() error {
+	if r.gate != nil {
+		r.gate.release(r.held)
+		r.held = 0
+	}
 	r.blobs.close()
 	r.dec.close()
 	if r.err == nil {
@@ -210,6 +235,21 @@ func (r *Reader) readMember() (*member, error) {
 	if err != nil {
 		return nil, r.fail(r.tarErr(err))
 	}
+	m, err := r.checkHeader(h)
+	if err != nil || m.p.kind == kindManifest {
+		return m, err
+	}
+	if r.gate != nil {
+		// the member before this one is done with (decoded, delivered)
+		r.gate.release(r.held)
+		r.held = r.gate.acquire(h.Size + m.rawSize)
+	}
+	return r.readBody(m, h)
+}
+
+// checkHeader checks a tar header (name, type, the SOFA records, sizes)
+// and returns its member, content not read yet.
+func (r *Reader) checkHeader(h *tar.Header) (*member, error) {
 	p, err := parseName(h.Name)
 	if err != nil {
 		return nil, r.fail(err)
@@ -228,10 +268,13 @@ func (r *Reader) readMember() (*member, error) {
 	if h.Size > r.opts.MaxMemberSize || rawSize > r.opts.MaxMemberSize {
 		return nil, r.fail(memberErr(name, ErrTooLarge, fmt.Sprintf("declares %d bytes stored, %d uncompressed; limit %d", h.Size, rawSize, r.opts.MaxMemberSize)))
 	}
-	m := &member{name: name, p: p, sum: sumHex}
-	if p.kind == kindManifest {
-		return m, nil
-	}
+	return &member{name: name, p: p, sum: sumHex, rawSum: rawSumHex, rawSize: rawSize}, nil
+}
+
+// readBody reads a checked member's content from the tar stream, checks
+// both checksums and decompresses it.
+func (r *Reader) readBody(m *member, h *tar.Header) (*member, error) {
+	name, p, sumHex, rawSumHex, rawSize := m.name, m.p, m.sum, m.rawSum, m.rawSize
 	stored, err := readAllLimited(r.tr, h.Size)
 	if err != nil {
 		return nil, r.fail(r.dataErr(name, err))
@@ -254,10 +297,16 @@ func (r *Reader) readMember() (*member, error) {
 	if p.kind == kindBlob && rawSum != p.sum {
 		return nil, r.fail(memberErr(name, ErrChecksum, "blob bytes do not match the SHA-256 in its name"))
 	}
-	fmt.Fprintf(r.seen, "%s\x00%d\x00%s\x00%d\x00%s\n", name, len(stored), sumHex, rawSize, rawSumHex)
-	r.members++
+	r.fold(m, int64(len(stored)))
 	m.raw = raw
 	return m, nil
+}
+
+// fold adds a member's entry to the rolling hash the manifest is checked
+// against.
+func (r *Reader) fold(m *member, stored int64) {
+	fmt.Fprintf(r.seen, "%s\x00%d\x00%s\x00%d\x00%s\n", m.name, stored, m.sum, m.rawSize, m.rawSum)
+	r.members++
 }
 
 // readAllLimited reads exactly n bytes, growing the buffer as data

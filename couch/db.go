@@ -32,17 +32,13 @@ type DB struct {
 	srv  *Server
 	name string
 	path string // "/" + escaped name
-	// ReadOnly makes PutLocal refuse with replicate.ErrReadOnly without a
-	// request (backup sources are never written).
-	ReadOnly bool
+	// readOnly and fresh are set at open time (DBOptions).
+	readOnly, fresh bool
 	// InlineMax is the largest total of identity-encoded attachment bytes
 	// of one revision that is inlined as base64 in `_bulk_docs`; larger or
 	// gzip-encoded attachments go as multipart/related PUT. Zero: 64 KiB
 	// on CouchDB; PouchDB Server always inlines (it takes no multipart).
 	InlineMax int64
-	// Fresh marks a database this process has just created (still
-	// empty); see Created.
-	Fresh bool
 	// ChangesPage is the number of rows asked per `_changes` request
 	// (`limit`): pages let writes start before a large feed is computed
 	// whole. Zero: DefaultChangesPage; negative: one unpaged request.
@@ -72,6 +68,14 @@ var (
 
 // Name is the decoded database name.
 func (d *DB) Name() string { return d.name }
+
+// ReadOnly reports whether the handle refuses `_local` writes without a
+// request (DBOptions.ReadOnly).
+func (d *DB) ReadOnly() bool { return d.readOnly }
+
+// Fresh reports whether the handle is of a database this process has just
+// created (DBOptions.Fresh; see Created).
+func (d *DB) Fresh() bool { return d.fresh }
 
 // Server is the server holding the database.
 func (d *DB) Server() *Server { return d.srv }
@@ -190,7 +194,7 @@ func (d *DB) localDocPath(id string) string {
 
 // PutLocal writes `_local/<id>`. 401/403 give replicate.ErrReadOnly.
 func (d *DB) PutLocal(ctx context.Context, id string, body []byte) error {
-	if d.ReadOnly {
+	if d.readOnly {
 		return replicate.ErrReadOnly
 	}
 	resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.localDocPath(id), Body: body, ContentType: "application/json"})
@@ -726,7 +730,7 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 		// A database this client has just created has CouchDB's fixed
 		// default (1000): setting it again would cost a request per
 		// database for nothing.
-		if m.RevsLimit > 0 && !(d.Fresh && m.RevsLimit == defaultRevsLimit) {
+		if m.RevsLimit > 0 && !(d.fresh && m.RevsLimit == defaultRevsLimit) {
 			resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.path + "/_revs_limit", Body: []byte(strconv.Itoa(m.RevsLimit)), ContentType: "application/json"})
 			if err != nil {
 				if st := StatusOf(err); st == 404 || st == 405 || st == 400 {
@@ -745,7 +749,7 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 			return d.setUsersSecurity(ctx, m.Security)
 		}
 		if len(m.Security) > 0 {
-			if d.Fresh && d.holdsDefaultSecurity(ctx, m.Security) {
+			if d.fresh && d.holdsDefaultSecurity(ctx, m.Security) {
 				return nil // what a PUT would write is already there
 			}
 			if d.notAdmin.Load() {

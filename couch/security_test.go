@@ -43,8 +43,7 @@ func TestSetMetadata_FreshDatabase(t *testing.T) {
 	}
 	ctx := context.Background()
 	set := func(name, sec string, fresh bool) {
-		d := ep.Server.DB(name)
-		d.Fresh = fresh
+		d := ep.Server.OpenDB(name, DBOptions{Fresh: fresh})
 		if err := d.SetMetadata(ctx, replicate.Metadata{Security: []byte(sec)}, replicate.AfterDocs); err != nil {
 			t.Fatal(err)
 		}
@@ -58,8 +57,7 @@ func TestSetMetadata_FreshDatabase(t *testing.T) {
 		limit int
 		fresh bool
 	}{{"d", 1000, true}, {"e", 1000, false}, {"f", 7, true}} {
-		d := ep.Server.DB(c.name)
-		d.Fresh = c.fresh
+		d := ep.Server.OpenDB(c.name, DBOptions{Fresh: c.fresh})
 		if err := d.SetMetadata(ctx, replicate.Metadata{RevsLimit: c.limit}, replicate.BeforeDocs); err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package couch
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sofadb/sofa/replicate"
 )
 
 // Vendor says which server software answered the welcome request.
@@ -167,8 +168,21 @@ func (s *Server) StoredName(ctx context.Context, name string) (string, error) {
 }
 
 // DB returns a handle on the named database (decoded name).
-func (s *Server) DB(name string) *DB {
-	return &DB{srv: s, name: name, path: "/" + EscapeDB(name)}
+func (s *Server) DB(name string) *DB { return s.OpenDB(name, DBOptions{}) }
+
+// DBOptions configure a database handle; they are fixed once it is open.
+type DBOptions struct {
+	// ReadOnly makes PutLocal refuse with replicate.ErrReadOnly without a
+	// request (backup sources are never written).
+	ReadOnly bool
+	// Fresh marks a database this process has just created (still
+	// empty): properties it has by default are not written again.
+	Fresh bool
+}
+
+// OpenDB returns a handle on the named database (decoded name) with o.
+func (s *Server) OpenDB(name string, o DBOptions) *DB {
+	return &DB{srv: s, name: name, path: "/" + EscapeDB(name), readOnly: o.ReadOnly, fresh: o.Fresh}
 }
 
 // AllDBs lists database names after startAfter (exclusive, "" for the
@@ -214,13 +228,31 @@ func (s *Server) AllDBs(ctx context.Context, startAfter string, limit int) ([]st
 
 // CreateOptions are database creation parameters (query string of
 // `PUT /db`).
-type CreateOptions struct {
-	Partitioned bool
-	Q, N        int // 0: server default
+type CreateOptions = replicate.CreateOptions
+
+// ErrExists is returned by CreateDB when the database already exists
+// (replicate.ErrExists).
+var ErrExists = replicate.ErrExists
+
+var _ replicate.SourceServer = (*Server)(nil)
+var _ replicate.TargetServer = (*Server)(nil)
+
+// ServerCaps: a CouchDB server keeps checkpoints, reports counts (many at once
+// through `_dbs_info` where it has it: InfoBatched falls back to GET /db)
+// and serves many databases at once.
+func (s *Server) ServerCaps() replicate.ServerCaps {
+	return replicate.ServerCaps{Checkpoints: true, Counts: true, DBsInfo: true, Seek: true}
 }
 
-// ErrExists is returned by CreateDB when the database already exists.
-var ErrExists = errors.New("database already exists")
+// OpenSource is OpenDB as a replicate.Source.
+func (s *Server) OpenSource(ctx context.Context, name string, readOnly bool) (replicate.Source, error) {
+	return s.OpenDB(name, DBOptions{ReadOnly: readOnly}), nil
+}
+
+// OpenTarget is OpenDB as a replicate.Target.
+func (s *Server) OpenTarget(ctx context.Context, name string, created bool) (replicate.Target, error) {
+	return s.OpenDB(name, DBOptions{Fresh: created}), nil
+}
 
 // CreateDB creates a database. ErrExists if it exists (HTTP 412).
 func (s *Server) CreateDB(ctx context.Context, name string, o CreateOptions) error {

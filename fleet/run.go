@@ -142,21 +142,7 @@ func runOne(ctx context.Context, db string, job Job, opts Options) (r DBResult) 
 		c := p.Counts()
 		r.DocsRead, r.DocsWritten, r.DocWriteFailures, r.Bytes = c.DocsRead, c.DocsWritten, c.DocWriteFailures, c.Bytes
 	}
-	if err != nil {
-		r.Error = err.Error()
-	}
-	if r.Status == "" {
-		switch {
-		case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
-			r.Status = StatusInterrupted
-		case err != nil:
-			r.Status = StatusFailed
-		case r.DocWriteFailures > 0 || len(r.Failures) > 0:
-			r.Status = StatusPartial
-		default:
-			r.Status = StatusOK
-		}
-	}
+	Decide(ctx, &r, err)
 	opts.Progress.End(p, r.Status == StatusFailed)
 	if lg := opts.Logger; lg != nil {
 		lvl := slog.LevelDebug
@@ -168,6 +154,31 @@ func runOne(ctx context.Context, db string, job Job, opts Options) (r DBResult) 
 			"duration", time.Duration(r.Duration).Round(time.Millisecond), "error", r.Error)
 	}
 	return r
+}
+
+// Decide sets the status of one database's result from the error its
+// job returned (and its Error from err), unless the job set a status:
+// interrupted (err caused by the cancellation of ctx), failed (any other
+// error), partial (revisions not copied), else ok. Every many-database
+// operation decides here, whether its databases ran under Run or one
+// after another.
+func Decide(ctx context.Context, r *DBResult, err error) {
+	if err != nil {
+		r.Error = err.Error()
+	}
+	if r.Status != "" {
+		return
+	}
+	switch {
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		r.Status = StatusInterrupted
+	case err != nil:
+		r.Status = StatusFailed
+	case r.DocWriteFailures > 0 || len(r.Failures) > 0:
+		r.Status = StatusPartial
+	default:
+		r.Status = StatusOK
+	}
 }
 
 func uniqueLimiters(ls []*limit.Limiter) []*limit.Limiter {

@@ -99,8 +99,7 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	sum, err := sofa.Backup(ctx, src, dst, sofa.BackupOptions{
 		Engine: bc.engine.options(), Selection: sel, Since: bc.since,
 		Compression: comp, Overwrite: bc.force, Tool: "sofa " + version,
-		MaxDBs: bc.control.maxDBs, Fixed: bc.control.fixed, IdealDuration: bc.control.idealDuration,
-		Progress: prog, Logger: bc.out.logger(), Logf: bc.out.logf, DebugLogf: bc.out.debugLogf(),
+		RunControl: bc.control.runControl(&bc.out, prog),
 	})
 	prog.Stop()
 	if sum == nil {

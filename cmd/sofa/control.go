@@ -45,3 +45,10 @@ func (f *controlFlags) limiters(srcURL, tgtURL string) (src, tgt *sofa.Limiter) 
 }
 
 func hostOf(raw string) string { return sofa.HostOf(raw) }
+
+// runControl is the library's run control under these flags: prog
+// receives the progress (nil: none), out the log lines.
+func (f *controlFlags) runControl(out *outputFlags, prog sofa.Progress) sofa.RunControl {
+	return sofa.RunControl{MaxDBs: f.maxDBs, Fixed: f.fixed, IdealDuration: f.idealDuration,
+		Progress: prog, Logger: out.logger(), Logf: out.logf, DebugLogf: out.debugLogf()}
+}

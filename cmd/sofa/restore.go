@@ -48,6 +48,12 @@ restore resumes: run the same command again). In a chain, a database
 recreated at the source between two backups is restored from the archive
 that holds it in full.
 
+Databases of an archive file are restored many at once under the adaptive
+controller (--max-dbs, --fixed, --ideal-duration), each read at its own
+offset: a damaged member fails its database only (exit code 1 still).
+ARCHIVE - is restored in order, one database after the other, and stops
+at a damaged member. In a chain each database's archives apply in order.
+
 A restore only adds revisions: over an existing database holding newer
 revisions (--reuse-existing) the newer ones stay the winners, and the
 result says so per database ("ok with warnings", with the number of
@@ -126,7 +132,7 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 		Selection:      sofa.Selection{Include: c.include, Exclude: c.exclude},
 		WithReplicator: c.withReplicator, Renames: renames,
 		ReuseExisting: c.reuseExisting, Replace: c.replace, Q: c.q, N: c.n,
-		Logf: c.out.logf, DebugLogf: c.out.debugLogf(),
+		RunControl: c.control.runControl(&c.out, nil),
 	})
 	if err != nil {
 		return libErr(err)

@@ -23,8 +23,7 @@ func (rc *replicateCmd) runServers(ctx context.Context, src, tgt *sofa.Endpoint)
 		ReuseExisting: rc.reuseExisting, Q: rc.q, N: rc.n,
 		Verify:            sofa.VerifyMode(rc.verifyMode),
 		SourceCheckpoints: rc.checkpoints == checkpointsBoth,
-		MaxDBs:            rc.control.maxDBs, Fixed: rc.control.fixed, IdealDuration: rc.control.idealDuration,
-		Progress: prog, Logger: out.logger(), Logf: out.logf, DebugLogf: out.debugLogf(),
+		RunControl:        rc.control.runControl(&out, prog),
 	})
 	prog.Stop()
 	return finishDBs(sum, err, out, "copied")

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -20,13 +19,20 @@ import (
 // acknowledged) leaves documents and no checkpoint, and its rerun would
 // then refuse the database as "exists and is not empty".
 
+// Local is a target database that keeps `_local` documents.
+type Local interface {
+	GetLocal(ctx context.Context, id string) ([]byte, error)
+	PutLocal(ctx context.Context, id string, body []byte) error
+	Name() string
+}
+
 // claimID names the claim of the database fed from source.
-func claimID(source replicate.DBInfo, tdb *couch.DB) string {
+func claimID(source replicate.DBInfo, tdb Local) string {
 	return "sofa-claim-" + replicate.ReplicationID(source.Identity, tdb.Name())
 }
 
 // ClaimTarget writes the claim unless it exists.
-func ClaimTarget(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) error {
+func ClaimTarget(ctx context.Context, source replicate.DBInfo, tdb Local) error {
 	id := claimID(source, tdb)
 	if _, err := tdb.GetLocal(ctx, id); err == nil {
 		return nil
@@ -41,7 +47,7 @@ func ClaimTarget(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) er
 
 // ClaimNew writes the claim of a database this run just created (no
 // claim can exist yet).
-func ClaimNew(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) error {
+func ClaimNew(ctx context.Context, source replicate.DBInfo, tdb Local) error {
 	if err := tdb.PutLocal(ctx, claimID(source, tdb), []byte(`{"claimed_by":"sofa replicate"}`)); err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
@@ -49,7 +55,7 @@ func ClaimNew(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) error
 }
 
 // Claimed reports whether an earlier run from source claimed tdb.
-func Claimed(ctx context.Context, source replicate.DBInfo, tdb *couch.DB) bool {
+func Claimed(ctx context.Context, source replicate.DBInfo, tdb Local) bool {
 	_, err := tdb.GetLocal(ctx, claimID(source, tdb))
 	return err == nil
 }

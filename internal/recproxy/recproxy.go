@@ -12,10 +12,12 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Exchange is one request and its answer.
@@ -36,6 +38,33 @@ type Exchange struct {
 	// RespBytes counts the answer body bytes passed to the client (as
 	// sent: the proxy asks for identity encoding).
 	RespBytes int64
+	// Start is when the request arrived, End when its answer was passed
+	// on whole (see MaxInFlight).
+	Start, End time.Time
+}
+
+// MaxInFlight is the most of es that were in flight at one instant.
+func MaxInFlight(es []Exchange) int {
+	type edge struct {
+		at time.Time
+		d  int
+	}
+	var edges []edge
+	for _, e := range es {
+		edges = append(edges, edge{e.Start, 1}, edge{e.End, -1})
+	}
+	sort.Slice(edges, func(i, j int) bool {
+		if !edges[i].at.Equal(edges[j].at) {
+			return edges[i].at.Before(edges[j].at)
+		}
+		return edges[i].d < edges[j].d // an end before a start at the same instant
+	})
+	n, peak := 0, 0
+	for _, e := range edges {
+		n += e.d
+		peak = max(peak, n)
+	}
+	return peak
 }
 
 // Proxy is a running recording proxy. Its methods are safe for concurrent
@@ -80,7 +109,7 @@ func Start(t testing.TB, target string) *Proxy {
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e := &Exchange{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
-			Accept: r.Header.Get("Accept"), ReqType: r.Header.Get("Content-Type")}
+			Accept: r.Header.Get("Accept"), ReqType: r.Header.Get("Content-Type"), Start: time.Now()}
 		if a := r.Header.Get("Authorization"); a != "" {
 			e.AuthScheme, _, _ = strings.Cut(a, " ")
 		}
@@ -97,6 +126,9 @@ func Start(t testing.TB, target string) *Proxy {
 		}
 		cw := &countWriter{ResponseWriter: w, e: e}
 		rp.ServeHTTP(cw, r)
+		p.mu.Lock()
+		e.End = time.Now()
+		p.mu.Unlock()
 	})
 	p.srv = &http.Server{Handler: h}
 	go p.srv.Serve(ln)

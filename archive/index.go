@@ -1,0 +1,219 @@
+package archive
+
+import (
+	"archive/tar"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/sofadb/sofa/replicate"
+)
+
+// An Index locates the database groups of an archive that can be read at
+// any offset (a file, an object; not stdin), so that several databases
+// are read at once, each from its own offset. Scan builds it from the tar
+// headers alone, skipping member bodies (but the small end members, read
+// to check the manifest), and checks the manifest against the members
+// listed: what a reader in order checks at the end is checked before any
+// database is read. Each group's members are checked (checksums, records,
+// end member) as OpenDB's reader reads them.
+//
+// An Index is safe for concurrent use; each DBReader it opens is not.
+type Index struct {
+	ra     io.ReaderAt
+	opts   ReaderOptions
+	hdr    Header
+	groups []Group
+	blobs  map[[32]byte]span
+	gate   *memGate
+}
+
+// memGate is a weighted semaphore of bytes.
+type memGate struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	cap  int64
+	used int64
+}
+
+func newMemGate(n int64) *memGate {
+	g := &memGate{cap: n}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+// acquire waits until n bytes (at most the cap) are free, takes them and
+// returns how many it took.
+func (g *memGate) acquire(n int64) int64 {
+	n = min(max(n, 0), g.cap)
+	g.mu.Lock()
+	for g.used+n > g.cap {
+		g.cond.Wait()
+	}
+	g.used += n
+	g.mu.Unlock()
+	return n
+}
+
+func (g *memGate) release(n int64) {
+	if n == 0 {
+		return
+	}
+	g.mu.Lock()
+	g.used -= n
+	g.mu.Unlock()
+	g.cond.Broadcast()
+}
+
+// Group is one database group of an indexed archive.
+type Group struct {
+	// Name is the database's name; Since the seq its incremental backup
+	// started from (nil for a full backup of it), both from its end member.
+	Name  string
+	Since replicate.Seq
+	// Offset and Size locate the group's members in the archive (tar
+	// headers included).
+	Offset, Size int64
+}
+
+type span struct{ off, size int64 }
+
+func align512(n int64) int64 { return (n + 511) &^ 511 }
+
+// Scan reads the tar headers of the archive ra (size bytes) and returns
+// where each database group and blob is. opts are those of the readers
+// OpenDB returns (nil: zero options). Errors are as NewReader's and
+// Reader.Next's: the archive is damaged, or its manifest does not match.
+func Scan(ra io.ReaderAt, size int64, opts *ReaderOptions) (*Index, error) {
+	sr := io.NewSectionReader(ra, 0, size)
+	rd, err := NewReader(sr, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	mem := rd.opts.MemberMemory
+	if mem <= 0 {
+		mem = DefaultMemberMemory
+	}
+	x := &Index{ra: ra, opts: rd.opts, hdr: rd.hdr, blobs: map[[32]byte]span{}, gate: newMemGate(mem)}
+	pos, _ := sr.Seek(0, io.SeekCurrent) // after the header member's body
+	var cur *Group
+	for {
+		start := align512(pos)
+		h, err := rd.tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{Err: &detailErr{ErrTruncated, fmt.Sprintf("archive ends after member %q without a manifest", rd.last)}}
+		}
+		if err != nil {
+			return nil, rd.tarErr(err)
+		}
+		data, _ := sr.Seek(0, io.SeekCurrent)
+		pos = data + h.Size
+		m, err := rd.checkHeader(h)
+		if err != nil {
+			return nil, err
+		}
+		switch m.p.kind {
+		case kindManifest:
+			if cur != nil {
+				return nil, memberErr(m.name, ErrFormat, "manifest inside a database group")
+			}
+			if err := rd.finish(m); err != nil {
+				return nil, err
+			}
+			return x, nil
+		case kindMeta:
+			if cur != nil {
+				return nil, memberErr(m.name, ErrFormat, "database group without its end member")
+			}
+			if rd.dirs[m.p.dir] {
+				return nil, memberErr(m.name, ErrFormat, "database appears twice")
+			}
+			rd.dirs[m.p.dir] = true
+			cur = &Group{Offset: start}
+			rd.fold(m, h.Size)
+		case kindBlob:
+			if cur == nil {
+				return nil, memberErr(m.name, ErrFormat, "member outside its database group")
+			}
+			if _, ok := x.blobs[m.p.sum]; !ok {
+				x.blobs[m.p.sum] = span{start, align512(pos) - start}
+			}
+			rd.fold(m, h.Size)
+		case kindChunk:
+			if cur == nil || !rd.dirs[m.p.dir] {
+				return nil, memberErr(m.name, ErrFormat, "member outside its database group")
+			}
+			rd.fold(m, h.Size)
+		case kindEnd:
+			if cur == nil || !rd.dirs[m.p.dir] {
+				return nil, memberErr(m.name, ErrFormat, "member outside its database group")
+			}
+			if _, err := rd.readBody(m, h); err != nil {
+				return nil, err
+			}
+			var s DBSummary
+			if err := s.UnmarshalJSON(m.raw); err != nil {
+				return nil, memberErr(m.name, ErrFormat, err.Error())
+			}
+			if s.Dir != m.p.dir || dbDir(s.Name) != s.Dir {
+				return nil, memberErr(m.name, ErrFormat, fmt.Sprintf("end member names database %q in directory %q", s.Name, m.p.dir))
+			}
+			rd.summaries[s.Dir] = s
+			rd.revisions += s.Revisions
+			cur.Name, cur.Since = s.Name, s.Since
+			cur.Size = align512(pos) - cur.Offset
+			x.groups = append(x.groups, *cur)
+			cur = nil
+		default:
+			return nil, memberErr(m.name, ErrFormat, "unexpected member")
+		}
+	}
+}
+
+// Header is the archive's header.
+func (x *Index) Header() Header { return x.hdr }
+
+// Groups lists the database groups in archive order.
+func (x *Index) Groups() []Group { return x.groups }
+
+// OpenDB returns a reader of one group (of Groups), independent of every
+// other: attachment blobs stored by an earlier group are read at their
+// offsets when a revision refers to them. Close it when done.
+func (x *Index) OpenDB(g Group) (*DBReader, error) {
+	rd := &Reader{tr: tar.NewReader(io.NewSectionReader(x.ra, g.Offset, g.Size)), opts: x.opts, hdr: x.hdr,
+		seen: sha256.New(), dirs: map[string]bool{}, summaries: map[string]DBSummary{}, fetch: x.blob, gate: x.gate}
+	rd.blobs = newBlobStore(rd.opts.TempDir, rd.opts.BlobMemory)
+	db, err := rd.Next()
+	if err != nil {
+		rd.Close()
+		return nil, err
+	}
+	if db.Name() != g.Name {
+		rd.Close()
+		return nil, &Error{Err: &detailErr{ErrFormat, fmt.Sprintf("group at offset %d holds %q, its end member says %q", g.Offset, db.Name(), g.Name)}}
+	}
+	db.release = func() { rd.Close() }
+	return db, nil
+}
+
+// blob reads the blob sum at its offset, checked; nil when the archive
+// holds none.
+func (x *Index) blob(sum [32]byte) ([]byte, error) {
+	sp, ok := x.blobs[sum]
+	if !ok {
+		return nil, nil
+	}
+	rd := &Reader{tr: tar.NewReader(io.NewSectionReader(x.ra, sp.off, sp.size)), opts: x.opts, seen: sha256.New()}
+	defer rd.dec.close()
+	m, err := rd.readMember()
+	if err != nil {
+		return nil, err
+	}
+	if m.p.kind != kindBlob || m.p.sum != sum {
+		return nil, memberErr(m.name, ErrFormat, "not the blob indexed at its offset")
+	}
+	return m.raw, nil
+}

@@ -1,0 +1,188 @@
+package sofa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/internal/dbcopy"
+	"github.com/sofadb/sofa/replicate"
+)
+
+// The many-database code shared by Copy, Backup and Restore: the run
+// control of their options, the preparation of each target database, and
+// the run of one job per database under the scheduler (fleet.Run), whose
+// statuses fleet.Decide sets.
+
+// RunControl are the options of a many-database run: how many databases
+// at once, and what is told of it. Embedded in CopyOptions, BackupOptions
+// and RestoreOptions.
+type RunControl struct {
+	// MaxDBs caps databases in flight (zero: DefaultMaxDBs); Fixed runs
+	// MaxDBs at once whatever the limiters say; IdealDuration spreads the
+	// starts over that time (zero: as fast as the limiters allow).
+	MaxDBs        int
+	Fixed         bool
+	IdealDuration time.Duration
+	// Progress receives the run's progress; nil: NoProgress.
+	Progress Progress
+	// Logger receives one line per database and the controller's
+	// decisions; nil: none.
+	Logger *slog.Logger
+	// Logf receives retries, warnings and decisions worth a line; nil:
+	// none. DebugLogf also every batch and checkpoint; nil: none.
+	Logf      func(format string, args ...any)
+	DebugLogf func(format string, args ...any)
+}
+
+func (o *RunControl) logf(format string, args ...any) {
+	if o.Logf != nil {
+		o.Logf(format, args...)
+	}
+}
+
+func (o *RunControl) progress() Progress {
+	if o.Progress == nil {
+		return NoProgress
+	}
+	return o.Progress
+}
+
+// runDBs runs job once per database of dbs under the scheduler and the
+// limiters of eps, telling o's Progress (started with waiting).
+func (o *RunControl) runDBs(ctx context.Context, dbs []string, job dbJob, waiting func(bool) string, eps ...*Endpoint) (fleet.Summary, error) {
+	p := o.progress()
+	p.Start(len(dbs), waiting)
+	return fleet.Run(ctx, dbs, withProgress(p, job), fleet.Options{
+		Limiters: limiters(eps...), MaxDBs: o.MaxDBs, Fixed: o.Fixed,
+		IdealDuration: o.IdealDuration, Logger: o.Logger,
+	})
+}
+
+// targetRules say how prepareTarget treats the target database.
+type targetRules struct {
+	// Props are the properties of a database it creates.
+	Props replicate.CreateOptions
+	// Absent: the target's listing lacked the database, which is then
+	// created without being asked for first (one request less each).
+	Absent bool
+	// Reuse writes into an existing database whatever it holds
+	// (ReuseExisting, _users, a restore's incremental or system database).
+	Reuse bool
+	// Replace, when set, deletes an existing database and creates it
+	// again before anything is written (restore --replace).
+	Replace func(ctx context.Context) error
+}
+
+// preparedTarget is a target database ready to be written.
+type preparedTarget struct {
+	replicate.Target
+	// Created: this run created it (still empty).
+	Created bool
+	// Reused: it held documents before.
+	Reused bool
+}
+
+// prepareTarget creates the target database name with the rules' Props,
+// or decides whether an existing one may be written into: empty, Reuse,
+// or holding this copy's checkpoint or claim (an earlier run of it, which
+// resumes). On a target that keeps `_local` documents
+// (ServerCaps.Checkpoints) a database is claimed before any document is
+// written: a rerun tells its own half-written database from someone
+// else's even when no checkpoint was written (design documents are held
+// back, and the checkpoints with them). sinfo is the source database's.
+func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, sinfo replicate.DBInfo, rules targetRules) (preparedTarget, error) {
+	claims := ts.ServerCaps().Checkpoints
+	open := func(created bool) (preparedTarget, error) {
+		t, err := ts.OpenTarget(ctx, name, created)
+		if err != nil {
+			return preparedTarget{}, fmt.Errorf("target: %w", err)
+		}
+		return preparedTarget{Target: t, Created: created}, nil
+	}
+	claim := func(p preparedTarget, fresh bool) (preparedTarget, error) {
+		if !claims {
+			return p, nil
+		}
+		l, ok := p.Target.(dbcopy.Local)
+		if !ok {
+			return p, nil
+		}
+		if fresh {
+			return p, dbcopy.ClaimNew(ctx, sinfo, l)
+		}
+		return p, dbcopy.ClaimTarget(ctx, sinfo, l)
+	}
+	// create reports whether it created the database (false: it exists).
+	create := func() (bool, error) {
+		err := ts.CreateDB(ctx, name, rules.Props)
+		if errors.Is(err, replicate.ErrExists) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("target: %w", err)
+		}
+		return true, nil
+	}
+	if rules.Absent {
+		created, err := create()
+		if err != nil {
+			return preparedTarget{}, err
+		}
+		if created {
+			p, err := open(true)
+			if err != nil {
+				return p, err
+			}
+			return claim(p, true)
+		}
+		// created meanwhile: judged as any existing database below
+	}
+	p, err := open(false)
+	if err != nil {
+		return p, err
+	}
+	tinfo, err := p.Info(ctx)
+	if err == nil && rules.Replace != nil {
+		if err := rules.Replace(ctx); err != nil {
+			return p, err
+		}
+		return claim(p, true)
+	}
+	if errors.Is(err, replicate.ErrNotFound) {
+		created, err := create()
+		if err != nil {
+			return p, err
+		}
+		if !created {
+			return claim(p, false) // created meanwhile
+		}
+		if p, err = open(true); err != nil {
+			return p, err
+		}
+		return claim(p, true)
+	}
+	if err != nil {
+		return p, fmt.Errorf("target: %w", err)
+	}
+	p.Reused = tinfo.DocCount+tinfo.DelCount > 0
+	if rules.Reuse {
+		return p, nil
+	}
+	if !p.Reused {
+		return claim(p, false)
+	}
+	if claims {
+		id := replicate.ReplicationID(sinfo.Identity, tinfo.Identity)
+		if _, err := p.GetLocal(ctx, "_local/"+id); err == nil {
+			return p, nil // our own earlier run: resume
+		}
+		if l, ok := p.Target.(dbcopy.Local); ok && dbcopy.Claimed(ctx, sinfo, l) {
+			return p, nil
+		}
+	}
+	return p, dbcopy.ErrNotEmpty
+}
