@@ -23,6 +23,7 @@ type backupCmd struct {
 	since       string
 	compression string
 	force       bool
+	s3          s3Flags
 }
 
 func newBackupCmd() *cobra.Command {
@@ -63,6 +64,7 @@ The format is described in docs/archive-format.md.
 	bc.client.register(fs)
 	bc.control.register(fs)
 	registerOutput(fs, &bc.out)
+	bc.s3.register(fs)
 	fs.StringArrayVar(&bc.include, "include", nil, "back up only databases matching this glob (repeatable; * does not match /)")
 	fs.StringArrayVar(&bc.exclude, "exclude", nil, "skip databases matching this glob (repeatable; wins over --include)")
 	fs.StringVar(&bc.since, "since", "", "previous archive of the chain: store only what changed after it (it is checked whole first, as sofa verify ARCHIVE does: a damaged one is refused)")
@@ -90,7 +92,7 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	if err != nil {
 		return err
 	}
-	dst, err := sofa.Open(ctx, path, sofa.OpenOptions{Store: archives})
+	dst, err := sofa.Open(ctx, path, bc.s3.openOptions())
 	if err != nil {
 		return libErr(err)
 	}
@@ -122,8 +124,8 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 		return runErr
 	}
 	if !bc.out.quiet && path != "-" {
-		if st, err := archives.Stat(ctx, path); err == nil {
-			fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", path, humanBytes(st.Size))
+		if st, err := dst.Store().Stat(ctx, dst.Archive()); err == nil {
+			fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", dst, humanBytes(st.Size))
 		}
 	}
 	return runErr

@@ -24,6 +24,7 @@ type restoreCmd struct {
 	replace        bool
 	withReplicator bool
 	q, n           int
+	s3             s3Flags
 }
 
 func newRestoreCmd() *cobra.Command {
@@ -89,6 +90,7 @@ into. --replace and --reuse-existing cannot be given together.
 	c.client.register(fs)
 	c.control.register(fs)
 	registerOutput(fs, &c.out)
+	c.s3.register(fs)
 	fs.StringArrayVar(&c.include, "include", nil, "restore only databases matching this glob (repeatable; * does not match /)")
 	fs.StringArrayVar(&c.exclude, "exclude", nil, "skip databases matching this glob (repeatable; wins over --include)")
 	fs.StringArrayVar(&c.renames, "rename", nil, "restore database OLD under the name NEW (OLD=NEW, repeatable)")
@@ -115,7 +117,7 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 	}
 	var archs []*sofa.Endpoint
 	for _, p := range paths {
-		a, err := sofa.Open(ctx, p, sofa.OpenOptions{Store: archives})
+		a, err := sofa.Open(ctx, p, c.s3.openOptions())
 		if err != nil {
 			return libErr(err)
 		}

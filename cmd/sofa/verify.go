@@ -24,6 +24,7 @@ type verifyCmd struct {
 	include   []string
 	exclude   []string
 	withUsers bool
+	s3        s3Flags
 }
 
 func newVerifyCmd() *cobra.Command {
@@ -72,7 +73,7 @@ a database URL), as above.
 			}
 			switch {
 			case len(args) == 1:
-				return vc.verifyArchive(args[0])
+				return vc.verifyArchive(cmd.Context(), args[0])
 			case !isURL(args[0]):
 				return vc.verifyArchiveAgainst(cmd.Context(), cmd, args[0], args[1])
 			}
@@ -82,6 +83,7 @@ a database URL), as above.
 	fs := cmd.Flags()
 	vc.client.register(fs, "source", "target")
 	vc.control.register(fs)
+	vc.s3.register(fs)
 	fs.BoolVar(&vc.full, "full", false, "also compare every leaf revision's body, history and attachment metadata")
 	fs.BoolVar(&vc.metadata, "metadata", false, "also compare _security and _revs_limit (default: on for server URLs)")
 	fs.IntVar(&vc.maxDiffs, "max-differences", verify.DefaultMaxDifferences, "differences listed per database (all are counted)")

@@ -195,9 +195,6 @@ var ErrBadLocation = errors.New("not an s3://BUCKET/KEY location")
 // ErrAccess: the store refused the credentials or the operation.
 var ErrAccess = errors.New("access denied (check the credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, and the bucket's permissions)")
 
-// ErrNoBucket: the bucket does not exist (it wraps storage.ErrNotExist).
-var ErrNoBucket = fmt.Errorf("bucket %w", storage.ErrNotExist)
-
 // Parse splits an s3://BUCKET/KEY location.
 func Parse(location string) (bucket, key string, err error) {
 	rest, ok := strings.CutPrefix(location, Scheme)
@@ -265,10 +262,10 @@ func (s *Store) fail(ctx context.Context, op, bucket, key string, err error) err
 	code := errCode(err)
 	switch {
 	case code == "NoSuchBucket":
-		return fmt.Errorf("archive %s: %s %w", loc, bucket, ErrNoBucket)
+		return fmt.Errorf("archive %s: bucket %s %w", loc, bucket, storage.ErrNotExist)
 	case isNotFound(err):
 		if s.bucketMissing(ctx, bucket) {
-			return fmt.Errorf("archive %s: %s %w", loc, bucket, ErrNoBucket)
+			return fmt.Errorf("archive %s: bucket %s %w", loc, bucket, storage.ErrNotExist)
 		}
 		return fmt.Errorf("archive %s %w", loc, storage.ErrNotExist)
 	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied" ||

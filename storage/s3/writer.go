@@ -53,7 +53,7 @@ func (s *Store) refuseExisting(ctx context.Context, bucket, key string) error {
 		return fmt.Errorf("%s%s/%s %w", Scheme, bucket, key, storage.ErrExist)
 	case isNotFound(err):
 		if s.bucketMissing(ctx, bucket) {
-			return fmt.Errorf("archive %s%s/%s: %s %w", Scheme, bucket, key, bucket, ErrNoBucket)
+			return fmt.Errorf("archive %s%s/%s: bucket %s %w", Scheme, bucket, key, bucket, storage.ErrNotExist)
 		}
 		return nil
 	}
