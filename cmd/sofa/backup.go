@@ -36,8 +36,11 @@ every leaf revision with its history, tombstones, bodies byte for byte,
 attachments in their stored encoding (each distinct one stored once), and
 each database's _security, _revs_limit and properties. The source is never
 written. ARCHIVE is a file (written to a temporary name, synced, then
-renamed: a killed backup leaves nothing under the final name) or - for
-stdout. With --since PREVIOUS, only what changed after PREVIOUS is stored
+renamed: a killed backup leaves nothing under the final name), - for
+stdout, or s3://BUCKET/KEY (a multipart upload of --transfers parts of
+--part-size bytes in flight, checked once completed, aborted on failure:
+nothing under the key; credentials from the AWS environment, profile or
+instance role). With --since PREVIOUS, only what changed after PREVIOUS is stored
 (an incremental archive; a database recreated meanwhile is stored in full).
 _global_changes is skipped; _users and _replicator are included.
 The format is described in docs/archive-format.md.
@@ -45,6 +48,7 @@ The format is described in docs/archive-format.md.
 ` + exitCodesHelp,
 		Example: `  sofa backup http://admin:pw@db:5984 full.sofa
   sofa backup http://admin:pw@db:5984 inc1.sofa --since full.sofa
+  sofa backup http://admin:pw@db:5984 s3://backups/full.sofa --transfers 8
   sofa backup http://admin:pw@db:5984/orders - | ssh elsewhere 'cat > orders.sofa'`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {

@@ -20,7 +20,7 @@ func newLsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ls ENDPOINT",
 		Short: "List the databases of an archive or a server, with counts and sizes",
-		Long: `List the databases of an archive (from its manifest: documents, leaf
+		Long: `List the databases of an archive (a file or s3://BUCKET/KEY; from its manifest: documents, leaf
 revisions, tombstones, attachments, sizes, seq reached) or of a server or
 database URL (doc_count, doc_del_count, update_seq).
 

@@ -50,7 +50,7 @@ _security and _revs_limit; it is on for server URLs.
 Every difference is listed by database, document id and revision (the
 first --max-differences per database; the count covers all).
 
-With one argument, an ARCHIVE file: check every member's checksum, the
+With one argument, an ARCHIVE (a file, or s3://BUCKET/KEY read in place): check every member's checksum, the
 decompressed sizes, the references between revisions and attachments and
 the manifest. With ARCHIVE and a URL: compare each database of the archive
 with the database of the same name on that server (or the one database of
@@ -59,6 +59,7 @@ a database URL), as above.
 ` + exitCodesHelp,
 		Example: `  sofa verify http://admin:pw@old:5984/orders http://admin:pw@new:5984/orders --full
   sofa verify backup.sofa
+  sofa verify s3://backups/full.sofa --s3-endpoint http://minio:9000 --s3-path-style
   sofa verify backup.sofa http://admin:pw@new:5984 --full
   sofa verify http://admin:pw@old:5984 http://admin:pw@new:5984 --exclude 'tmp-*' --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
