@@ -45,6 +45,7 @@ type reader struct {
 	ahead   []*chunk // fetches started, in order
 	nextOff int64    // offset of the next chunk to start
 	cur     []byte   // what is left of the chunk being read
+	curBuf  []byte   // that chunk's buffer
 	err     error
 }
 
@@ -73,6 +74,8 @@ func (r *reader) Read(p []byte) (int, error) {
 			return 0, r.err
 		}
 		r.ahead = r.ahead[1:]
+		putBuf(r.curBuf)
+		r.curBuf = c.data
 		if c.err != nil {
 			r.err = c.err
 			return 0, r.err
@@ -94,7 +97,7 @@ func (r *reader) fill() {
 		off := r.nextOff
 		go func() {
 			defer close(c.done)
-			c.data = make([]byte, n)
+			c.data = getBuf(int(r.s.o.PartSize))[:n]
 			c.err = r.fetch(c.data, off)
 		}()
 		r.ahead = append(r.ahead, c)
@@ -190,9 +193,10 @@ func (r *reader) Close() error {
 	r.cancel()
 	for _, c := range r.ahead {
 		<-c.done
+		putBuf(c.data)
 	}
-	r.ahead = nil
-	r.cur = nil
+	putBuf(r.curBuf)
+	r.ahead, r.cur, r.curBuf = nil, nil, nil
 	if r.err == nil {
 		r.err = errors.New("s3: read after Close")
 	}

@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/sofadb/sofa/internal/s3test"
@@ -132,7 +135,8 @@ func TestAbortLeavesNoUpload(t *testing.T) {
 }
 
 // TestUploadMemoryBound: a stream of many parts holds at most
-// Transfers+1 part buffers, and the heap stays within that bound plus a
+// Transfers+1 part buffers, and the process's resident size (the buffers
+// live outside the Go heap) and its heap stay within that bound plus a
 // fixed overhead while it is sent.
 func TestUploadMemoryBound(t *testing.T) {
 	srv := s3test.Start(t)
@@ -149,7 +153,8 @@ func TestUploadMemoryBound(t *testing.T) {
 	runtime.ReadMemStats(&ms)
 	base := ms.HeapAlloc
 	piece := pattern(1 << 20)
-	var peak uint64
+	rssBase := rss(t)
+	var peak, rssPeak uint64
 	for i := range parts * s3.MinPartSize / len(piece) {
 		if _, err := w.Write(piece); err != nil {
 			t.Fatal(err)
@@ -157,6 +162,7 @@ func TestUploadMemoryBound(t *testing.T) {
 		if i%4 == 0 {
 			runtime.ReadMemStats(&ms)
 			peak = max(peak, ms.HeapAlloc)
+			rssPeak = max(rssPeak, rss(t))
 		}
 	}
 	if err := w.Commit(); err != nil {
@@ -164,14 +170,30 @@ func TestUploadMemoryBound(t *testing.T) {
 	}
 	s := s3.WriterStats(w)
 	bound := int64(s3.MinPartSize) * (transfers + 1)
-	t.Logf("%d parts, %d buffers (%d MiB), heap peak %d MiB over the start (bound %d MiB + overhead)",
-		s.Parts, s.Buffers, s.BufferBytes>>20, (peak-base)>>20, bound>>20)
+	t.Logf("%d parts, %d buffers (%d MiB), heap peak %d MiB and resident peak %d MiB over the start (bound %d MiB + overhead)",
+		s.Parts, s.Buffers, s.BufferBytes>>20, (peak-base)>>20, (rssPeak-rssBase)>>20, bound>>20)
 	if s.Parts != parts || s.Buffers > transfers+1 || s.BufferBytes > bound {
 		t.Fatalf("stats %+v: want %d parts in at most %d buffers", s, parts, transfers+1)
 	}
 	// garbage between two collections may double the live bytes; the
 	// stream itself is 8 times the bound
-	if limit := uint64(2*bound + 16<<20); peak-base > limit {
+	limit := uint64(bound + 16<<20)
+	if peak-base > limit {
 		t.Fatalf("heap grew by %d MiB, over %d MiB", (peak-base)>>20, limit>>20)
 	}
+	if rssPeak > rssBase && rssPeak-rssBase > limit {
+		t.Fatalf("resident size grew by %d MiB, over %d MiB", (rssPeak-rssBase)>>20, limit>>20)
+	}
+}
+
+// rss is the process's resident size in bytes (0 where /proc is
+// missing).
+func rss(t *testing.T) uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	pages, _ := strconv.ParseUint(f[1], 10, 64)
+	return pages * uint64(os.Getpagesize())
 }

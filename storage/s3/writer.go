@@ -129,7 +129,7 @@ func (w *writer) getBuf() ([]byte, error) {
 			w.allocated++
 			w.allocatedBytes += w.partSize
 			w.mu.Unlock()
-			return make([]byte, 0, w.partSize), nil
+			return getBuf(int(w.partSize))[:0], nil
 		}
 		w.mu.Unlock()
 		select {
@@ -138,6 +138,7 @@ func (w *writer) getBuf() ([]byte, error) {
 				return b[:0], nil
 			}
 			// the part size grew: drop the small buffer, make a new one
+			putBuf(b)
 			w.mu.Lock()
 			w.allocated--
 			w.allocatedBytes -= int64(cap(b))
@@ -255,7 +256,25 @@ func (w *writer) Commit() error {
 		w.abort()
 	}
 	w.cancel()
+	w.release()
 	return err
+}
+
+// release gives the part buffers back once no upload uses them.
+func (w *writer) release() {
+	w.wg.Wait()
+	if w.buf != nil {
+		putBuf(w.buf)
+		w.buf = nil
+	}
+	for {
+		select {
+		case b := <-w.free:
+			putBuf(b)
+		default:
+			return
+		}
+	}
 }
 
 func (w *writer) commit() error {
@@ -360,7 +379,9 @@ func (w *writer) Abort() error {
 	if w.done.Swap(true) {
 		return nil
 	}
-	return w.abort()
+	err := w.abort()
+	w.release()
+	return err
 }
 
 func (w *writer) abort() error {
