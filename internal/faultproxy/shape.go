@@ -22,8 +22,10 @@ func (l *shapedListener) Accept() (net.Conn, error) {
 	return &shapedConn{Conn: c, p: l.p}, nil
 }
 
-// shapeBurst is the most one read or write moves before it waits.
-const shapeBurst = 32 << 10
+// shapeBurst is the most one read or write moves before it waits: large
+// enough that a late wake-up on a loaded machine is made up by the next
+// read (the tokens accrue meanwhile), not lost.
+const shapeBurst = 256 << 10
 
 type shapedConn struct {
 	net.Conn

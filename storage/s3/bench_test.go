@@ -17,7 +17,7 @@ import (
 // archive writer): SOFA_S3_BENCH_MIB (200) MiB from memory to versitygw
 // through the fault proxy capping each connection at SOFA_S3_BENCH_BPS
 // (8 MB/s) with 20 ms added per part, for 1, 2, 4 and 8 transfers of 16
-// MiB parts. Only with SOFA_S3_BENCH=1.
+// MiB parts (SOFA_S3_BENCH_PART bytes). Only with SOFA_S3_BENCH=1.
 func TestUploadScalingBench(t *testing.T) {
 	if os.Getenv("SOFA_S3_BENCH") == "" {
 		t.Skip("a benchmark of minutes: set SOFA_S3_BENCH=1")
@@ -29,6 +29,10 @@ func TestUploadScalingBench(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("SOFA_S3_BENCH_BPS")); err == nil {
 		bps = v
 	}
+	part := int64(16 << 20)
+	if v, err := strconv.Atoi(os.Getenv("SOFA_S3_BENCH_PART")); err == nil {
+		part = int64(v)
+	}
 	_, p, bucket := proxied(t)
 	p.SetLimits(faultproxy.Limits{ConnBytesPerSec: int64(bps)})
 	if err := p.SetRules(faultproxy.Rule{Name: "latency", Method: "PUT", Delay: 20 * time.Millisecond}); err != nil {
@@ -36,10 +40,10 @@ func TestUploadScalingBench(t *testing.T) {
 	}
 	data := pattern(mib << 20)
 	var one float64
-	t.Logf("%d MiB, per-connection cap %.1f MB/s, +20 ms per part, 16 MiB parts", mib, float64(bps)/1e6)
+	t.Logf("%d MiB, per-connection cap %.1f MB/s, +20 ms per part, %d MiB parts", mib, float64(bps)/1e6, part>>20)
 	t.Logf("| transfers | upload s | MiB/s | speed-up vs 1 |")
 	for _, n := range []int{1, 2, 4, 8} {
-		st := newStore(t, p.URL, s3.Options{Transfers: n})
+		st := newStore(t, p.URL, s3.Options{Transfers: n, PartSize: part})
 		t0 := time.Now()
 		w, err := st.Create(context.Background(), fmt.Sprintf("s3://%s/t%d", bucket, n), storage.CreateOptions{})
 		if err != nil {
