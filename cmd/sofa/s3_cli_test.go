@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -240,5 +241,54 @@ func TestS3_BadInput(t *testing.T) {
 	}
 	if k := s3Objects(t, s3srv.URL, bucket); len(k) != 4 {
 		t.Errorf("objects %v, want from-local.sofa, good.sofa, half.sofa and notes.txt alone", k)
+	}
+}
+
+// TestS3_InterruptAbortsUpload: SIGINT while a part is being sent ends
+// the backup with exit 130 and aborts the multipart upload: no object,
+// no upload in progress.
+func TestS3_InterruptAbortsUpload(t *testing.T) {
+	bin := sofaBin(t)
+	s3srv := s3test.Start(t)
+	bucket := s3srv.Bucket(t)
+	p := faultproxy.StartT(t, s3srv.URL)
+	p.KeepHost()
+	src := couchtest.Start(t)
+	arCreate(t, src, "media", true, s3AttDocs("m", 8, 1<<20)...)
+	// every part hangs (until the client gives up)
+	if err := p.SetRules(faultproxy.Rule{Name: "hang", Method: "PUT", Delay: 10 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "backup", src.URL, "s3://"+bucket+"/cut.sofa", "--part-size", "5242880", "-q")
+	cmd.Env = append(append(os.Environ(), s3srv.Env()...), "SOFA_S3_ENDPOINT="+p.URL)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for p.Rule("hang").Matched == 0 { // a part is on its way
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no part was sent\n%s", stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if len(s3test.Uploads(t, s3srv.URL, bucket)) != 1 {
+		t.Fatal("no multipart upload in progress")
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, stderr.String())
+	}
+	if u := s3test.Uploads(t, s3srv.URL, bucket); len(u) != 0 {
+		t.Errorf("multipart uploads left: %v", u)
+	}
+	if k := s3Objects(t, s3srv.URL, bucket); len(k) != 0 {
+		t.Errorf("objects left: %v", k)
 	}
 }
