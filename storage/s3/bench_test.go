@@ -3,6 +3,7 @@ package s3_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"testing"
@@ -17,7 +18,8 @@ import (
 // archive writer): SOFA_S3_BENCH_MIB (200) MiB from memory to versitygw
 // through the fault proxy capping each connection at SOFA_S3_BENCH_BPS
 // (8 MB/s) with 20 ms added per part, for 1, 2, 4 and 8 transfers of 16
-// MiB parts (SOFA_S3_BENCH_PART bytes). Only with SOFA_S3_BENCH=1.
+// MiB parts (SOFA_S3_BENCH_PART bytes), then reads it back with as many
+// ranged GETs ahead. Only with SOFA_S3_BENCH=1.
 func TestUploadScalingBench(t *testing.T) {
 	if os.Getenv("SOFA_S3_BENCH") == "" {
 		t.Skip("a benchmark of minutes: set SOFA_S3_BENCH=1")
@@ -56,6 +58,27 @@ func TestUploadScalingBench(t *testing.T) {
 		}
 		if err := w.Commit(); err != nil {
 			t.Fatal(err)
+		}
+		d := time.Since(t0).Seconds()
+		if n == 1 {
+			one = d
+		}
+		t.Logf("| %d | %.1f | %.1f | %.2fx |", n, d, float64(mib)/d, one/d)
+	}
+	// reading it back in order (restore, verify, ls), through the same
+	// cap: ranged GETs ahead of the reader
+	t.Logf("| transfers | read s | MiB/s | speed-up vs 1 |")
+	for _, n := range []int{1, 2, 4, 8} {
+		st := newStore(t, p.URL, s3.Options{Transfers: n, PartSize: part})
+		t0 := time.Now()
+		r, err := st.Open(context.Background(), fmt.Sprintf("s3://%s/t8", bucket))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.Copy(io.Discard, r)
+		r.Close()
+		if err != nil || got != int64(len(data)) {
+			t.Fatalf("read %d bytes: %v", got, err)
 		}
 		d := time.Since(t0).Seconds()
 		if n == 1 {
