@@ -6,10 +6,14 @@ import (
 	"errors"
 	"io"
 	"os"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/sofadb/sofa/internal/s3test"
 	"github.com/sofadb/sofa/storage"
@@ -81,6 +85,14 @@ func TestMultipartRoundTrip(t *testing.T) {
 	}
 	if s := s3.WriterStats(w); s.Parts != 5 {
 		t.Fatalf("sent %d parts, want 5", s.Parts)
+	}
+	// Commit compared this ETag (MD5 of the parts' MD5s, "-5") with
+	// the parts it sent: the server gives one of that form
+	bucketKey := strings.TrimPrefix(name, "s3://")
+	b, k, _ := strings.Cut(bucketKey, "/")
+	h, err := st.Client().HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &b, Key: &k})
+	if err != nil || !regexp.MustCompile(`^"?[0-9a-f]{32}-5"?$`).MatchString(aws.ToString(h.ETag)) {
+		t.Fatalf("ETag %q (%v): not a multipart MD5 ETag, Commit's check did not run", aws.ToString(h.ETag), err)
 	}
 	r, err := st.Open(ctx, name)
 	if err != nil {

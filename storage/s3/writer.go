@@ -230,10 +230,9 @@ func (w *writer) flush() error {
 			w.setErr(w.s.fail(w.ctx, fmt.Sprintf("upload part %d of", num), w.bucket, w.key, err))
 			return
 		}
-		if etag := strings.Trim(aws.ToString(out.ETag), `"`); etag != "" && !strings.EqualFold(etag, hex.EncodeToString(sum[:])) {
-			w.setErr(fmt.Errorf("upload archive %s%s/%s: part %d: the store's ETag %s is not the part's MD5", Scheme, w.bucket, w.key, num, etag))
-			return
-		}
+		// the server checked the part against its Content-MD5; its ETag is
+		// the MD5 only without KMS or customer-key encryption, so it is
+		// not compared here
 		w.mu.Lock()
 		if w.md5s == nil {
 			w.md5s = map[int32][]byte{}
@@ -331,8 +330,9 @@ func (w *writer) putWhole() error {
 }
 
 // check compares the stored object with what was sent: its size, and
-// its ETag with the one S3 computes from the parts' MD5s (servers whose
-// ETags are not MD5-based get the size check only). A mismatch removes
+// its ETag with the one S3 computes from the parts' MD5s (objects whose
+// ETags are not MD5-based, under SSE-KMS or SSE-C or on servers that
+// make them otherwise, get the size check only). A mismatch removes
 // the object: a damaged archive is never left under the name.
 func (w *writer) check(wantETag string) error {
 	h, err := w.s.c.HeadObject(w.ctx, &awss3.HeadObjectInput{Bucket: &w.bucket, Key: &w.key})
@@ -345,7 +345,7 @@ func (w *writer) check(wantETag string) error {
 	switch {
 	case aws.ToInt64(h.ContentLength) != w.n:
 		bad = fmt.Errorf("check uploaded archive %s: it holds %d bytes, %d were sent", loc, aws.ToInt64(h.ContentLength), w.n)
-	case md5Like(etag) && !strings.EqualFold(etag, wantETag):
+	case md5Like(etag) && plainETag(h) && !strings.EqualFold(etag, wantETag):
 		bad = fmt.Errorf("check uploaded archive %s: ETag %s, the parts sent make %s", loc, etag, wantETag)
 	}
 	if bad != nil {
@@ -353,6 +353,12 @@ func (w *writer) check(wantETag string) error {
 		return bad
 	}
 	return nil
+}
+
+// plainETag: the object's ETag is MD5-based (S3 computes it otherwise
+// under SSE-KMS and SSE-C).
+func plainETag(h *awss3.HeadObjectOutput) bool {
+	return h.SSECustomerAlgorithm == nil && !strings.HasPrefix(string(h.ServerSideEncryption), "aws:kms")
 }
 
 // md5Like: an ETag of the form S3 gives (hex MD5, "-N" for multipart).
