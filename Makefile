@@ -19,7 +19,15 @@ node_modules/.package-lock.json: package.json package-lock.json
 	$(NPM) ci --no-audit --no-fund --ignore-scripts
 	@touch $@
 
-deps: node_modules/.package-lock.json
+# The S3-compatible server of the storage/s3 and s3:// tests (posix
+# backend), installed like staticcheck; internal/s3test runs it.
+VERSITYGW_VERSION ?= v1.8.0
+VERSITYGW := .work/tools/versitygw-$(VERSITYGW_VERSION)/versitygw
+
+$(VERSITYGW):
+	cd "$${TMPDIR:-/tmp}" && GOBIN="$(CURDIR)/$(@D)" GOFLAGS=-buildvcs=false $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+
+deps: node_modules/.package-lock.json $(VERSITYGW)
 	bash scripts/debs.sh
 	$(GO) mod download
 

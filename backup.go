@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/couch"
@@ -11,6 +12,7 @@ import (
 	"github.com/sofadb/sofa/internal/dbcopy"
 	"github.com/sofadb/sofa/replicate"
 	"github.com/sofadb/sofa/storage"
+	"github.com/sofadb/sofa/storage/s3"
 )
 
 // BackupSkip are the databases a backup leaves out unless
@@ -25,7 +27,8 @@ type BackupOptions struct {
 	// a database endpoint is its one database.
 	Selection Selection
 	// Since names the previous archive of the chain, in the target's
-	// store: only what changed after it is stored. "": a full backup.
+	// store (or a local file when the target is s3://): only what
+	// changed after it is stored. "": a full backup.
 	Since string
 	// Compression of archive members ("": zstd).
 	Compression archive.Compression
@@ -79,7 +82,14 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	}
 	var since *archive.Since
 	if o.Since != "" {
-		if since, err = readSince(ctx, dst.store, o.Since, o.logf); err != nil {
+		sinceStore := dst.store
+		if _, s3dst := dst.store.(*s3.Store); s3dst != strings.HasPrefix(o.Since, s3.Scheme) {
+			if !s3dst {
+				return nil, optionErr("--since %s: an s3:// previous archive needs an s3:// archive to write", Redact(o.Since))
+			}
+			sinceStore = storage.Local{} // a local previous archive, an s3:// new one
+		}
+		if since, err = readSince(ctx, sinceStore, o.Since, o.logf); err != nil {
 			return nil, fmt.Errorf("--since %s: %w", o.Since, err)
 		}
 		if since.Source != "" && since.Source != source {

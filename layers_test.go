@@ -26,7 +26,7 @@ const module = "github.com/sofadb/sofa"
 // them, and the commands on top.
 var layers = [][]string{
 	{"internal/jsonx", "limitstats", "storage"},
-	{"internal/limit", "internal/progress"},
+	{"internal/limit", "internal/progress", "storage/s3"},
 	{"replicate"},
 	{"couch", "archive"},
 	{"verify"},
@@ -46,6 +46,7 @@ var testSupport = []string{
 	"internal/dataset",
 	"internal/faultproxy",
 	"internal/recproxy",
+	"internal/s3test",
 	"storage/storagetest",
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/storage"
+	"github.com/sofadb/sofa/storage/s3"
 )
 
 // OpenOptions configure Open.
@@ -34,9 +35,15 @@ type OpenOptions struct {
 	// Unpaced sends requests without a Limiter (a single sequential
 	// reader such as a listing needs none).
 	Unpaced bool
-	// Store holds archive locations. Nil: storage.Local{} (files, and
-	// "-" for stdin and stdout).
+	// Store holds archive paths. Nil: storage.Local{} (files, and "-"
+	// for stdin and stdout). s3:// locations are in an S3 store made
+	// from S3.
 	Store storage.Store
+	// S3 configures the store of s3://BUCKET/KEY archives: endpoint,
+	// region, path-style addressing, transfers in flight and part size
+	// (zero values: the SDK's configuration and the defaults of package
+	// storage/s3).
+	S3 s3.Options
 }
 
 // EndpointKind says what an Endpoint is.
@@ -47,7 +54,7 @@ const (
 	KindServer EndpointKind = iota
 	// KindDatabase is one database of a CouchDB server.
 	KindDatabase
-	// KindArchive is an archive (a file, or "-").
+	// KindArchive is an archive (a file, "-", or an s3:// object).
 	KindArchive
 )
 
@@ -120,6 +127,7 @@ var couchScheme = func(name string) *Scheme {
 var schemes = []*Scheme{
 	couchScheme("http"),
 	couchScheme("https"),
+	{Name: "s3", Open: openS3, Redact: s3.Redact},
 	{Name: "", Open: openArchive, Redact: func(s string) string { return s }},
 }
 
@@ -164,12 +172,13 @@ func Redact(location string) string {
 // (http or https), not an archive.
 func IsURL(location string) bool {
 	s, err := schemeOf(location)
-	return err == nil && s.Name != ""
+	return err == nil && (s.Name == "http" || s.Name == "https")
 }
 
 // Open opens location: an http(s) URL of a CouchDB server or database
 // (probed once: the server's welcome, and the database when the URL has
-// a path), an archive path, or "-" (stdin or stdout). An archive is not
+// a path), an archive path, "-" (stdin or stdout), or an archive object
+// s3://BUCKET/KEY (read and written in place, never copied locally). An archive is not
 // looked at before it is used (a backup creates it). Errors never carry
 // credentials.
 func Open(ctx context.Context, location string, o OpenOptions) (*Endpoint, error) {
@@ -206,6 +215,17 @@ func openArchive(ctx context.Context, location string, o OpenOptions) (*Endpoint
 	st := o.Store
 	if st == nil {
 		st = storage.Local{}
+	}
+	return &Endpoint{archive: location, store: st}, nil
+}
+
+func openS3(ctx context.Context, location string, o OpenOptions) (*Endpoint, error) {
+	if _, _, err := s3.Parse(location); err != nil {
+		return nil, &OptionError{Err: err}
+	}
+	st, err := s3.New(ctx, o.S3)
+	if err != nil {
+		return nil, err
 	}
 	return &Endpoint{archive: location, store: st}, nil
 }

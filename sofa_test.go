@@ -24,8 +24,8 @@ func TestOpen_Registry(t *testing.T) {
 	for _, s := range sofa.Schemes() {
 		names = append(names, s.Name)
 	}
-	if got := strings.Join(names, ","); got != "http,https," {
-		t.Errorf("schemes %q, want http, https and the archive's (\"\")", got)
+	if got := strings.Join(names, ","); got != "http,https,s3," {
+		t.Errorf("schemes %q, want http, https, s3 and the archive's (\"\")", got)
 	}
 	for _, loc := range []string{"backup.sofa", "-", "/tmp/x/y.sofa"} {
 		ep, err := sofa.Open(ctx, loc, sofa.OpenOptions{Store: &storage.Memory{}})
@@ -36,8 +36,16 @@ func TestOpen_Registry(t *testing.T) {
 			t.Errorf("IsURL(%q) = true", loc)
 		}
 	}
-	if _, err := sofa.Open(ctx, "s3://bucket/key", sofa.OpenOptions{}); !errors.Is(err, sofa.ErrUnknownScheme) {
-		t.Errorf("Open(s3://...) = %v, want ErrUnknownScheme", err)
+	// an s3:// object is an archive (nothing is sent before it is used)
+	if ep, err := sofa.Open(ctx, "s3://bucket/dir/key.sofa", sofa.OpenOptions{}); err != nil || ep.Kind() != sofa.KindArchive || ep.Archive() != "s3://bucket/dir/key.sofa" || sofa.IsURL("s3://bucket/dir/key.sofa") {
+		t.Errorf("Open(s3://bucket/dir/key.sofa) = %v, %v; want an archive endpoint", ep, err)
+	}
+	var oe *sofa.OptionError
+	if _, err := sofa.Open(ctx, "s3://bucket", sofa.OpenOptions{}); !errors.As(err, &oe) {
+		t.Errorf("Open(s3://bucket) = %v, want an OptionError (no key)", err)
+	}
+	if _, err := sofa.Open(ctx, "ftp://host/x", sofa.OpenOptions{}); !errors.Is(err, sofa.ErrUnknownScheme) {
+		t.Errorf("Open(ftp://...) = %v, want ErrUnknownScheme", err)
 	}
 	const secret = "s3cr3t-pw"
 	for _, loc := range []string{"http://admin:" + secret + "@127.0.0.1:1/db", "https://u:" + secret + "@h:6984", "s3://k:" + secret + "@bucket/x"} {

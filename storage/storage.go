@@ -4,7 +4,8 @@
 // or at an offset when the store can seek), stats and removes one.
 //
 // Local is the store of the local file system (plus "-" for stdin and
-// stdout); Memory keeps archives in memory, for tests. Both pass the
+// stdout); Memory keeps archives in memory, for tests; package
+// storage/s3 holds them in S3 buckets (s3://BUCKET/KEY). All pass the
 // conformance suite in package storagetest, which every implementation
 // runs. Nothing else in sofa opens archive paths.
 package storage

@@ -23,6 +23,7 @@ type backupCmd struct {
 	since       string
 	compression string
 	force       bool
+	s3          s3Flags
 }
 
 func newBackupCmd() *cobra.Command {
@@ -35,8 +36,11 @@ every leaf revision with its history, tombstones, bodies byte for byte,
 attachments in their stored encoding (each distinct one stored once), and
 each database's _security, _revs_limit and properties. The source is never
 written. ARCHIVE is a file (written to a temporary name, synced, then
-renamed: a killed backup leaves nothing under the final name) or - for
-stdout. With --since PREVIOUS, only what changed after PREVIOUS is stored
+renamed: a killed backup leaves nothing under the final name), - for
+stdout, or s3://BUCKET/KEY (a multipart upload of --transfers parts of
+--part-size bytes in flight, checked once completed, aborted on failure:
+nothing under the key; credentials from the AWS environment, profile or
+instance role). With --since PREVIOUS, only what changed after PREVIOUS is stored
 (an incremental archive; a database recreated meanwhile is stored in full).
 _global_changes is skipped; _users and _replicator are included.
 The format is described in docs/archive-format.md.
@@ -44,6 +48,7 @@ The format is described in docs/archive-format.md.
 ` + exitCodesHelp,
 		Example: `  sofa backup http://admin:pw@db:5984 full.sofa
   sofa backup http://admin:pw@db:5984 inc1.sofa --since full.sofa
+  sofa backup http://admin:pw@db:5984 s3://backups/full.sofa --transfers 8
   sofa backup http://admin:pw@db:5984/orders - | ssh elsewhere 'cat > orders.sofa'`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
@@ -63,6 +68,7 @@ The format is described in docs/archive-format.md.
 	bc.client.register(fs)
 	bc.control.register(fs)
 	registerOutput(fs, &bc.out)
+	bc.s3.register(fs)
 	fs.StringArrayVar(&bc.include, "include", nil, "back up only databases matching this glob (repeatable; * does not match /)")
 	fs.StringArrayVar(&bc.exclude, "exclude", nil, "skip databases matching this glob (repeatable; wins over --include)")
 	fs.StringVar(&bc.since, "since", "", "previous archive of the chain: store only what changed after it (it is checked whole first, as sofa verify ARCHIVE does: a damaged one is refused)")
@@ -90,7 +96,7 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	if err != nil {
 		return err
 	}
-	dst, err := sofa.Open(ctx, path, sofa.OpenOptions{Store: archives})
+	dst, err := sofa.Open(ctx, path, bc.s3.openOptions())
 	if err != nil {
 		return libErr(err)
 	}
@@ -121,8 +127,8 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 		return runErr
 	}
 	if !bc.out.quiet && path != "-" {
-		if st, err := archives.Stat(ctx, path); err == nil {
-			fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", path, humanBytes(st.Size))
+		if st, err := dst.Store().Stat(ctx, dst.Archive()); err == nil {
+			fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", dst, humanBytes(st.Size))
 		}
 	}
 	return runErr

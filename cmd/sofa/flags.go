@@ -186,6 +186,8 @@ var numericFlags = []struct {
 	{"ideal-duration", 0, "0: no spreading"},
 	{"q", 0, "0: the target's default"},
 	{"n", 0, "0: the target's default"},
+	{"transfers", 0, "0 selects the default"},
+	{"part-size", 0, "0 selects the default; below 5 MiB: 5 MiB"},
 }
 
 // checkFlagValues refuses values of numericFlags below their least value

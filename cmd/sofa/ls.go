@@ -16,10 +16,11 @@ import (
 func newLsCmd() *cobra.Command {
 	var jsonOut bool
 	var client clientFlags
+	var s3f s3Flags
 	cmd := &cobra.Command{
 		Use:   "ls ENDPOINT",
 		Short: "List the databases of an archive or a server, with counts and sizes",
-		Long: `List the databases of an archive (from its manifest: documents, leaf
+		Long: `List the databases of an archive (a file or s3://BUCKET/KEY; from its manifest: documents, leaf
 revisions, tombstones, attachments, sizes, seq reached) or of a server or
 database URL (doc_count, doc_del_count, update_seq).
 
@@ -37,17 +38,18 @@ database URL (doc_count, doc_del_count, update_seq).
 			if strings.HasPrefix(args[0], "http://") || strings.HasPrefix(args[0], "https://") {
 				return lsServer(cmd.Context(), args[0], client, jsonOut)
 			}
-			return lsArchive(args[0], jsonOut)
+			return lsArchive(cmd.Context(), &s3f, args[0], jsonOut)
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
 	client.register(cmd.Flags())
+	s3f.register(cmd.Flags())
 	cmd.Flags().String("config", "", "TOML file of flag values (keys are flag names)")
 	return cmd
 }
 
-func lsArchive(path string, jsonOut bool) error {
-	f, err := openArchive(path)
+func lsArchive(ctx context.Context, s3f *s3Flags, path string, jsonOut bool) error {
+	f, err := s3f.openArchive(ctx, path)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ type restoreCmd struct {
 	replace        bool
 	withReplicator bool
 	q, n           int
+	s3             s3Flags
 }
 
 func newRestoreCmd() *cobra.Command {
@@ -35,7 +36,8 @@ func newRestoreCmd() *cobra.Command {
 database under its own name, or --rename OLD=NEW) or a database URL (an
 archive holding one database, or --include selecting one). Several archives
 are a chain: a full archive, then its incrementals in order; archives that
-do not form a chain are refused. ARCHIVE - reads stdin.
+do not form a chain are refused. ARCHIVE - reads stdin; s3://BUCKET/KEY
+is read in place with ranged GETs.
 
 Databases are created with their original properties (partitioned; q and n
 only with --q/--n), _revs_limit is set first, design documents are written
@@ -69,6 +71,7 @@ into. --replace and --reuse-existing cannot be given together.
 ` + exitCodesHelp,
 		Example: `  sofa restore full.sofa http://admin:pw@new:5984
   sofa restore full.sofa inc1.sofa inc2.sofa http://admin:pw@new:5984
+  sofa restore s3://backups/full.sofa s3://backups/inc1.sofa http://admin:pw@new:5984
   sofa restore orders.sofa http://admin:pw@new:5984 --rename orders=orders-copy
   ssh elsewhere 'cat orders.sofa' | sofa restore - http://admin:pw@new:5984/orders`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -95,6 +98,7 @@ into. --replace and --reuse-existing cannot be given together.
 	c.client.register(fs)
 	c.control.register(fs)
 	registerOutput(fs, &c.out)
+	c.s3.register(fs)
 	fs.StringArrayVar(&c.include, "include", nil, "restore only databases matching this glob (repeatable; * does not match /)")
 	fs.StringArrayVar(&c.exclude, "exclude", nil, "skip databases matching this glob (repeatable; wins over --include)")
 	fs.StringArrayVar(&c.renames, "rename", nil, "restore database OLD under the name NEW (OLD=NEW, repeatable)")
@@ -121,7 +125,7 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 	}
 	var archs []*sofa.Endpoint
 	for _, p := range paths {
-		a, err := sofa.Open(ctx, p, sofa.OpenOptions{Store: archives})
+		a, err := sofa.Open(ctx, p, c.s3.openOptions())
 		if err != nil {
 			return libErr(err)
 		}

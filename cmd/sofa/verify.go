@@ -24,6 +24,7 @@ type verifyCmd struct {
 	include   []string
 	exclude   []string
 	withUsers bool
+	s3        s3Flags
 }
 
 func newVerifyCmd() *cobra.Command {
@@ -49,7 +50,7 @@ _security and _revs_limit; it is on for server URLs.
 Every difference is listed by database, document id and revision (the
 first --max-differences per database; the count covers all).
 
-With one argument, an ARCHIVE file: check every member's checksum, the
+With one argument, an ARCHIVE (a file, or s3://BUCKET/KEY read in place): check every member's checksum, the
 decompressed sizes, the references between revisions and attachments and
 the manifest. With ARCHIVE and a URL: compare each database of the archive
 with the database of the same name on that server (or the one database of
@@ -58,6 +59,7 @@ a database URL), as above.
 ` + exitCodesHelp,
 		Example: `  sofa verify http://admin:pw@old:5984/orders http://admin:pw@new:5984/orders --full
   sofa verify backup.sofa
+  sofa verify s3://backups/full.sofa --s3-endpoint http://minio:9000 --s3-path-style
   sofa verify backup.sofa http://admin:pw@new:5984 --full
   sofa verify http://admin:pw@old:5984 http://admin:pw@new:5984 --exclude 'tmp-*' --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -72,7 +74,7 @@ a database URL), as above.
 			}
 			switch {
 			case len(args) == 1:
-				return vc.verifyArchive(args[0])
+				return vc.verifyArchive(cmd.Context(), args[0])
 			case !isURL(args[0]):
 				return vc.verifyArchiveAgainst(cmd.Context(), cmd, args[0], args[1])
 			}
@@ -82,6 +84,7 @@ a database URL), as above.
 	fs := cmd.Flags()
 	vc.client.register(fs, "source", "target")
 	vc.control.register(fs)
+	vc.s3.register(fs)
 	fs.BoolVar(&vc.full, "full", false, "also compare every leaf revision's body, history and attachment metadata")
 	fs.BoolVar(&vc.metadata, "metadata", false, "also compare _security and _revs_limit (default: on for server URLs)")
 	fs.IntVar(&vc.maxDiffs, "max-differences", verify.DefaultMaxDifferences, "differences listed per database (all are counted)")

@@ -16,8 +16,8 @@ func isURL(s string) bool { return sofa.IsURL(s) }
 // verifyArchive checks an archive alone: every member's checksum, the
 // decompressed sizes, the references between records and blobs, and the
 // manifest. Exit 0 when sound, 1 (naming the damaged member) when not.
-func (vc *verifyCmd) verifyArchive(path string) error {
-	f, err := openArchive(path)
+func (vc *verifyCmd) verifyArchive(ctx context.Context, path string) error {
+	f, err := vc.s3.openArchive(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (vc *verifyCmd) verifyArchiveAgainst(ctx context.Context, cmd *cobra.Comman
 	if err != nil {
 		return err
 	}
-	a, err := sofa.Open(ctx, path, sofa.OpenOptions{Store: archives})
+	a, err := sofa.Open(ctx, path, vc.s3.openOptions())
 	if err != nil {
 		return libErr(err)
 	}

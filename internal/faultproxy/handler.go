@@ -136,12 +136,17 @@ func (p *Proxy) forward(r *http.Request, body []byte) (*http.Response, error) {
 		out.URL.Opaque = path
 	}
 	out.URL.RawQuery = r.URL.RawQuery
+	if p.keepHost.Load() {
+		out.Host = r.Host
+	}
 	copyHeader(out.Header, r.Header)
 	if p.auth != nil && out.Header.Get("Authorization") == "" {
 		pw, _ := p.auth.Password()
 		out.SetBasicAuth(p.auth.Username(), pw)
 	}
-	out.Header.Del("Accept-Encoding")
+	if !p.keepHost.Load() { // a signed request keeps its headers as they were signed
+		out.Header.Del("Accept-Encoding")
+	}
 	out.ContentLength = int64(len(body))
 	if len(body) == 0 {
 		out.Body = http.NoBody

@@ -36,6 +36,11 @@ type Limits struct {
 	// MaxBodyBytes answers 413 {"error":"too_large"} to requests whose
 	// body is longer than this many bytes; the body is not forwarded.
 	MaxBodyBytes int64
+	// ConnBytesPerSec caps each client connection's bandwidth, in bytes
+	// per second in each direction (a congested or policed uplink that
+	// one TCP connection cannot fill); it applies to connections open
+	// when it is set, from their next read or write.
+	ConnBytesPerSec int64
 }
 
 // Stats are the proxy's counters since start or the last ResetStats.
@@ -82,6 +87,8 @@ type Proxy struct {
 	limiter  *rate.Limiter
 	rnd      *rand.Rand
 
+	keepHost atomic.Bool
+
 	requests, faults, throttled, tooLarge atomic.Int64
 	upstream500                           atomic.Int64
 	inFlight, maxInFlight                 atomic.Int64
@@ -121,7 +128,7 @@ func Start(target string, seed uint64) (*Proxy, error) {
 		rnd:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
-	go p.srv.Serve(ln)
+	go p.srv.Serve(&shapedListener{Listener: ln, p: p})
 	return p, nil
 }
 
@@ -143,6 +150,12 @@ func (p *Proxy) Stop() {
 	_ = p.srv.Close()
 	p.transport.CloseIdleConnections()
 }
+
+// KeepHost forwards each request with the Host header the client sent
+// (the proxy's address) instead of the target's, and leaves its
+// Accept-Encoding as it was: a signed request (S3's SigV4 signs both)
+// stays valid through the proxy.
+func (p *Proxy) KeepHost() { p.keepHost.Store(true) }
 
 // SetRules replaces all rules. It returns an error, and changes nothing,
 // when a rule's Path does not compile or a fault lacks its parameters.
@@ -269,6 +282,12 @@ func (p *Proxy) admit(inFlight int64) (ok bool, retryAfter string, dbsActive boo
 		return false, p.limits.RetryAfter, p.limits.AllDBsActive
 	}
 	return true, "", false
+}
+
+func (p *Proxy) connRate() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.limits.ConnBytesPerSec
 }
 
 func (p *Proxy) maxBody() int64 {

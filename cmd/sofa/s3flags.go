@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sofadb/sofa"
+	"github.com/sofadb/sofa/storage/s3"
+)
+
+// s3Flags configure s3://BUCKET/KEY archives (every verb that takes an
+// archive). Credentials are never flags: the AWS SDK's chain reads them
+// (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the
+// shared files, IMDS).
+type s3Flags struct {
+	endpoint  string
+	region    string
+	pathStyle bool
+	transfers int
+	partSize  int64
+}
+
+func (f *s3Flags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.endpoint, "s3-endpoint", "", "URL of the S3-compatible service of s3:// archives (default: AWS, or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)")
+	fs.StringVar(&f.region, "s3-region", "", "region of s3:// buckets (default: AWS_REGION or the profile's, else us-east-1)")
+	fs.BoolVar(&f.pathStyle, "s3-path-style", false, "address s3:// buckets as ENDPOINT/BUCKET/KEY, not BUCKET.ENDPOINT/KEY (most S3-compatible servers need it)")
+	fs.IntVar(&f.transfers, "transfers", s3.DefaultTransfers, "s3:// archives: parts uploaded, or ranges read ahead, at once (0: the default)")
+	fs.Int64Var(&f.partSize, "part-size", s3.DefaultPartSize, "s3:// archives: bytes per uploaded part and per ranged read (0: the default, 16 MiB; at least 5 MiB; doubles every 1,000 parts); memory is part size x (transfers + 1)")
+}
+
+func (f *s3Flags) options() s3.Options {
+	return s3.Options{Endpoint: f.endpoint, Region: f.region, PathStyle: f.pathStyle, Transfers: f.transfers, PartSize: f.partSize}
+}
+
+// openOptions are the sofa.OpenOptions of an archive location.
+func (f *s3Flags) openOptions() sofa.OpenOptions {
+	return sofa.OpenOptions{Store: archives, S3: f.options()}
+}
+
+// openArchive opens an archive (a file, stdin for "-", or an s3://
+// object read in place) for reading.
+func (f *s3Flags) openArchive(ctx context.Context, path string) (io.ReadCloser, error) {
+	a, err := sofa.Open(ctx, path, f.openOptions())
+	if err != nil {
+		return nil, libErr(err)
+	}
+	r, err := a.Store().Open(ctx, a.Archive())
+	if err != nil {
+		return nil, fatal(err)
+	}
+	return r, nil
+}

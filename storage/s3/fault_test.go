@@ -1,0 +1,114 @@
+package s3_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sofadb/sofa/internal/faultproxy"
+	"github.com/sofadb/sofa/internal/s3test"
+	"github.com/sofadb/sofa/storage"
+	"github.com/sofadb/sofa/storage/s3"
+)
+
+const slowDown = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`
+
+// proxied starts versitygw with the fault proxy in front (Host kept:
+// SigV4 signs it).
+func proxied(t *testing.T) (*s3test.Server, *faultproxy.Proxy, string) {
+	srv := s3test.Start(t)
+	bucket := srv.Bucket(t)
+	p := faultproxy.StartT(t, srv.URL)
+	p.KeepHost()
+	return srv, p, bucket
+}
+
+// TestFaultsRetried: 500s, 503 SlowDown, resets after a part was sent,
+// slow parts, and reads cut mid-body: the upload completes, checks out
+// and reads back equal, and every fault fired.
+func TestFaultsRetried(t *testing.T) {
+	_, p, bucket := proxied(t)
+	st := newStore(t, p.URL, s3.Options{PartSize: s3.MinPartSize, Transfers: 3, MaxBackoff: 50 * time.Millisecond})
+	rules := []faultproxy.Rule{
+		{Name: "500", Method: "PUT", After: 1, Times: 2, Fault: faultproxy.Status, Status: 500},
+		{Name: "slowdown", Method: "PUT", After: 2, Times: 2, Fault: faultproxy.Status, Status: 503, Body: slowDown, RetryAfter: "0"},
+		{Name: "reset", Method: "PUT", After: 3, Times: 2, Fault: faultproxy.ResetAfterForward},
+		{Name: "slow", Method: "PUT", After: 4, Times: 2, Delay: 300 * time.Millisecond},
+		{Name: "complete-500", Method: "POST", After: 1, Times: 1, Fault: faultproxy.Status, Status: 500},
+		{Name: "cut-get", Method: "GET", Times: 2, Fault: faultproxy.ResetMidBody, CutBytes: 1 << 20},
+	}
+	if err := p.SetRules(rules...); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	name := "s3://" + bucket + "/faulty.sofa"
+	data := pattern(6*s3.MinPartSize + 777)
+	w, err := st.Create(ctx, name, storage.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeStream(t, w, data)
+	if err := w.Commit(); err != nil {
+		t.Fatalf("Commit through faults: %v", err)
+	}
+	r, err := st.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes (%v), equal %v", len(got), err, bytes.Equal(got, data))
+	}
+	for _, rule := range rules {
+		if s := p.Rule(rule.Name); s.Fired == 0 {
+			t.Errorf("rule %s never fired (%+v)", rule.Name, s)
+		}
+	}
+}
+
+// TestPersistentFailureAborts: parts that always fail end the upload
+// with an error, and the multipart upload is aborted: no object under
+// the key, no upload in progress.
+func TestPersistentFailureAborts(t *testing.T) {
+	srv, p, bucket := proxied(t)
+	st := newStore(t, p.URL, s3.Options{PartSize: s3.MinPartSize, MaxAttempts: 3, MaxBackoff: 20 * time.Millisecond})
+	if err := p.SetRules(faultproxy.Rule{Name: "down", Method: "PUT", Fault: faultproxy.Status, Status: http.StatusServiceUnavailable, Body: slowDown}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	name := "s3://" + bucket + "/never.sofa"
+	w, err := st.Create(ctx, name, storage.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := pattern(4 * s3.MinPartSize)
+	var werr error
+	for len(data) > 0 && werr == nil {
+		k := min(len(data), 1<<20)
+		_, werr = w.Write(data[:k])
+		data = data[k:]
+	}
+	if werr == nil {
+		werr = w.Commit()
+	} else {
+		w.Abort()
+	}
+	if werr == nil {
+		t.Fatal("the upload succeeded through a server that refuses every part")
+	}
+	t.Logf("error: %v", werr)
+	if got := p.Rule("down").Fired; got < 3 {
+		t.Fatalf("%d refused parts: no retry", got)
+	}
+	if u := s3test.Uploads(t, srv.URL, bucket); len(u) != 0 {
+		t.Fatalf("uploads left: %v", u)
+	}
+	if _, err := st.Stat(ctx, name); !errors.Is(err, storage.ErrNotExist) {
+		t.Fatalf("Stat: %v, want ErrNotExist", err)
+	}
+}

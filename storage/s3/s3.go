@@ -1,0 +1,320 @@
+// Package s3 is a storage.Store on S3 and S3-compatible object storage
+// (AWS S3, MinIO, versitygw, Ceph RGW...), with the AWS SDK for Go v2.
+//
+// Archive names are locations s3://BUCKET/KEY. Credentials come from the
+// SDK's standard chain (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY,
+// AWS_PROFILE and the shared config and credentials files, SSO, IMDS on
+// EC2...) unless Options.Credentials is set; the region likewise
+// (AWS_REGION, the profile), then us-east-1.
+//
+// Writing streams an archive of unknown length as a multipart upload:
+// Options.Transfers parts of Options.PartSize bytes in flight at once,
+// each sent with its Content-MD5 and retried with backoff on 5xx,
+// SlowDown, connection resets and timeouts. Abort (or any failure) aborts
+// the multipart upload: nothing appears under the key. Commit completes
+// the upload and then checks the object (its size, and its ETag against
+// the parts' MD5s) before it returns. A stream shorter than one part is
+// sent with one PutObject. Memory: PartSize x (Transfers + 1) plus a
+// fixed overhead, whatever the archive's length.
+//
+// Reading opens the object once (HeadObject: size and ETag) and reads it
+// with ranged GETs, Transfers of PartSize bytes ahead of the reader at
+// most, delivered in order; ReadAt is one ranged GET. Every GET is
+// conditional on the ETag seen at Open: an object replaced while it is
+// read is an error, never a mix of two archives.
+//
+// A process killed during an upload leaves its multipart upload behind
+// (invisible, but stored and billed); an AbortIncompleteMultipartUpload
+// lifecycle rule on the bucket removes such leftovers.
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+
+	"github.com/sofadb/sofa/storage"
+)
+
+// Scheme is the location prefix of this store's names.
+const Scheme = "s3://"
+
+// Defaults of Options' zero values.
+const (
+	// DefaultPartSize is the part size of uploads and the size of each
+	// ranged GET: 16 MiB.
+	DefaultPartSize = 16 << 20
+	// MinPartSize is S3's smallest part (all but the last): a smaller
+	// PartSize is raised to it.
+	MinPartSize = 5 << 20
+	// DefaultTransfers is the number of parts (or ranged GETs) in flight.
+	DefaultTransfers = 4
+	// DefaultMaxAttempts is how often one request is tried before its
+	// error is returned.
+	DefaultMaxAttempts = 10
+	// MaxParts is S3's limit on the parts of one multipart upload.
+	MaxParts = 10000
+	// partsPerSize is how many parts are sent at one part size before the
+	// size doubles: 1,000 parts at PartSize, 1,000 at twice that... so
+	// that 10,000 parts hold 1023 x 1,000 x PartSize (16 TiB at 16 MiB,
+	// past S3's 5 TiB object limit).
+	partsPerSize = 1000
+)
+
+// Options configure New. Zero values are the documented defaults.
+type Options struct {
+	// Endpoint is the URL of an S3-compatible service
+	// (http://127.0.0.1:7070); "": AWS (or AWS_ENDPOINT_URL_S3 /
+	// AWS_ENDPOINT_URL when set).
+	Endpoint string
+	// Region of the bucket; "": from the environment or profile, else
+	// us-east-1.
+	Region string
+	// PathStyle addresses buckets as ENDPOINT/BUCKET/KEY instead of
+	// BUCKET.ENDPOINT/KEY (most S3-compatible servers need it).
+	PathStyle bool
+	// Transfers is the number of parts uploaded, or ranges read ahead,
+	// at once; 0: DefaultTransfers.
+	Transfers int
+	// PartSize is the size of each uploaded part and of each ranged GET
+	// in bytes; 0: DefaultPartSize; at least MinPartSize (5 MiB). An
+	// upload doubles it every 1,000 parts, so a
+	// stream of any length fits in S3's 10,000 parts.
+	PartSize int64
+	// MaxAttempts is how often one request is tried (5xx, SlowDown,
+	// connection resets, timeouts are retried with exponential backoff
+	// and jitter); 0: DefaultMaxAttempts.
+	MaxAttempts int
+	// MaxBackoff caps the wait between two attempts; 0: 10 s.
+	MaxBackoff time.Duration
+	// Credentials, when set, replace the standard credential chain.
+	Credentials aws.CredentialsProvider
+	// HTTPClient sends the requests; nil: one with connect and
+	// answer-header timeouts.
+	HTTPClient *http.Client
+}
+
+func (o Options) withDefaults() Options {
+	if o.Transfers <= 0 {
+		o.Transfers = DefaultTransfers
+	}
+	if o.PartSize <= 0 {
+		o.PartSize = DefaultPartSize
+	}
+	o.PartSize = max(o.PartSize, MinPartSize)
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 10 * time.Second
+	}
+	return o
+}
+
+// Store is the storage.Store of s3:// locations.
+type Store struct {
+	c *awss3.Client
+	o Options
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// New makes a Store. It loads the SDK's configuration (credentials are
+// resolved at the first request) and sends nothing.
+func New(ctx context.Context, o Options) (*Store, error) {
+	o = o.withDefaults()
+	var hc config.HTTPClient = o.HTTPClient
+	if o.HTTPClient == nil {
+		// a buildable client: AWS_CA_BUNDLE and the like can still add
+		// to its TLS settings
+		hc = awshttp.NewBuildableClient().WithDialerOptions(func(d *net.Dialer) {
+			d.Timeout = 30 * time.Second
+		}).WithTransportOptions(func(tr *http.Transport) {
+			tr.MaxIdleConnsPerHost = 64
+			tr.ResponseHeaderTimeout = 2 * time.Minute
+		})
+	}
+	lo := []func(*config.LoadOptions) error{
+		config.WithHTTPClient(hc),
+		config.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(so *retry.StandardOptions) {
+				so.MaxAttempts = o.MaxAttempts
+				so.MaxBackoff = o.MaxBackoff
+				so.RateLimiter = ratelimit.None // every failed request may retry
+			})
+		}),
+	}
+	if o.Region != "" {
+		lo = append(lo, config.WithRegion(o.Region))
+	}
+	if o.Credentials != nil {
+		lo = append(lo, config.WithCredentialsProvider(o.Credentials))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, lo...)
+	if err != nil {
+		return nil, fmt.Errorf("s3: configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	// Each part carries its Content-MD5; no trailing checksums (aws-chunked
+	// bodies that not every S3-compatible server reads).
+	cfg.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+	cfg.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	c := awss3.NewFromConfig(cfg, func(so *awss3.Options) {
+		if o.Endpoint != "" {
+			so.BaseEndpoint = aws.String(o.Endpoint)
+		}
+		so.UsePathStyle = o.PathStyle
+	})
+	return &Store{c: c, o: o}, nil
+}
+
+// Client is the store's S3 client.
+func (s *Store) Client() *awss3.Client { return s.c }
+
+// Options are the store's options, defaults filled in.
+func (s *Store) Options() Options { return s.o }
+
+// ErrBadLocation: a name that is not s3://BUCKET/KEY.
+var ErrBadLocation = errors.New("not an s3://BUCKET/KEY location")
+
+// ErrAccess: the store refused the credentials or the operation.
+var ErrAccess = errors.New("access denied (check the credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, and the bucket's permissions)")
+
+// Parse splits an s3://BUCKET/KEY location.
+func Parse(location string) (bucket, key string, err error) {
+	rest, ok := strings.CutPrefix(location, Scheme)
+	if !ok {
+		return "", "", fmt.Errorf("%q: %w", Redact(location), ErrBadLocation)
+	}
+	bucket, key, _ = strings.Cut(rest, "/")
+	if bucket == "" || key == "" || strings.HasSuffix(key, "/") {
+		return "", "", fmt.Errorf("%q: %w", Redact(location), ErrBadLocation)
+	}
+	return bucket, key, nil
+}
+
+// Redact returns location without credentials: an s3:// location has
+// none, but one written as s3://KEY:SECRET@bucket/... loses them.
+func Redact(location string) string {
+	rest, ok := strings.CutPrefix(location, Scheme)
+	if !ok {
+		return location
+	}
+	host, path, hasPath := strings.Cut(rest, "/")
+	if i := strings.LastIndex(host, "@"); i >= 0 {
+		host = "***@" + host[i+1:]
+	}
+	if !hasPath {
+		return Scheme + host
+	}
+	return Scheme + host + "/" + path
+}
+
+// errCode is the S3 error code of err ("" when it is none).
+func errCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+func httpStatus(err error) int {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// isNotFound: a missing key (or bucket: HEAD answers a bare 404).
+func isNotFound(err error) bool {
+	switch errCode(err) {
+	case "NoSuchKey", "NotFound", "NoSuchBucket":
+		return true
+	}
+	return httpStatus(err) == http.StatusNotFound
+}
+
+// fail turns an SDK error into one line naming the location: missing
+// bucket or key wrap storage.ErrNotExist, refused credentials ErrAccess;
+// others keep the S3 code and the operation, never credentials.
+func (s *Store) fail(ctx context.Context, op, bucket, key string, err error) error {
+	loc := Scheme + bucket + "/" + key
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s archive %s: %w", op, loc, err)
+	}
+	code := errCode(err)
+	switch {
+	case code == "NoSuchBucket":
+		return fmt.Errorf("archive %s: bucket %s %w", loc, bucket, storage.ErrNotExist)
+	case isNotFound(err):
+		if s.bucketMissing(ctx, bucket) {
+			return fmt.Errorf("archive %s: bucket %s %w", loc, bucket, storage.ErrNotExist)
+		}
+		return fmt.Errorf("archive %s %w", loc, storage.ErrNotExist)
+	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied" ||
+		code == "Forbidden" || code == "InvalidToken" || code == "ExpiredToken" || httpStatus(err) == http.StatusForbidden:
+		return fmt.Errorf("%s archive %s: %w", op, loc, ErrAccess)
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return fmt.Errorf("%s archive %s: %s: %s", op, loc, ae.ErrorCode(), oneLine(ae.ErrorMessage()))
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s archive %s: %w", op, loc, ue.Err)
+	}
+	return fmt.Errorf("%s archive %s: %w", op, loc, err)
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// bucketMissing asks whether bucket exists (a HEAD of a missing key and
+// of a key in a missing bucket both answer a bare 404).
+func (s *Store) bucketMissing(ctx context.Context, bucket string) bool {
+	_, err := s.c.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(bucket)})
+	return err != nil && isNotFound(err)
+}
+
+// Stat describes the object.
+func (s *Store) Stat(ctx context.Context, name string) (storage.Info, error) {
+	bucket, key, err := Parse(name)
+	if err != nil {
+		return storage.Info{}, err
+	}
+	h, err := s.c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &bucket, Key: &key})
+	if err != nil {
+		return storage.Info{}, s.fail(ctx, "stat", bucket, key, err)
+	}
+	return storage.Info{Name: name, Size: aws.ToInt64(h.ContentLength), ModTime: aws.ToTime(h.LastModified)}, nil
+}
+
+// Remove deletes the object (storage.ErrNotExist when there is none).
+func (s *Store) Remove(ctx context.Context, name string) error {
+	if _, err := s.Stat(ctx, name); err != nil {
+		return err
+	}
+	bucket, key, _ := Parse(name)
+	if _, err := s.c.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &bucket, Key: &key}); err != nil {
+		return s.fail(ctx, "remove", bucket, key, err)
+	}
+	return nil
+}
