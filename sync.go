@@ -40,6 +40,9 @@ type SyncOptions struct {
 	// `_db_updates` (`_all_dbs`, then each database's update_seq, batched
 	// in `_dbs_info` where the server has it). Zero: DefaultPollInterval.
 	PollInterval time.Duration
+	// Poll watches the source by listing it every PollInterval even
+	// where it has `_db_updates`.
+	Poll bool
 	// Heartbeat is the `_db_updates` feed's heartbeat. Zero:
 	// couch.DefaultDBUpdatesHeartbeat (10 s).
 	Heartbeat time.Duration
@@ -82,6 +85,9 @@ const (
 	EventCaughtUpDB SyncEventKind = "db_caught_up"
 	// EventReconnect: the server's watch failed (Err) and is retried.
 	EventReconnect SyncEventKind = "reconnect"
+	// EventPolled: a listing of the source ended (poll mode; Detail: the
+	// number of databases seen).
+	EventPolled SyncEventKind = "polled"
 )
 
 // SyncEvent is one thing a Sync run did.
@@ -606,6 +612,10 @@ func (s *syncer) deletedOnSource(ctx context.Context, name string) {
 // watch follows the source's `_db_updates`, or polls it, until ctx ends.
 // It sends the mode on ready once changes are caught.
 func (s *syncer) watch(ctx context.Context, ready chan<- string) {
+	if s.o.Poll {
+		s.poll(ctx, ready)
+		return
+	}
 	since := "now"
 	first := true
 	wait := 250 * time.Millisecond
@@ -689,6 +699,7 @@ func (s *syncer) poll(ctx context.Context, ready chan<- string) {
 			s.o.Copy.logf("source: poll: %v", err)
 			continue
 		}
+		s.event(SyncEvent{Kind: EventPolled, Detail: fmt.Sprint(len(cur))})
 		now := time.Now()
 		for n, v := range cur {
 			if prev[n] != v {

@@ -1,0 +1,318 @@
+package sofa_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/sofadb/sofa"
+	"github.com/sofadb/sofa/internal/couchtest"
+	"github.com/sofadb/sofa/metrics"
+)
+
+// syncRun is a sofa.Sync running in the background, with what its events
+// said so far.
+type syncRun struct {
+	t       *testing.T
+	cancel  context.CancelFunc
+	done    chan struct{}
+	sum     *sofa.SyncSummary
+	err     error
+	metrics string // base URL of the metrics server
+
+	mu       sync.Mutex
+	changed  *sync.Cond
+	caughtUp bool
+	mode     string
+	written  map[string]int64 // docs written per database, catch-up copies included
+	synced   map[string]int   // catch-up copies ended ok
+	failed   map[string]int   // catch-up copies failed
+	deleted  map[string]string
+	polls    int
+}
+
+// waitTimeout bounds every wait on a Sync event (a loaded 2-core machine
+// is slow; a wait that passes ends as soon as the event comes).
+const waitTimeout = 3 * time.Minute
+
+func startSync(t *testing.T, srcURL, dstURL string, o sofa.SyncOptions) *syncRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	src, err := sofa.Open(ctx, srcURL, sofa.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := sofa.Open(ctx, dstURL, sofa.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &syncRun{t: t, cancel: cancel, done: make(chan struct{}), written: map[string]int64{},
+		synced: map[string]int{}, failed: map[string]int{}, deleted: map[string]string{}}
+	r.changed = sync.NewCond(&r.mu)
+	if o.Metrics == nil {
+		o.Metrics = metrics.New()
+	}
+	addr, err := o.Metrics.Serve(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.metrics = "http://" + addr
+	o.Event = func(e sofa.SyncEvent) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		switch e.Kind {
+		case sofa.EventWatching:
+			r.mode = e.Detail
+		case sofa.EventCaughtUp:
+			r.caughtUp = true
+		case sofa.EventSynced:
+			r.written[e.DB] += e.DocsWritten
+			if e.Err == nil {
+				r.synced[e.DB]++
+			} else {
+				r.failed[e.DB]++
+			}
+		case sofa.EventDeleted:
+			r.deleted[e.DB] = e.Detail
+		case sofa.EventPolled:
+			r.polls++
+		}
+		r.changed.Broadcast()
+	}
+	if o.Copy.Logf == nil {
+		o.Copy.Logf = func(format string, args ...any) { t.Logf("sync: "+format, args...) }
+	}
+	go func() {
+		defer close(r.done)
+		r.sum, r.err = sofa.Sync(ctx, src, dst, o)
+		r.mu.Lock()
+		r.changed.Broadcast()
+		r.mu.Unlock()
+	}()
+	t.Cleanup(func() { cancel(); <-r.done })
+	return r
+}
+
+// wait blocks until cond (called under the lock) holds, the run ends or
+// waitTimeout passes.
+func (r *syncRun) wait(what string, cond func() bool) {
+	r.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	stop := time.AfterFunc(waitTimeout, func() {
+		r.mu.Lock()
+		r.changed.Broadcast()
+		r.mu.Unlock()
+	})
+	defer stop.Stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for !cond() {
+		select {
+		case <-r.done:
+			r.t.Fatalf("waiting for %s: Sync ended: %v", what, r.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("waiting for %s: not after %s (written %v, synced %v, failed %v)", what, waitTimeout, r.written, r.synced, r.failed)
+		}
+		r.changed.Wait()
+	}
+}
+
+// stop cancels the run and returns its summary and error.
+func (r *syncRun) stop() (*sofa.SyncSummary, error) {
+	r.cancel()
+	<-r.done
+	return r.sum, r.err
+}
+
+// scrape reads the metrics endpoint with Prometheus' text parser.
+func (r *syncRun) scrape() map[string]*dto.MetricFamily {
+	r.t.Helper()
+	resp, err := http.Get(r.metrics + "/metrics")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return fams
+}
+
+// metricValue is the value of the series of fam whose db label is db
+// ("": the series without labels).
+func metricValue(fams map[string]*dto.MetricFamily, fam, db string) (float64, bool) {
+	f := fams[fam]
+	if f == nil {
+		return 0, false
+	}
+	for _, m := range f.Metric {
+		got := ""
+		for _, l := range m.Label {
+			if l.GetName() == "db" {
+				got = l.GetValue()
+			}
+		}
+		if got != db {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// putDocs writes n new documents named prefix000.. into db.
+func putDocs(t *testing.T, c *couchtest.Client, db, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := c.PutDoc(context.Background(), db, fmt.Sprintf("%s%03d", prefix, i), map[string]any{"n": i, "at": time.Now().UnixNano()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSync_FollowsServer: after the initial copy, writes to several
+// databases, a conflict and a deletion made while running arrive; a
+// database created while running is copied; one deleted on the source is
+// reported and kept on the target; the metrics endpoint counts what was
+// written; a cancelled run ends with its checkpoints and a restart copies
+// only what changed meanwhile.
+func TestSync_FollowsServer(t *testing.T) {
+	ctx := context.Background()
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	ca := couchtest.NewClient(a.URL)
+	for _, db := range []string{"s1", "s2", "s3"} {
+		seed(t, a, db, 5)
+	}
+	enableDBUpdates(t, a)
+	r := startSync(t, a.URL, b.URL, sofa.SyncOptions{PollInterval: 200 * time.Millisecond})
+	r.wait("the initial copy", func() bool { return r.caughtUp })
+	t.Logf("watching the source by %s", r.mode)
+	if want := map[bool]string{true: "db_updates", false: "poll"}[a.Kind == couchtest.CouchDB]; r.mode != want {
+		t.Errorf("mode %q, want %q", r.mode, want)
+	}
+
+	putDocs(t, ca, "s1", "new", 10)
+	putDocs(t, ca, "s2", "new", 3)
+	// a conflict (new_edits=false) and a deletion
+	if _, err := ca.BulkDocs(ctx, "s3", false, json.RawMessage(`{"_id":"doc000","_rev":"1-ffffffffffffffffffffffffffffffff","v":"conflict"}`)); err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Rev string `json:"_rev"`
+	}
+	if err := ca.GetJSON(ctx, "/s3/doc001", &d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.Do(ctx, "DELETE", "/s3/doc001?rev="+d.Rev, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	seed(t, a, "s4", 7) // created while running
+	r.wait("the writes on the target", func() bool {
+		return r.written["s1"] >= 15 && r.written["s2"] >= 8 && r.written["s3"] >= 7 && r.written["s4"] >= 7
+	})
+	for _, db := range []string{"s1", "s2", "s3", "s4"} {
+		couchtest.AssertEqual(t, a.URL+"/"+db, b.URL+"/"+db)
+	}
+
+	if err := ca.DeleteDB(ctx, "s2"); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("s2's deletion reported", func() bool { return r.deleted["s2"] != "" })
+	if _, err := couchtest.NewClient(b.URL).Do(ctx, "GET", "/s2", nil, nil); err != nil {
+		t.Errorf("target's s2 after its deletion on the source: %v (want it kept)", err)
+	}
+
+	fams := r.scrape()
+	for db, want := range map[string]float64{"s1": 15, "s3": 7, "s4": 7} {
+		if v, ok := metricValue(fams, "sofa_db_docs_written_total", db); !ok || v != want {
+			t.Errorf("sofa_db_docs_written_total{db=%q} = %v (%v), want %v", db, v, ok, want)
+		}
+	}
+	if v, _ := metricValue(fams, "sofa_docs_written_total", ""); v != 15+8+7+7 {
+		t.Errorf("sofa_docs_written_total = %v, want %d", v, 15+8+7+7)
+	}
+	if v, ok := metricValue(fams, "sofa_db_checkpoint_seq", "s1"); !ok || v <= 0 {
+		t.Errorf("sofa_db_checkpoint_seq{db=s1} = %v (%v)", v, ok)
+	}
+	if v, _ := metricValue(fams, "sofa_catchup_lag_seconds", ""); v == 0 {
+		t.Errorf("sofa_catchup_lag_seconds has no sample")
+	}
+	for _, m := range []string{"sofa_host_requests_total", "sofa_host_throttled_total", "sofa_dbs_behind"} {
+		if fams[m] == nil {
+			t.Errorf("metric %s not served", m)
+		}
+	}
+	resp, err := http.Get(r.metrics + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st metrics.Status
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil || st.DBs["s2"].State != metrics.StateDeleted || st.DBs["s1"].LastCheckpoint == "" || st.DBs["s1"].DocsWritten != 15 {
+		t.Errorf("status: %+v, %v", st, err)
+	}
+
+	sum, err := r.stop()
+	if !errors.Is(err, context.Canceled) || !sum.Interrupted {
+		t.Fatalf("cancelled run: %v, %+v", err, sum)
+	}
+	if fmt.Sprint(sum.Created) != "[s4]" || fmt.Sprint(sum.Deleted) != "[s2]" || len(sum.DeletedOnTarget) != 0 {
+		t.Errorf("summary: created %v, deleted %v (on target %v)", sum.Created, sum.Deleted, sum.DeletedOnTarget)
+	}
+
+	// Written while no run is going: a restart copies these only.
+	putDocs(t, ca, "s3", "later", 4)
+	r2 := startSync(t, a.URL, b.URL, sofa.SyncOptions{PollInterval: 200 * time.Millisecond})
+	r2.wait("the restart's copy", func() bool { return r2.caughtUp })
+	for _, d := range r2.sumNow().DBs {
+		want := map[string]int64{"s3": 4}[d.Name]
+		if d.DocsWritten != want || d.Status != "ok" {
+			t.Errorf("restart: %s: %d written (%s), want %d", d.Name, d.DocsWritten, d.Status, want)
+		}
+	}
+	couchtest.AssertEqual(t, a.URL+"/s3", b.URL+"/s3")
+}
+
+// sumNow waits for the initial copy and returns its summary.
+func (r *syncRun) sumNow() *sofa.Summary {
+	r.t.Helper()
+	sum, err := r.stop()
+	if !errors.Is(err, context.Canceled) || sum.CatchUp == nil {
+		r.t.Fatalf("run: %v", err)
+	}
+	return sum.CatchUp
+}
+
+// enableDBUpdates creates CouchDB's _global_changes, which its
+// `_db_updates` feed needs (a cluster set up with _cluster_setup has it;
+// the test servers do not). PouchDB Server has no feed: nothing to do.
+func enableDBUpdates(t *testing.T, srv *couchtest.Server) {
+	t.Helper()
+	if srv.Kind != couchtest.CouchDB {
+		return
+	}
+	if err := couchtest.NewClient(srv.URL).CreateDB(context.Background(), "_global_changes"); err != nil && couchtest.StatusOf(err) != 412 {
+		t.Fatal(err)
+	}
+}
