@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -340,6 +342,11 @@ func (s *syncer) mark(name string, at time.Time) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if strings.HasPrefix(name, "_") && s.dbs[name] == nil && !s.includesSystem(name) {
+		// _dbs, _nodes and the like (_db_updates names them) and system
+		// databases not selected at the start
+		return
+	}
 	d := s.dbLocked(name)
 	if d.running {
 		d.again = true
@@ -360,6 +367,17 @@ func (s *syncer) mark(name string, at time.Time) {
 		default:
 		}
 	}
+}
+
+// includesSystem reports whether an Include pattern that begins with "_"
+// names the system database name.
+func (s *syncer) includesSystem(name string) bool {
+	for _, p := range s.filter.Include {
+		if ok, _ := path.Match(p, name); ok && strings.HasPrefix(p, "_") {
+			return true
+		}
+	}
+	return false
 }
 
 // markAll marks every database of the source (and every one known)
@@ -654,7 +672,7 @@ func (s *syncer) watch(ctx context.Context, ready chan<- string) {
 		s.sum.Reconnects++
 		s.mu.Unlock()
 		s.event(SyncEvent{Kind: EventReconnect, Err: err})
-		s.o.Copy.logf("source: _db_updates: %v; reconnecting in %s", err, wait)
+		s.o.Copy.logf("source: %v; reconnecting in %s", err, wait)
 		if sleepCtx(ctx, wait) != nil {
 			return
 		}

@@ -15,7 +15,9 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/sofadb/sofa"
+	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/internal/couchtest"
+	"github.com/sofadb/sofa/internal/faultproxy"
 	"github.com/sofadb/sofa/metrics"
 )
 
@@ -38,20 +40,21 @@ type syncRun struct {
 	failed   map[string]int   // catch-up copies failed
 	deleted  map[string]string
 	polls    int
+	events   int
 }
 
 // waitTimeout bounds every wait on a Sync event (a loaded 2-core machine
 // is slow; a wait that passes ends as soon as the event comes).
 const waitTimeout = 3 * time.Minute
 
-func startSync(t *testing.T, srcURL, dstURL string, o sofa.SyncOptions) *syncRun {
+func startSync(t *testing.T, srcURL, dstURL string, o sofa.SyncOptions, dstOpen ...sofa.OpenOptions) *syncRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	src, err := sofa.Open(ctx, srcURL, sofa.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst, err := sofa.Open(ctx, dstURL, sofa.OpenOptions{})
+	dst, err := sofa.Open(ctx, dstURL, append(dstOpen, sofa.OpenOptions{})[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +89,7 @@ func startSync(t *testing.T, srcURL, dstURL string, o sofa.SyncOptions) *syncRun
 		case sofa.EventPolled:
 			r.polls++
 		}
+		r.events++
 		r.changed.Broadcast()
 	}
 	if o.Copy.Logf == nil {
@@ -126,6 +130,33 @@ func (r *syncRun) wait(what string, cond func() bool) {
 		}
 		r.changed.Wait()
 	}
+}
+
+// waitEqual waits until every database of dbs is equal on both servers
+// (the independent oracle: couchtest.CompareDBs), looking again after
+// each event of the run.
+func (r *syncRun) waitEqual(srcURL, dstURL string, dbs ...string) {
+	r.t.Helper()
+	equal := func() bool {
+		for _, db := range dbs {
+			d, err := couchtest.CompareDBs(context.Background(), srcURL+"/"+db, dstURL+"/"+db, couchtest.CompareOptions{})
+			if err != nil || !d.Equal() {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		n := r.events
+		r.mu.Unlock()
+		if equal() {
+			return
+		}
+		r.wait(fmt.Sprintf("%v equal on the target", dbs), func() bool { return r.events > n })
+	}
+	r.t.Fatalf("%v not equal on the target after %s", dbs, waitTimeout)
 }
 
 // stop cancels the run and returns its summary and error.
@@ -314,5 +345,78 @@ func enableDBUpdates(t *testing.T, srv *couchtest.Server) {
 	}
 	if err := couchtest.NewClient(srv.URL).CreateDB(context.Background(), "_global_changes"); err != nil && couchtest.StatusOf(err) != 412 {
 		t.Fatal(err)
+	}
+}
+
+// TestSync_Faults: through fault proxies on both sides, the run keeps
+// going and ends equal: the _db_updates feed cut (CouchDB), changes feeds
+// reset, 503 and 429 bursts, _bulk_docs answers lost after the write, and
+// the target refusing every request for a while.
+func TestSync_Faults(t *testing.T) {
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	ca := couchtest.NewClient(a.URL)
+	dbs := []string{"f1", "f2", "f3"}
+	for _, db := range dbs {
+		seed(t, a, db, 5)
+	}
+	enableDBUpdates(t, a)
+	ps, pt := faultproxy.StartT(t, a.URL), faultproxy.StartT(t, b.URL)
+	srcRules := []faultproxy.Rule{
+		{Name: "feed-cut", Method: "GET", Path: `/_db_updates$`, Fault: faultproxy.CutChanges, CutRows: 1, Times: 3},
+		{Name: "changes-reset", Method: "GET", Path: `/_changes$`, Fault: faultproxy.Reset, Probability: 0.3, Times: 6},
+		{Name: "bulk-get-503", Path: `/_bulk_get$`, Fault: faultproxy.Status, Status: 503, Times: 4},
+	}
+	tgtRules := []faultproxy.Rule{
+		{Name: "revs-diff-429", Path: `/_revs_diff$`, Fault: faultproxy.Status, Status: 429, RetryAfter: "1", Times: 3},
+		{Name: "bulk-docs-lost", Path: `/_bulk_docs$`, Fault: faultproxy.ResetAfterForward, Times: 3},
+	}
+	if err := ps.SetRules(srcRules...); err != nil {
+		t.Fatal(err)
+	}
+	if err := pt.SetRules(tgtRules...); err != nil {
+		t.Fatal(err)
+	}
+	// The target's requests give up on network errors after 300 ms: a
+	// target unreachable for longer fails catch-ups, which Sync retries.
+	r := startSync(t, ps.URL, pt.URL, sofa.SyncOptions{PollInterval: 200 * time.Millisecond, RetryInterval: 100 * time.Millisecond},
+		sofa.OpenOptions{Client: couch.Options{RetryTime: 300 * time.Millisecond}})
+	r.wait("the initial copy", func() bool { return r.caughtUp })
+
+	// The target refuses everything for its next 15 requests.
+	if err := pt.SetRules(append([]faultproxy.Rule{{Name: "down", Fault: faultproxy.Status, Status: 503, Times: 15}}, tgtRules...)...); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range dbs {
+		putDocs(t, ca, db, "w", 10)
+	}
+	seed(t, a, "f4", 5)
+	r.waitEqual(a.URL, b.URL, append(dbs, "f4")...)
+	if n := pt.Rule("down").Fired; n != 15 {
+		t.Errorf("the target refused %d requests, want 15", n)
+	}
+
+	// The target unreachable (connections reset) for its next 40
+	// requests: catch-ups fail and are retried until it is back.
+	if err := pt.SetRules(faultproxy.Rule{Name: "unreachable", Fault: faultproxy.Reset, Times: 40}); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range dbs {
+		putDocs(t, ca, db, "x", 5)
+	}
+	r.waitEqual(a.URL, b.URL, dbs...)
+	if n := pt.Rule("unreachable").Fired; n != 40 {
+		t.Errorf("the target reset %d requests, want 40", n)
+	}
+	if a.Kind == couchtest.CouchDB && ps.Rule("feed-cut").Fired == 0 {
+		t.Errorf("the _db_updates feed was never cut")
+	}
+	sum, _ := r.stop()
+	t.Logf("runs %d (%d failed), reconnects %d; source faults %d, target faults %d",
+		sum.Runs, sum.RunsFailed, sum.Reconnects, ps.Stats().Faults, pt.Stats().Faults)
+	if sum.RunsFailed == 0 {
+		t.Errorf("no catch-up failed while the target was unreachable")
+	}
+	if a.Kind == couchtest.CouchDB && sum.Reconnects == 0 {
+		t.Errorf("no reconnect of the _db_updates feed counted")
 	}
 }

@@ -114,6 +114,9 @@ func ParseDBUpdates(r io.Reader, fn func(DBUpdate) error) error {
 		}
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("_db_updates: %w", err)
+		}
 		return fmt.Errorf("_db_updates: %v: %w", err, io.ErrUnexpectedEOF)
 	}
 	return fmt.Errorf("_db_updates: the stream ended: %w", io.ErrUnexpectedEOF)
