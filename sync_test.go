@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/internal/couchtest"
 	"github.com/sofadb/sofa/internal/faultproxy"
+	"github.com/sofadb/sofa/internal/recproxy"
 	"github.com/sofadb/sofa/metrics"
 )
 
@@ -419,4 +421,120 @@ func TestSync_Faults(t *testing.T) {
 	if a.Kind == couchtest.CouchDB && sum.Reconnects == 0 {
 		t.Errorf("no reconnect of the _db_updates feed counted")
 	}
+}
+
+// seedMany creates n databases named prefix0000.. on srv, one document
+// each, a few at a time.
+func seedMany(t *testing.T, srv *couchtest.Server, prefix string, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	c := couchtest.NewClient(srv.URL)
+	names := make([]string, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		names[i] = fmt.Sprintf("%s%04d", prefix, i)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := c.CreateDB(ctx, names[i]); err != nil {
+				errs <- err
+				return
+			}
+			if _, err := c.PutDoc(ctx, names[i], "d0", map[string]any{"i": i}); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// TestSync_IdleCost: 200 databases followed cost requests per change or
+// per poll, not per database: one _db_updates feed (CouchDB) and a write
+// into one database wakes that database only; a poll is one _all_dbs and
+// a few batched _dbs_info (CouchDB), or one _all_dbs plus one GET /db
+// per database on PouchDB Server, which has neither _db_updates nor
+// _dbs_info. No per-database changes feed is ever held open.
+func TestSync_IdleCost(t *testing.T) {
+	ctx := context.Background()
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	const n = 200
+	seedMany(t, a, "i", n)
+	enableDBUpdates(t, a)
+	rec := recproxy.Start(t, a.URL)
+
+	countOther := func(ex []recproxy.Exchange, db string) (total, other int) {
+		for _, e := range ex {
+			total++
+			if strings.HasPrefix(e.Path, "/i") && !strings.HasPrefix(e.Path, "/"+db) {
+				other++
+			}
+		}
+		return total, other
+	}
+	if a.Kind == couchtest.CouchDB {
+		r := startSync(t, rec.URL, b.URL, sofa.SyncOptions{})
+		r.wait("the initial copy", func() bool { return r.caughtUp })
+		if r.mode != "db_updates" {
+			t.Fatalf("mode %s", r.mode)
+		}
+		feeds := 0
+		for _, e := range rec.Recorded() {
+			if strings.HasPrefix(e.Path, "/_db_updates") {
+				feeds++
+			}
+		}
+		if feeds != 1 {
+			t.Errorf("%d _db_updates requests, want 1", feeds)
+		}
+		rec.ResetNow() // the feed stays open
+		synced := r.synced["i0077"]
+		if _, err := couchtest.NewClient(a.URL).PutDoc(ctx, "i0077", "woken", map[string]any{}); err != nil {
+			t.Fatal(err)
+		}
+		r.wait("i0077's catch-up", func() bool { return r.synced["i0077"] > synced })
+		total, other := countOther(rec.Recorded(), "i0077")
+		t.Logf("a write into 1 of %d databases: %d requests to the source", n, total)
+		if other != 0 || total > 10 {
+			t.Errorf("a write into one database cost %d source requests, %d about other databases", total, other)
+		}
+		r.stop()
+		rec.Reset() // the feed ended with the run
+	}
+
+	// Polling (forced on CouchDB, the only way on PouchDB Server).
+	r := startSync(t, rec.URL, b.URL, sofa.SyncOptions{Poll: true, PollInterval: 50 * time.Millisecond})
+	r.wait("the initial copy", func() bool { return r.caughtUp })
+	var p0 int
+	r.wait("a poll", func() bool { p0 = r.polls; return p0 > 0 })
+	rec.Reset()
+	r.wait("two more polls", func() bool { return r.polls >= p0+2 })
+	r.stop() // no request after this; a poll cut short counts as part of one
+	ex := rec.Exchanges()
+	perPoll := float64(len(ex)) / float64(r.pollsNow()-p0)
+	t.Logf("idle poll of %d databases: %.1f requests per poll", n, perPoll)
+	for _, e := range ex {
+		if strings.Contains(e.Path, "/_changes") {
+			t.Fatalf("an idle poll read a changes feed: %s %s", e.Method, e.Path)
+		}
+	}
+	want := 8.0 // _all_dbs + _dbs_info per 100 databases, a lone first call apart
+	if a.Kind == couchtest.PouchDB {
+		want = 1.1 * (1 + n) // no _dbs_info: one GET /db each
+	}
+	if perPoll > want {
+		t.Errorf("%.1f requests per idle poll of %d databases, want at most %v", perPoll, n, want)
+	}
+}
+
+func (r *syncRun) pollsNow() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.polls
 }

@@ -38,6 +38,7 @@ type replicateCmd struct {
 	q, n          int
 	verifyMode    string
 	checkpoints   string
+	cont          continuousFlags
 	// counters are the HTTP clients' counters of a one-database run,
 	// summed into the summary.
 	counters []*couch.Counters
@@ -91,6 +92,7 @@ run resumes where it stopped; a second run after a success copies nothing.
 	registerProgressInterval(fs, &rc.progressEvery)
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
 	rc.control.register(fs)
+	rc.cont.register(fs)
 	fs.StringArrayVar(&rc.include, "include", nil, "server mode: copy only databases matching this glob (repeatable; * does not match /)")
 	fs.StringArrayVar(&rc.exclude, "exclude", nil, "server mode: skip databases matching this glob (repeatable; wins over --include)")
 	fs.BoolVar(&rc.withUsers, "with-users", false, "server mode: also copy _users (skipped by default: it holds password hashes and the target may have its own users); _replicator and _global_changes are always skipped unless named by --include")
@@ -142,6 +144,8 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 		return usageErr("SOURCE and TARGET are the same %s", map[bool]string{true: "server", false: "database"}[src.DBName == ""])
 	}
 	switch {
+	case src.DBName == "" && tgt.DBName == "" && rc.cont.continuous:
+		return rc.runServersContinuous(ctx, srcEP, tgtEP)
 	case src.DBName == "" && tgt.DBName == "":
 		return rc.runServers(ctx, srcEP, tgtEP)
 	case src.DBName == "" || tgt.DBName == "":
