@@ -64,9 +64,20 @@ Progress is checkpointed in _local/<replication id> on the target database
 default needs read access only on the source), so an interrupted or killed
 run resumes where it stopped; a second run after a success copies nothing.
 
+--continuous with server URLs keeps the target a copy until SIGINT or
+SIGTERM (exit 130 once the running copies have written their checkpoints):
+every database is copied once, then only the databases that change are
+copied again, incrementally. A CouchDB source is watched through one
+_db_updates feed (it needs the _global_changes database); a source without
+it (PouchDB Server) is listed every --poll-interval. New databases are
+copied, deleted ones reported and kept on the target (--delete-missing
+deletes them). --metrics-addr serves Prometheus metrics (/metrics) and a
+JSON status (/status).
+
 ` + exitCodesHelp,
 		Example: `  sofa replicate http://admin:pw@old:5984/orders http://admin:pw@new:5984/orders --create-target
-  SOFA_SOURCE_PASSWORD=pw sofa replicate http://admin@old:5984/a http://new:5984/a --json`,
+  SOFA_SOURCE_PASSWORD=pw sofa replicate http://admin@old:5984/a http://new:5984/a --json
+  sofa replicate --continuous --metrics-addr 127.0.0.1:9464 http://admin:pw@old:5984 http://admin:pw@new:5984`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return usageErr("replicate needs SOURCE and TARGET URLs (got %d arguments)", len(args))
