@@ -184,6 +184,21 @@ func (r *syncRun) scrape() map[string]*dto.MetricFamily {
 	return fams
 }
 
+// status reads the /status page.
+func (r *syncRun) status() metrics.Status {
+	r.t.Helper()
+	resp, err := http.Get(r.metrics + "/status")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st metrics.Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		r.t.Fatal(err)
+	}
+	return st
+}
+
 // metricValue is the value of the series of fam whose db label is db
 // ("": the series without labels).
 func metricValue(fams map[string]*dto.MetricFamily, fam, db string) (float64, bool) {
@@ -274,6 +289,19 @@ func TestSync_FollowsServer(t *testing.T) {
 	if _, err := couchtest.NewClient(b.URL).Do(ctx, "GET", "/s2", nil, nil); err != nil {
 		t.Errorf("target's s2 after its deletion on the source: %v (want it kept)", err)
 	}
+	if st := r.status(); st.DBs["s2"].State != metrics.StateDeleted {
+		t.Errorf("status of s2 deleted on the source: %+v", st.DBs["s2"])
+	}
+	// Recreated on the source: its new documents are copied (next to the
+	// old ones the target kept).
+	seed(t, a, "s2", 0)
+	if _, err := ca.PutDoc(ctx, "s2", "again", map[string]any{"v": 2}); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("the recreated s2 copied", func() bool { return r.written["s2"] >= 9 })
+	if _, err := couchtest.NewClient(b.URL).Do(ctx, "GET", "/s2/again", nil, nil); err != nil {
+		t.Errorf("target's s2 after its recreation on the source: %v", err)
+	}
 
 	fams := r.scrape()
 	for db, want := range map[string]float64{"s1": 15, "s3": 7, "s4": 7} {
@@ -295,22 +323,15 @@ func TestSync_FollowsServer(t *testing.T) {
 			t.Errorf("metric %s not served", m)
 		}
 	}
-	resp, err := http.Get(r.metrics + "/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st metrics.Status
-	err = json.NewDecoder(resp.Body).Decode(&st)
-	resp.Body.Close()
-	if err != nil || st.DBs["s2"].State != metrics.StateDeleted || st.DBs["s1"].LastCheckpoint == "" || st.DBs["s1"].DocsWritten != 15 {
-		t.Errorf("status: %+v, %v", st, err)
+	if st := r.status(); st.DBs["s2"].State != metrics.StateIdle || st.DBs["s1"].LastCheckpoint == "" || st.DBs["s1"].DocsWritten != 15 {
+		t.Errorf("status: %+v", st)
 	}
 
 	sum, err := r.stop()
 	if !errors.Is(err, context.Canceled) || !sum.Interrupted {
 		t.Fatalf("cancelled run: %v, %+v", err, sum)
 	}
-	if fmt.Sprint(sum.Created) != "[s4]" || fmt.Sprint(sum.Deleted) != "[s2]" || len(sum.DeletedOnTarget) != 0 {
+	if fmt.Sprint(sum.Created) != "[s4 s2]" || fmt.Sprint(sum.Deleted) != "[s2]" || len(sum.DeletedOnTarget) != 0 {
 		t.Errorf("summary: created %v, deleted %v (on target %v)", sum.Created, sum.Deleted, sum.DeletedOnTarget)
 	}
 
