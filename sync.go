@@ -191,6 +191,7 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 			if lim != nil {
 				h.InFlight = lim.l.InFlight()
 				_, _, h.Limit = lim.l.Load()
+				h.Overloads = lim.l.Stats().Overloads
 			}
 			return h
 		})

@@ -114,6 +114,9 @@ type HostStats struct {
 	Requests  int64 // HTTP attempts sent
 	Retries   int64 // attempts repeated after a retryable failure
 	Throttled int64 // 429 and 503 answers seen
+	// Overloads counts the outcomes the adaptive limiter took as
+	// overload (429, 503, timeouts: limitstats.Stats.Overloads).
+	Overloads int64
 	InFlight  int   // requests in flight now
 	Limit     int   // the adaptive limit now
 }
@@ -133,6 +136,7 @@ func (s *Set) AddHost(role string, stats func() HostStats) {
 		cf("sofa_host_requests_total", "HTTP attempts sent to the host.", func(h HostStats) float64 { return float64(h.Requests) }),
 		cf("sofa_host_retries_total", "HTTP attempts repeated after a retryable failure.", func(h HostStats) float64 { return float64(h.Retries) }),
 		cf("sofa_host_throttled_total", "429 and 503 answers from the host (throttling).", func(h HostStats) float64 { return float64(h.Throttled) }),
+		cf("sofa_host_overloads_total", "Requests the adaptive limiter counted as overload (429, 503, timeouts).", func(h HostStats) float64 { return float64(h.Overloads) }),
 		gf("sofa_host_in_flight", "Requests in flight to the host.", func(h HostStats) float64 { return float64(h.InFlight) }),
 		gf("sofa_host_limit", "The adaptive concurrency limit of the host.", func(h HostStats) float64 { return float64(h.Limit) }),
 	)
