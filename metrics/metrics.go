@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sofadb/sofa/replicate"
@@ -102,7 +103,7 @@ func New() *Set {
 	s.wakeLag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sofa_catchup_lag_seconds", Help: "Time from a database's change being noticed (_db_updates row or poll) to the end of the catch-up copy that wrote it, all databases.", Buckets: LagBuckets})
 	s.reg.MustRegister(s.changes, s.written, s.failures, s.reconnects, s.changesT, s.writtenT, s.failuresT,
 		s.reconnectsT, s.wakes, s.feedReconnects, s.checkpointSeq, s.pending, s.lastLag, s.behindDBs, s.knownDBs,
-		s.lag, s.wakeLag, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		s.lag, s.wakeLag, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return s
 }
 
@@ -117,8 +118,8 @@ type HostStats struct {
 	// Overloads counts the outcomes the adaptive limiter took as
 	// overload (429, 503, timeouts: limitstats.Stats.Overloads).
 	Overloads int64
-	InFlight  int   // requests in flight now
-	Limit     int   // the adaptive limit now
+	InFlight  int // requests in flight now
+	Limit     int // the adaptive limit now
 }
 
 // AddHost publishes a host's counters, read from stats at every scrape,
