@@ -559,3 +559,30 @@ func (r *syncRun) pollsNow() int {
 	defer r.mu.Unlock()
 	return r.polls
 }
+
+// TestSync_DeleteMissing: with DeleteMissing, a database deleted on the
+// source is deleted on the target too; the others stay.
+func TestSync_DeleteMissing(t *testing.T) {
+	ctx := context.Background()
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	seed(t, a, "keep", 2)
+	seed(t, a, "gone", 2)
+	enableDBUpdates(t, a)
+	r := startSync(t, a.URL, b.URL, sofa.SyncOptions{PollInterval: 200 * time.Millisecond, DeleteMissing: true})
+	r.wait("the initial copy", func() bool { return r.caughtUp })
+	if err := couchtest.NewClient(a.URL).DeleteDB(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("gone's deletion", func() bool { return r.deleted["gone"] != "" })
+	cb := couchtest.NewClient(b.URL)
+	if _, err := cb.Do(ctx, "GET", "/gone", nil, nil); couchtest.StatusOf(err) != 404 {
+		t.Errorf("target's gone: %v, want 404", err)
+	}
+	if _, err := cb.Do(ctx, "GET", "/keep", nil, nil); err != nil {
+		t.Errorf("target's keep: %v", err)
+	}
+	sum, _ := r.stop()
+	if fmt.Sprint(sum.DeletedOnTarget) != "[gone]" {
+		t.Errorf("deleted on the target: %v", sum.DeletedOnTarget)
+	}
+}
