@@ -565,6 +565,9 @@ func (s *syncer) ended(ctx context.Context, name string, r fleet.DBResult, res *
 	s.mu.Unlock()
 	s.event(SyncEvent{Kind: EventSynced, DB: name, Err: err, DocsWritten: r.DocsWritten})
 	switch {
+	case errors.Is(err, dbcopy.ErrNotEmpty):
+		// Not a passing fault: retried at its next change only.
+		s.o.Copy.logf("%s: %v; skipped until it changes again", name, err)
 	case err != nil:
 		s.o.Copy.logf("%s: catch-up failed: %v; retrying in %s", name, err, retry)
 		time.AfterFunc(retry, func() {
