@@ -177,6 +177,9 @@ type dbJob func(ctx context.Context, name string, p DBProgress) (fleet.DBResult,
 type copier struct {
 	o      CopyOptions
 	budget *replicate.Budget
+	// observer, if set, gives each database's replicate.Observer (Sync's
+	// metrics).
+	observer func(db string) replicate.Observer
 }
 
 // dbJob copies one database: create the target with the source's
@@ -217,6 +220,9 @@ func (c *copier) dbJob(src, tgt *couch.Server, onTarget map[string]bool) dbJob {
 			opts.Debug = func(format string, args ...any) { c.o.DebugLogf(name+": "+format, args...) }
 		}
 		opts.Counters = &replicate.Counters{}
+		if c.observer != nil {
+			opts.Observer = c.observer(name)
+		}
 		var warnMu sync.Mutex
 		opts.Warn = func(s string) {
 			c.o.logf("%s: %s", name, s)

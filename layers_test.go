@@ -29,7 +29,7 @@ var layers = [][]string{
 	{"internal/limit", "internal/progress", "storage/s3"},
 	{"replicate"},
 	{"couch", "archive"},
-	{"verify"},
+	{"verify", "metrics"},
 	{"fleet"},
 	{"internal/dbcopy"},
 	{"."},

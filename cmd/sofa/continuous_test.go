@@ -4,43 +4,52 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sofadb/sofa/internal/couchtest"
-	"github.com/sofadb/sofa/internal/faultproxy"
 )
 
-// `replicate --continuous` copies, says it has caught up, copies the
-// writes made while it runs, and on SIGTERM writes its final checkpoint
-// and exits 130; a rerun resumes from that checkpoint (nothing to copy).
-func TestCLI_ContinuousOneDatabase(t *testing.T) {
+// TestCLI_ContinuousServers: `replicate --continuous` of a server copies
+// every database, then a write made while it runs arrives on the target
+// (waited for with a longpoll on the target's changes feed), the metrics
+// endpoint counts it, and SIGINT ends the run with exit 130 and a JSON
+// summary marked interrupted.
+func TestCLI_ContinuousServers(t *testing.T) {
 	bin := sofaBin(t)
-	srv := couchtest.Start(t)
-	c := srv.Client()
-	for _, db := range []string{"src", "tgt"} {
-		if err := c.CreateDB(t.Context(), db); err != nil {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	ca, cb := couchtest.NewClient(a.URL), couchtest.NewClient(b.URL)
+	if err := ca.CreateDB(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	cliLoad(t, a, "c1", 3)
+	if a.Kind == couchtest.CouchDB {
+		// _db_updates needs it (as after _cluster_setup)
+		if err := ca.CreateDB(ctx, "_global_changes"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cliLoad(t, srv, "src", 50)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "replicate", "--continuous", "--flush-interval", "50ms",
-		srv.AdminURL()+"/src", srv.AdminURL()+"/tgt")
+	cmd := exec.CommandContext(ctx, bin, "replicate", "--continuous", "--json", "--metrics-addr", "127.0.0.1:0",
+		"--poll-interval", "200ms", a.URL, b.URL)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	lines := make(chan string, 100)
-	var all strings.Builder
+	lines := make(chan string, 1000)
+	var log strings.Builder
 	go func() {
 		defer close(lines)
 		sc := bufio.NewScanner(stderr)
@@ -48,63 +57,94 @@ func TestCLI_ContinuousOneDatabase(t *testing.T) {
 			lines <- sc.Text()
 		}
 	}()
-	waitLine := func(what string) {
+	waitLine := func(re *regexp.Regexp) []string {
 		t.Helper()
 		for {
 			select {
 			case l, ok := <-lines:
 				if !ok {
-					t.Fatalf("sofa ended before saying %q:\n%s", what, all.String())
+					t.Fatalf("sofa ended before a line matching %s:\n%s", re, log.String())
 				}
-				all.WriteString(l + "\n")
-				if strings.Contains(l, what) {
-					return
+				log.WriteString(l + "\n")
+				if m := re.FindStringSubmatch(l); m != nil {
+					return m
 				}
 			case <-ctx.Done():
-				t.Fatalf("sofa never said %q:\n%s", what, all.String())
+				t.Fatalf("no line matching %s:\n%s", re, log.String())
 			}
 		}
 	}
-	waitLine("src: caught up")
-	var docs []json.RawMessage
-	for i := range 30 {
-		docs = append(docs, json.RawMessage(fmt.Sprintf(`{"_id":"live%02d"}`, i)))
+	addr := waitLine(regexp.MustCompile(`metrics on http://([0-9.:]+)/metrics`))[1]
+	waitLine(regexp.MustCompile(`initial copy done: 1 databases \(1 ok`))
+
+	var info struct {
+		UpdateSeq json.RawMessage `json:"update_seq"`
 	}
-	if _, err := c.BulkDocs(t.Context(), "src", true, docs...); err != nil {
+	if err := cb.GetJSON(ctx, "/c1", &info); err != nil {
 		t.Fatal(err)
 	}
-	for docCount(t, srv, "tgt") != 80 {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the writes made while following never reached the target:\n%s", all.String())
-		case <-time.After(50 * time.Millisecond):
+	since := strings.Trim(string(info.UpdateSeq), `"`)
+	if _, err := ca.PutDoc(ctx, "c1", "live", map[string]any{"at": time.Now().UnixNano()}); err != nil {
+		t.Fatal(err)
+	}
+	var ch struct {
+		Results []struct {
+			ID string `json:"id"`
+		} `json:"results"`
+	}
+	// The target's longpoll answers once the write arrives.
+	for arrived := false; !arrived; {
+		if err := cb.GetJSON(ctx, "/c1/_changes?feed=longpoll&timeout=60000&since="+since, &ch); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range ch.Results {
+			arrived = arrived || r.ID == "live"
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the write never arrived")
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+
+	// The copy that wrote it counts it when it ends (after its
+	// checkpoint): the metric is read until it does.
+	var body []byte
+	want := `sofa_db_docs_written_total{db="c1"} 4`
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(string(body), want) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("metrics lack %q:\n%s", want, body)
+		case <-tick.C:
+		}
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	for _, m := range []string{"sofa_host_throttled_total{role=\"source\"}", "sofa_lag_seconds_bucket", "sofa_dbs_behind 0"} {
+		if !strings.Contains(string(body), m) {
+			t.Errorf("metrics lack %s", m)
+		}
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	for l := range lines {
-		all.WriteString(l + "\n")
+	for range lines {
 	}
 	_ = cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
-		t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, all.String())
+		t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, log.String())
 	}
-	if !strings.Contains(all.String(), "interrupted: checkpoints written") {
-		t.Errorf("stderr does not say the checkpoint was written:\n%s", all.String())
+	var sum struct {
+		Interrupted bool   `json:"interrupted"`
+		Mode        string `json:"mode"`
+		DocsWritten int64  `json:"docs_written"`
 	}
-	again := cliRun(t, bin, "replicate", "--json", srv.AdminURL()+"/src", srv.AdminURL()+"/tgt")
-	again.wantCode(t, exitOK)
-	if d := again.result(t); d.Stats.ChangesRead != 0 {
-		t.Errorf("rerun read %d changes, want 0 (the final checkpoint covers them)\n%s", d.Stats.ChangesRead, again.stdout)
-	}
-
-	// Whole-server continuous replication is not there yet: a usage
-	// error saying so, before anything is copied.
-	px := faultproxy.StartT(t, srv.URL)
-	servers := cliRun(t, bin, "replicate", "--continuous", srv.AdminURL(), px.URL)
-	servers.wantCode(t, exitUsage)
-	if !strings.Contains(servers.stderr, "not yet supported") {
-		t.Errorf("stderr does not say whole-server --continuous is not there yet:\n%s", servers.stderr)
+	if err := json.Unmarshal([]byte(stdout.String()), &sum); err != nil || !sum.Interrupted || sum.DocsWritten != 1 {
+		t.Errorf("summary %+v (%v):\n%s", sum, err, stdout.String())
 	}
 }

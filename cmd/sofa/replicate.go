@@ -38,9 +38,7 @@ type replicateCmd struct {
 	q, n          int
 	verifyMode    string
 	checkpoints   string
-	// continuous mode (one database)
-	continuous    bool
-	flushInterval time.Duration
+	cont          continuousFlags
 	// counters are the HTTP clients' counters of a one-database run,
 	// summed into the summary.
 	counters []*couch.Counters
@@ -66,7 +64,7 @@ Progress is checkpointed in _local/<replication id> on the target database
 default needs read access only on the source), so an interrupted or killed
 run resumes where it stopped; a second run after a success copies nothing.
 
-With --continuous (database URLs only, for now), the run does not end
+With --continuous and database URLs, the run does not end
 after the copy: it follows the source's changes feed (feed=continuous,
 with heartbeats) and copies writes as they arrive, in batches sent when
 they reach --batch-size rows, --write-batch-bytes, or --flush-interval
@@ -76,10 +74,21 @@ falls behind and when it has caught up, and checkpoints every
 --checkpoint-interval. SIGINT or SIGTERM stops it: a final checkpoint is
 written and it exits 130; the same command resumes from there.
 
+--continuous with server URLs keeps the target a copy until SIGINT or
+SIGTERM (exit 130 once the running copies have written their checkpoints):
+every database is copied once, then only the databases that change are
+copied again, incrementally. A CouchDB source is watched through one
+_db_updates feed (it needs the _global_changes database); a source without
+it (PouchDB Server) is listed every --poll-interval. New databases are
+copied, deleted ones reported and kept on the target (--delete-missing
+deletes them). --metrics-addr serves Prometheus metrics (/metrics) and a
+JSON status (/status).
+
 ` + exitCodesHelp,
 		Example: `  sofa replicate http://admin:pw@old:5984/orders http://admin:pw@new:5984/orders --create-target
   SOFA_SOURCE_PASSWORD=pw sofa replicate http://admin@old:5984/a http://new:5984/a --json
-  sofa replicate --continuous --flush-interval 100ms http://admin:pw@primary:5984/orders http://admin:pw@standby:5984/orders`,
+  sofa replicate --continuous --flush-interval 100ms http://admin:pw@primary:5984/orders http://admin:pw@standby:5984/orders
+  sofa replicate --continuous --metrics-addr 127.0.0.1:9464 http://admin:pw@old:5984 http://admin:pw@new:5984`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return usageErr("replicate needs SOURCE and TARGET URLs (got %d arguments)", len(args))
@@ -105,6 +114,7 @@ written and it exits 130; the same command resumes from there.
 	registerProgressInterval(fs, &rc.progressEvery)
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
 	rc.control.register(fs)
+	rc.cont.register(fs)
 	fs.StringArrayVar(&rc.include, "include", nil, "server mode: copy only databases matching this glob (repeatable; * does not match /)")
 	fs.StringArrayVar(&rc.exclude, "exclude", nil, "server mode: skip databases matching this glob (repeatable; wins over --include)")
 	fs.BoolVar(&rc.withUsers, "with-users", false, "server mode: also copy _users (skipped by default: it holds password hashes and the target may have its own users); _replicator and _global_changes are always skipped unless named by --include")
@@ -112,8 +122,7 @@ written and it exits 130; the same command resumes from there.
 	fs.IntVar(&rc.q, "q", 0, "server mode: shards (q) of created databases (0: the target's default)")
 	fs.IntVar(&rc.n, "n", 0, "server mode: replicas (n) of created databases (0: the target's default)")
 	fs.StringVar(&rc.checkpoints, "checkpoints", checkpointsTarget, "where checkpoints are written: target (only the target is written to; the source needs read access only) or both (source and target, as CouchDB's replicator does)")
-	fs.BoolVar(&rc.continuous, "continuous", false, "keep following the source's changes after the copy, until SIGINT/SIGTERM (database URLs only)")
-	fs.DurationVar(&rc.flushInterval, "flush-interval", replicate.DefaultFlushInterval, "with --continuous: the longest a change waits for its batch to fill before the batch is copied (0: copy what the feed delivered at once)")
+	fs.DurationVar(&rc.cont.flushInterval, "flush-interval", replicate.DefaultFlushInterval, "with --continuous: the longest a change waits for its batch to fill before the batch is copied (0: copy what the feed delivered at once)")
 	fs.StringVar(&rc.verifyMode, "verify", "cheap", "server mode: check each database after copying it: cheap (doc counts; on a mismatch every document is compared, the database copied once more, and each remaining difference reported), full (compare every document and leaf revision, same retry), none")
 	return cmd
 }
@@ -138,7 +147,7 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	if rc.checkpoints != checkpointsTarget && rc.checkpoints != checkpointsBoth {
 		return usageErr("--checkpoints %q: want target or both", rc.checkpoints)
 	}
-	if rc.flushInterval < 0 {
+	if rc.cont.flushInterval < 0 {
 		return usageErr("--flush-interval must not be negative")
 	}
 	copts := rc.client.options()
@@ -161,8 +170,8 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 		return usageErr("SOURCE and TARGET are the same %s", map[bool]string{true: "server", false: "database"}[src.DBName == ""])
 	}
 	switch {
-	case src.DBName == "" && tgt.DBName == "" && rc.continuous:
-		return usageErr("--continuous with server URLs is not yet supported: give a source and a target database URL")
+	case src.DBName == "" && tgt.DBName == "" && rc.cont.continuous:
+		return rc.runServersContinuous(ctx, srcEP, tgtEP)
 	case src.DBName == "" && tgt.DBName == "":
 		return rc.runServers(ctx, srcEP, tgtEP)
 	case src.DBName == "" || tgt.DBName == "":
@@ -184,9 +193,9 @@ func (rc *replicateCmd) replicateDB(ctx context.Context, src, tgt *sofa.Endpoint
 	if rc.debug {
 		opts.Debug = rc.logf
 	}
-	if rc.continuous {
+	if rc.cont.continuous {
 		opts.Continuous = true
-		opts.FlushInterval = rc.flushInterval
+		opts.FlushInterval = rc.cont.flushInterval
 		if opts.FlushInterval == 0 {
 			opts.FlushInterval = -1 // the library's "no wait"
 		}
@@ -245,7 +254,7 @@ func (rc *replicateCmd) progress(ctx context.Context, opts *replicate.Options, n
 				}
 				waiting := rc.watch.Waiting(stalled > 0) // retries since the last change
 				switch {
-				case stalled > 0 && rc.continuous:
+				case stalled > 0 && rc.cont.continuous:
 					// Following an idle source: nothing to say.
 				case stalled > 0:
 					fmt.Fprintf(os.Stderr, "sofa: %s: no change for %s (%s, %s): %s\n", name, stalled.Round(100*time.Millisecond), line, tail, waiting)

@@ -148,6 +148,13 @@ func (p *Proxy) UserURL(user, password string) string {
 // client is done.
 func (p *Proxy) Exchanges() []Exchange {
 	p.open.Wait()
+	return p.Recorded()
+}
+
+// Recorded is Exchanges without waiting for the requests in progress
+// (a long-lived feed never ends): theirs are listed, with the bytes
+// counted so far.
+func (p *Proxy) Recorded() []Exchange {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]Exchange, len(p.log))
@@ -159,9 +166,15 @@ func (p *Proxy) Exchanges() []Exchange {
 	return out
 }
 
-// Reset forgets what was recorded.
+// Reset forgets what was recorded, once the requests in progress end.
 func (p *Proxy) Reset() {
 	p.open.Wait()
+	p.ResetNow()
+}
+
+// ResetNow forgets what was recorded without waiting for the requests in
+// progress (their counts go on growing, unseen).
+func (p *Proxy) ResetNow() {
 	p.mu.Lock()
 	p.log = nil
 	p.mu.Unlock()

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sofadb/sofa"
+	"github.com/sofadb/sofa/metrics"
+)
+
+// continuousFlags are replicate's flags of a continuous run.
+type continuousFlags struct {
+	continuous    bool
+	flushInterval time.Duration
+	metricsAddr   string
+	pollInterval  time.Duration
+	deleteMissing bool
+}
+
+func (c *continuousFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&c.continuous, "continuous", false, "keep replicating as writes arrive until SIGINT/SIGTERM (exit 130 after the final checkpoints); server mode: one catch-up of every database, then only the databases the source's _db_updates feed says changed (without it, such as PouchDB Server: polled every --poll-interval)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "continuous: serve Prometheus metrics on host:port/metrics and a JSON status on /status (e.g. 127.0.0.1:9464)")
+	fs.DurationVar(&c.pollInterval, "poll-interval", sofa.DefaultPollInterval, "continuous server mode: time between listings of a source without _db_updates (_all_dbs and each database's update_seq)")
+	fs.BoolVar(&c.deleteMissing, "delete-missing", false, "continuous server mode: delete the target's copy of a database deleted on the source (default: report it and keep the copy)")
+}
+
+// runServersContinuous keeps the target server a copy of the source
+// until the context ends (SIGINT/SIGTERM: exit 130 once the running
+// copies have written their checkpoints).
+func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa.Endpoint) error {
+	out := outputFlags{jsonOut: rc.jsonOut, quiet: rc.quiet, verbose: rc.verbose, debug: rc.debug, progressEvery: rc.progressEvery}
+	rc.engine.setMemoryLimit(int64(rc.control.maxDBs) << 20)
+	m := metrics.New()
+	if rc.cont.metricsAddr != "" {
+		addr, err := m.Serve(ctx, rc.cont.metricsAddr)
+		if err != nil {
+			return usageErr("--metrics-addr %s: %v", rc.cont.metricsAddr, err)
+		}
+		if !rc.quiet {
+			fmt.Fprintf(os.Stderr, "sofa: metrics on http://%s/metrics, status on http://%s/status\n", addr, addr)
+		}
+	}
+	// A continuous run's log is its output: lines are printed unless -q.
+	logf := func(format string, args ...any) {
+		if !rc.quiet {
+			fmt.Fprintf(os.Stderr, "sofa: %s "+format+"\n", append([]any{time.Now().Format(time.RFC3339)}, args...)...)
+		}
+	}
+	prog := out.progress()
+	var stopProg sync.Once
+	sum, err := sofa.Sync(ctx, src, tgt, sofa.SyncOptions{
+		Copy: sofa.CopyOptions{
+			Engine:        rc.engine.options(),
+			Selection:     sofa.Selection{Include: rc.include, Exclude: rc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, rc.withUsers)},
+			ReuseExisting: rc.reuseExisting, Q: rc.q, N: rc.n,
+			Verify:            sofa.VerifyMode(rc.verifyMode),
+			SourceCheckpoints: rc.checkpoints == checkpointsBoth,
+			RunControl: func() sofa.RunControl {
+				c := rc.control.runControl(&out, prog)
+				c.Logf = logf
+				return c
+			}(),
+		},
+		PollInterval:  rc.cont.pollInterval,
+		DeleteMissing: rc.cont.deleteMissing,
+		Metrics:       m,
+		Event: func(e sofa.SyncEvent) {
+			if e.Kind == sofa.EventCaughtUp {
+				stopProg.Do(prog.Stop)
+			}
+		},
+	})
+	stopProg.Do(prog.Stop)
+	if sum != nil {
+		if rc.jsonOut {
+			printJSON(os.Stdout, sum)
+		} else if !rc.quiet {
+			if sum.CatchUp != nil {
+				printFleetSummary(os.Stderr, sum.CatchUp, false)
+			}
+			fmt.Fprintf(os.Stderr, "sofa: continuous (%s) for %s: %d catch-up copies (%d failed), docs_written=%d doc_write_failures=%d; created %v, deleted on the source %v (deleted on the target %v)\n",
+				sum.Mode, time.Duration(sum.Duration).Round(time.Second), sum.Runs, sum.RunsFailed, sum.DocsWritten, sum.DocWriteFailures,
+				sum.Created, sum.Deleted, sum.DeletedOnTarget)
+			for db, e := range sum.Failing {
+				fmt.Fprintf(os.Stderr, "sofa: database %q: last copy failed: %s\n", db, e)
+			}
+		}
+	}
+	if err != nil && errors.Is(err, context.Canceled) {
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted: checkpoints written; run the same command again to resume")}
+	}
+	return libErr(err)
+}

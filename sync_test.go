@@ -1,0 +1,588 @@
+package sofa_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/sofadb/sofa"
+	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/internal/couchtest"
+	"github.com/sofadb/sofa/internal/faultproxy"
+	"github.com/sofadb/sofa/internal/recproxy"
+	"github.com/sofadb/sofa/metrics"
+)
+
+// syncRun is a sofa.Sync running in the background, with what its events
+// said so far.
+type syncRun struct {
+	t       *testing.T
+	cancel  context.CancelFunc
+	done    chan struct{}
+	sum     *sofa.SyncSummary
+	err     error
+	metrics string // base URL of the metrics server
+
+	mu       sync.Mutex
+	changed  *sync.Cond
+	caughtUp bool
+	mode     string
+	written  map[string]int64 // docs written per database, catch-up copies included
+	synced   map[string]int   // catch-up copies ended ok
+	failed   map[string]int   // catch-up copies failed
+	deleted  map[string]string
+	polls    int
+	events   int
+}
+
+// waitTimeout bounds every wait on a Sync event (a loaded 2-core machine
+// is slow; a wait that passes ends as soon as the event comes).
+const waitTimeout = 3 * time.Minute
+
+func startSync(t *testing.T, srcURL, dstURL string, o sofa.SyncOptions, dstOpen ...sofa.OpenOptions) *syncRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	src, err := sofa.Open(ctx, srcURL, sofa.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := sofa.Open(ctx, dstURL, append(dstOpen, sofa.OpenOptions{})[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &syncRun{t: t, cancel: cancel, done: make(chan struct{}), written: map[string]int64{},
+		synced: map[string]int{}, failed: map[string]int{}, deleted: map[string]string{}}
+	r.changed = sync.NewCond(&r.mu)
+	if o.Metrics == nil {
+		o.Metrics = metrics.New()
+	}
+	addr, err := o.Metrics.Serve(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.metrics = "http://" + addr
+	o.Event = func(e sofa.SyncEvent) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		switch e.Kind {
+		case sofa.EventWatching:
+			r.mode = e.Detail
+		case sofa.EventCaughtUp:
+			r.caughtUp = true
+		case sofa.EventSynced:
+			r.written[e.DB] += e.DocsWritten
+			if e.Err == nil {
+				r.synced[e.DB]++
+			} else {
+				r.failed[e.DB]++
+			}
+		case sofa.EventDeleted:
+			r.deleted[e.DB] = e.Detail
+		case sofa.EventPolled:
+			r.polls++
+		}
+		r.events++
+		r.changed.Broadcast()
+	}
+	if o.Copy.Logf == nil {
+		o.Copy.Logf = func(format string, args ...any) { t.Logf("sync: "+format, args...) }
+	}
+	go func() {
+		defer close(r.done)
+		r.sum, r.err = sofa.Sync(ctx, src, dst, o)
+		r.mu.Lock()
+		r.changed.Broadcast()
+		r.mu.Unlock()
+	}()
+	t.Cleanup(func() { cancel(); <-r.done })
+	return r
+}
+
+// wait blocks until cond (called under the lock) holds, the run ends or
+// waitTimeout passes.
+func (r *syncRun) wait(what string, cond func() bool) {
+	r.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	stop := time.AfterFunc(waitTimeout, func() {
+		r.mu.Lock()
+		r.changed.Broadcast()
+		r.mu.Unlock()
+	})
+	defer stop.Stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for !cond() {
+		select {
+		case <-r.done:
+			r.t.Fatalf("waiting for %s: Sync ended: %v", what, r.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("waiting for %s: not after %s (written %v, synced %v, failed %v)", what, waitTimeout, r.written, r.synced, r.failed)
+		}
+		r.changed.Wait()
+	}
+}
+
+// waitEqual waits until every database of dbs is equal on both servers
+// (the independent oracle: couchtest.CompareDBs), looking again after
+// each event of the run.
+func (r *syncRun) waitEqual(srcURL, dstURL string, dbs ...string) {
+	r.t.Helper()
+	equal := func() bool {
+		for _, db := range dbs {
+			d, err := couchtest.CompareDBs(context.Background(), srcURL+"/"+db, dstURL+"/"+db, couchtest.CompareOptions{})
+			if err != nil || !d.Equal() {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		n := r.events
+		r.mu.Unlock()
+		if equal() {
+			return
+		}
+		r.wait(fmt.Sprintf("%v equal on the target", dbs), func() bool { return r.events > n })
+	}
+	r.t.Fatalf("%v not equal on the target after %s", dbs, waitTimeout)
+}
+
+// stop cancels the run and returns its summary and error.
+func (r *syncRun) stop() (*sofa.SyncSummary, error) {
+	r.cancel()
+	<-r.done
+	return r.sum, r.err
+}
+
+// scrape reads the metrics endpoint with Prometheus' text parser.
+func (r *syncRun) scrape() map[string]*dto.MetricFamily {
+	r.t.Helper()
+	resp, err := http.Get(r.metrics + "/metrics")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return fams
+}
+
+// status reads the /status page.
+func (r *syncRun) status() metrics.Status {
+	r.t.Helper()
+	resp, err := http.Get(r.metrics + "/status")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st metrics.Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		r.t.Fatal(err)
+	}
+	return st
+}
+
+// metricValue is the value of the series of fam whose db label is db
+// ("": the series without labels).
+func metricValue(fams map[string]*dto.MetricFamily, fam, db string) (float64, bool) {
+	f := fams[fam]
+	if f == nil {
+		return 0, false
+	}
+	for _, m := range f.Metric {
+		got := ""
+		for _, l := range m.Label {
+			if l.GetName() == "db" {
+				got = l.GetValue()
+			}
+		}
+		if got != db {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// putDocs writes n new documents named prefix000.. into db.
+func putDocs(t *testing.T, c *couchtest.Client, db, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := c.PutDoc(context.Background(), db, fmt.Sprintf("%s%03d", prefix, i), map[string]any{"n": i, "at": time.Now().UnixNano()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSync_FollowsServer: after the initial copy, writes to several
+// databases, a conflict and a deletion made while running arrive; a
+// database created while running is copied; one deleted on the source is
+// reported and kept on the target; the metrics endpoint counts what was
+// written; a cancelled run ends with its checkpoints and a restart copies
+// only what changed meanwhile.
+func TestSync_FollowsServer(t *testing.T) {
+	ctx := context.Background()
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	ca := couchtest.NewClient(a.URL)
+	for _, db := range []string{"s1", "s2", "s3"} {
+		seed(t, a, db, 5)
+	}
+	enableDBUpdates(t, a)
+	r := startSync(t, a.URL, b.URL, sofa.SyncOptions{PollInterval: 200 * time.Millisecond})
+	r.wait("the initial copy", func() bool { return r.caughtUp })
+	t.Logf("watching the source by %s", r.mode)
+	if want := map[bool]string{true: "db_updates", false: "poll"}[a.Kind == couchtest.CouchDB]; r.mode != want {
+		t.Errorf("mode %q, want %q", r.mode, want)
+	}
+
+	putDocs(t, ca, "s1", "new", 10)
+	putDocs(t, ca, "s2", "new", 3)
+	// a conflict (new_edits=false) and a deletion
+	if _, err := ca.BulkDocs(ctx, "s3", false, json.RawMessage(`{"_id":"doc000","_rev":"1-ffffffffffffffffffffffffffffffff","v":"conflict"}`)); err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Rev string `json:"_rev"`
+	}
+	if err := ca.GetJSON(ctx, "/s3/doc001", &d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.Do(ctx, "DELETE", "/s3/doc001?rev="+d.Rev, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	seed(t, a, "s4", 7) // created while running
+	r.wait("the writes on the target", func() bool {
+		return r.written["s1"] >= 15 && r.written["s2"] >= 8 && r.written["s3"] >= 7 && r.written["s4"] >= 7
+	})
+	for _, db := range []string{"s1", "s2", "s3", "s4"} {
+		couchtest.AssertEqual(t, a.URL+"/"+db, b.URL+"/"+db)
+	}
+
+	if err := ca.DeleteDB(ctx, "s2"); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("s2's deletion reported", func() bool { return r.deleted["s2"] != "" })
+	if _, err := couchtest.NewClient(b.URL).Do(ctx, "GET", "/s2", nil, nil); err != nil {
+		t.Errorf("target's s2 after its deletion on the source: %v (want it kept)", err)
+	}
+	if st := r.status(); st.DBs["s2"].State != metrics.StateDeleted {
+		t.Errorf("status of s2 deleted on the source: %+v", st.DBs["s2"])
+	}
+	// Recreated on the source: its new documents are copied (next to the
+	// old ones the target kept).
+	seed(t, a, "s2", 0)
+	if _, err := ca.PutDoc(ctx, "s2", "again", map[string]any{"v": 2}); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("the recreated s2 copied", func() bool { return r.written["s2"] >= 9 })
+	if _, err := couchtest.NewClient(b.URL).Do(ctx, "GET", "/s2/again", nil, nil); err != nil {
+		t.Errorf("target's s2 after its recreation on the source: %v", err)
+	}
+
+	fams := r.scrape()
+	for db, want := range map[string]float64{"s1": 15, "s3": 7, "s4": 7} {
+		if v, ok := metricValue(fams, "sofa_db_docs_written_total", db); !ok || v != want {
+			t.Errorf("sofa_db_docs_written_total{db=%q} = %v (%v), want %v", db, v, ok, want)
+		}
+	}
+	if v, _ := metricValue(fams, "sofa_docs_written_total", ""); v != 15+8+7+7+1 {
+		t.Errorf("sofa_docs_written_total = %v, want %d", v, 15+8+7+7+1)
+	}
+	if v, ok := metricValue(fams, "sofa_db_checkpoint_seq", "s1"); !ok || v <= 0 {
+		t.Errorf("sofa_db_checkpoint_seq{db=s1} = %v (%v)", v, ok)
+	}
+	if v, _ := metricValue(fams, "sofa_catchup_lag_seconds", ""); v == 0 {
+		t.Errorf("sofa_catchup_lag_seconds has no sample")
+	}
+	for _, m := range []string{"sofa_host_requests_total", "sofa_host_throttled_total", "sofa_dbs_behind"} {
+		if fams[m] == nil {
+			t.Errorf("metric %s not served", m)
+		}
+	}
+	if st := r.status(); st.DBs["s2"].State == metrics.StateDeleted || st.DBs["s1"].LastCheckpoint == "" || st.DBs["s1"].DocsWritten != 15 {
+		t.Errorf("status: %+v", st)
+	}
+
+	sum, err := r.stop()
+	if !errors.Is(err, context.Canceled) || !sum.Interrupted {
+		t.Fatalf("cancelled run: %v, %+v", err, sum)
+	}
+	if fmt.Sprint(sum.Created) != "[s4 s2]" || fmt.Sprint(sum.Deleted) != "[s2]" || len(sum.DeletedOnTarget) != 0 {
+		t.Errorf("summary: created %v, deleted %v (on target %v)", sum.Created, sum.Deleted, sum.DeletedOnTarget)
+	}
+
+	// Written while no run is going: a restart copies these only.
+	putDocs(t, ca, "s3", "later", 4)
+	r2 := startSync(t, a.URL, b.URL, sofa.SyncOptions{PollInterval: 200 * time.Millisecond})
+	r2.wait("the restart's copy", func() bool { return r2.caughtUp })
+	for _, d := range r2.sumNow().DBs {
+		want := map[string]int64{"s3": 4}[d.Name]
+		if d.DocsWritten != want || d.Status != "ok" {
+			t.Errorf("restart: %s: %d written (%s), want %d", d.Name, d.DocsWritten, d.Status, want)
+		}
+	}
+	couchtest.AssertEqual(t, a.URL+"/s3", b.URL+"/s3")
+}
+
+// sumNow waits for the initial copy and returns its summary.
+func (r *syncRun) sumNow() *sofa.Summary {
+	r.t.Helper()
+	sum, err := r.stop()
+	if !errors.Is(err, context.Canceled) || sum.CatchUp == nil {
+		r.t.Fatalf("run: %v", err)
+	}
+	return sum.CatchUp
+}
+
+// enableDBUpdates creates CouchDB's _global_changes, which its
+// `_db_updates` feed needs (a cluster set up with _cluster_setup has it;
+// the test servers do not). PouchDB Server has no feed: nothing to do.
+func enableDBUpdates(t *testing.T, srv *couchtest.Server) {
+	t.Helper()
+	if srv.Kind != couchtest.CouchDB {
+		return
+	}
+	if err := couchtest.NewClient(srv.URL).CreateDB(context.Background(), "_global_changes"); err != nil && couchtest.StatusOf(err) != 412 {
+		t.Fatal(err)
+	}
+}
+
+// TestSync_Faults: through fault proxies on both sides, the run keeps
+// going and ends equal: the _db_updates feed cut (CouchDB), changes feeds
+// reset, 503 and 429 bursts, _bulk_docs answers lost after the write, and
+// the target refusing every request for a while.
+func TestSync_Faults(t *testing.T) {
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	ca := couchtest.NewClient(a.URL)
+	dbs := []string{"f1", "f2", "f3"}
+	for _, db := range dbs {
+		seed(t, a, db, 5)
+	}
+	enableDBUpdates(t, a)
+	ps, pt := faultproxy.StartT(t, a.URL), faultproxy.StartT(t, b.URL)
+	srcRules := []faultproxy.Rule{
+		{Name: "feed-cut", Method: "GET", Path: `/_db_updates$`, Fault: faultproxy.CutChanges, CutRows: 1, Times: 3},
+		{Name: "changes-reset", Method: "GET", Path: `/_changes$`, Fault: faultproxy.Reset, Probability: 0.3, Times: 6},
+		{Name: "bulk-get-503", Path: `/_bulk_get$`, Fault: faultproxy.Status, Status: 503, Times: 4},
+	}
+	tgtRules := []faultproxy.Rule{
+		{Name: "revs-diff-429", Path: `/_revs_diff$`, Fault: faultproxy.Status, Status: 429, RetryAfter: "1", Times: 3},
+		{Name: "bulk-docs-lost", Path: `/_bulk_docs$`, Fault: faultproxy.ResetAfterForward, Times: 3},
+	}
+	if err := ps.SetRules(srcRules...); err != nil {
+		t.Fatal(err)
+	}
+	if err := pt.SetRules(tgtRules...); err != nil {
+		t.Fatal(err)
+	}
+	// The target's requests give up on network errors after 300 ms: a
+	// target unreachable for longer fails catch-ups, which Sync retries.
+	r := startSync(t, ps.URL, pt.URL, sofa.SyncOptions{PollInterval: 200 * time.Millisecond, RetryInterval: 100 * time.Millisecond},
+		sofa.OpenOptions{Client: couch.Options{RetryTime: 300 * time.Millisecond}})
+	r.wait("the initial copy", func() bool { return r.caughtUp })
+
+	// The target refuses everything for its next 15 requests.
+	if err := pt.SetRules(append([]faultproxy.Rule{{Name: "down", Fault: faultproxy.Status, Status: 503, Times: 15}}, tgtRules...)...); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range dbs {
+		putDocs(t, ca, db, "w", 10)
+	}
+	seed(t, a, "f4", 5)
+	r.waitEqual(a.URL, b.URL, append(dbs, "f4")...)
+	if n := pt.Rule("down").Fired; n != 15 {
+		t.Errorf("the target refused %d requests, want 15", n)
+	}
+
+	// The target unreachable (connections reset) for its next 40
+	// requests: catch-ups fail and are retried until it is back.
+	if err := pt.SetRules(faultproxy.Rule{Name: "unreachable", Fault: faultproxy.Reset, Times: 40}); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range dbs {
+		putDocs(t, ca, db, "x", 5)
+	}
+	r.waitEqual(a.URL, b.URL, dbs...)
+	if n := pt.Rule("unreachable").Fired; n != 40 {
+		t.Errorf("the target reset %d requests, want 40", n)
+	}
+	if a.Kind == couchtest.CouchDB && ps.Rule("feed-cut").Fired == 0 {
+		t.Errorf("the _db_updates feed was never cut")
+	}
+	sum, _ := r.stop()
+	t.Logf("runs %d (%d failed), reconnects %d; source faults %d, target faults %d",
+		sum.Runs, sum.RunsFailed, sum.Reconnects, ps.Stats().Faults, pt.Stats().Faults)
+	if sum.RunsFailed == 0 {
+		t.Errorf("no catch-up failed while the target was unreachable")
+	}
+	if a.Kind == couchtest.CouchDB && sum.Reconnects == 0 {
+		t.Errorf("no reconnect of the _db_updates feed counted")
+	}
+}
+
+// seedMany creates n databases named prefix0000.. on srv, one document
+// each, a few at a time.
+func seedMany(t *testing.T, srv *couchtest.Server, prefix string, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	c := couchtest.NewClient(srv.URL)
+	names := make([]string, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		names[i] = fmt.Sprintf("%s%04d", prefix, i)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := c.CreateDB(ctx, names[i]); err != nil {
+				errs <- err
+				return
+			}
+			if _, err := c.PutDoc(ctx, names[i], "d0", map[string]any{"i": i}); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// TestSync_IdleCost: 200 databases followed cost requests per change or
+// per poll, not per database: one _db_updates feed (CouchDB) and a write
+// into one database wakes that database only; a poll is one _all_dbs and
+// a few batched _dbs_info (CouchDB), or one _all_dbs plus one GET /db
+// per database on PouchDB Server, which has neither _db_updates nor
+// _dbs_info. No per-database changes feed is ever held open.
+func TestSync_IdleCost(t *testing.T) {
+	ctx := context.Background()
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	const n = 200
+	seedMany(t, a, "i", n)
+	enableDBUpdates(t, a)
+	rec := recproxy.Start(t, a.URL)
+
+	countOther := func(ex []recproxy.Exchange, db string) (total, other int) {
+		for _, e := range ex {
+			total++
+			if strings.HasPrefix(e.Path, "/i") && !strings.HasPrefix(e.Path, "/"+db) {
+				other++
+			}
+		}
+		return total, other
+	}
+	if a.Kind == couchtest.CouchDB {
+		r := startSync(t, rec.URL, b.URL, sofa.SyncOptions{})
+		r.wait("the initial copy", func() bool { return r.caughtUp })
+		if r.mode != "db_updates" {
+			t.Fatalf("mode %s", r.mode)
+		}
+		feeds := 0
+		for _, e := range rec.Recorded() {
+			if strings.HasPrefix(e.Path, "/_db_updates") {
+				feeds++
+			}
+		}
+		if feeds != 1 {
+			t.Errorf("%d _db_updates requests, want 1", feeds)
+		}
+		rec.ResetNow() // the feed stays open
+		synced := r.synced["i0077"]
+		if _, err := couchtest.NewClient(a.URL).PutDoc(ctx, "i0077", "woken", map[string]any{}); err != nil {
+			t.Fatal(err)
+		}
+		r.wait("i0077's catch-up", func() bool { return r.synced["i0077"] > synced })
+		total, other := countOther(rec.Recorded(), "i0077")
+		t.Logf("a write into 1 of %d databases: %d requests to the source", n, total)
+		if other != 0 || total > 10 {
+			t.Errorf("a write into one database cost %d source requests, %d about other databases", total, other)
+		}
+		r.stop()
+		rec.Reset() // the feed ended with the run
+	}
+
+	// Polling (forced on CouchDB, the only way on PouchDB Server).
+	r := startSync(t, rec.URL, b.URL, sofa.SyncOptions{Poll: true, PollInterval: 50 * time.Millisecond})
+	r.wait("the initial copy", func() bool { return r.caughtUp })
+	var p0 int
+	r.wait("a poll", func() bool { p0 = r.polls; return p0 > 0 })
+	rec.Reset()
+	r.wait("two more polls", func() bool { return r.polls >= p0+2 })
+	r.stop() // no request after this; a poll cut short counts as part of one
+	ex := rec.Exchanges()
+	perPoll := float64(len(ex)) / float64(r.pollsNow()-p0)
+	t.Logf("idle poll of %d databases: %.1f requests per poll", n, perPoll)
+	for _, e := range ex {
+		if strings.Contains(e.Path, "/_changes") {
+			t.Fatalf("an idle poll read a changes feed: %s %s", e.Method, e.Path)
+		}
+	}
+	want := 8.0 // _all_dbs + _dbs_info per 100 databases, a lone first call apart
+	if a.Kind == couchtest.PouchDB {
+		want = 1.1 * (1 + n) // no _dbs_info: one GET /db each
+	}
+	if perPoll > want {
+		t.Errorf("%.1f requests per idle poll of %d databases, want at most %v", perPoll, n, want)
+	}
+}
+
+func (r *syncRun) pollsNow() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.polls
+}
+
+// TestSync_DeleteMissing: with DeleteMissing, a database deleted on the
+// source is deleted on the target too; the others stay.
+func TestSync_DeleteMissing(t *testing.T) {
+	ctx := context.Background()
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	seed(t, a, "keep", 2)
+	seed(t, a, "gone", 2)
+	enableDBUpdates(t, a)
+	r := startSync(t, a.URL, b.URL, sofa.SyncOptions{PollInterval: 200 * time.Millisecond, DeleteMissing: true})
+	r.wait("the initial copy", func() bool { return r.caughtUp })
+	if err := couchtest.NewClient(a.URL).DeleteDB(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("gone's deletion", func() bool { return r.deleted["gone"] != "" })
+	cb := couchtest.NewClient(b.URL)
+	if _, err := cb.Do(ctx, "GET", "/gone", nil, nil); couchtest.StatusOf(err) != 404 {
+		t.Errorf("target's gone: %v, want 404", err)
+	}
+	if _, err := cb.Do(ctx, "GET", "/keep", nil, nil); err != nil {
+		t.Errorf("target's keep: %v", err)
+	}
+	sum, _ := r.stop()
+	if fmt.Sprint(sum.DeletedOnTarget) != "[gone]" {
+		t.Errorf("deleted on the target: %v", sum.DeletedOnTarget)
+	}
+}
