@@ -12,6 +12,7 @@ import (
 
 	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/metrics"
+	"github.com/sofadb/sofa/replicate"
 )
 
 // continuousFlags are replicate's flags of a continuous run.
@@ -96,4 +97,21 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 		return &exitError{code: exitInterrupted, err: errors.New("interrupted: checkpoints written; run the same command again to resume")}
 	}
 	return libErr(err)
+}
+
+// serveDBMetrics serves --metrics-addr for a continuous copy of one
+// database and returns the observer that feeds it (metrics labelled with
+// the source database's name).
+func (rc *replicateCmd) serveDBMetrics(ctx context.Context, name string) (replicate.Observer, error) {
+	m := metrics.New()
+	addr, err := m.Serve(ctx, rc.cont.metricsAddr)
+	if err != nil {
+		return nil, usageErr("--metrics-addr %s: %v", rc.cont.metricsAddr, err)
+	}
+	if !rc.quiet {
+		fmt.Fprintf(os.Stderr, "sofa: metrics on http://%s/metrics, status on http://%s/status\n", addr, addr)
+	}
+	db := m.DB(name)
+	db.SetState(metrics.StateRunning)
+	return db, nil
 }

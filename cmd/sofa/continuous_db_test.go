@@ -5,14 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sofadb/sofa/internal/couchtest"
-	"github.com/sofadb/sofa/internal/faultproxy"
 )
 
 // `replicate --continuous` copies, says it has caught up, copies the
@@ -31,7 +33,7 @@ func TestCLI_ContinuousOneDatabase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "replicate", "--continuous", "--flush-interval", "50ms",
-		srv.AdminURL()+"/src", srv.AdminURL()+"/tgt")
+		"--metrics-addr", "127.0.0.1:0", srv.AdminURL()+"/src", srv.AdminURL()+"/tgt")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +50,8 @@ func TestCLI_ContinuousOneDatabase(t *testing.T) {
 			lines <- sc.Text()
 		}
 	}()
+	var metricsAddr string
+	addrRE := regexp.MustCompile(`metrics on http://([0-9.:]+)/metrics`)
 	waitLine := func(what string) {
 		t.Helper()
 		for {
@@ -57,6 +61,9 @@ func TestCLI_ContinuousOneDatabase(t *testing.T) {
 					t.Fatalf("sofa ended before saying %q:\n%s", what, all.String())
 				}
 				all.WriteString(l + "\n")
+				if m := addrRE.FindStringSubmatch(l); m != nil {
+					metricsAddr = m[1]
+				}
 				if strings.Contains(l, what) {
 					return
 				}
@@ -80,6 +87,22 @@ func TestCLI_ContinuousOneDatabase(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	// --metrics-addr serves the database's counters, fed by the engine's
+	// Observer: all 80 documents written, and the lag histogram filled.
+	if metricsAddr == "" {
+		t.Fatalf("sofa did not say where its metrics are:\n%s", all.String())
+	}
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`sofa_db_docs_written_total{db="src"} 80`, "sofa_lag_seconds_count"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q:\n%s", want, body)
+		}
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -97,14 +120,5 @@ func TestCLI_ContinuousOneDatabase(t *testing.T) {
 	again.wantCode(t, exitOK)
 	if d := again.result(t); d.Stats.ChangesRead != 0 {
 		t.Errorf("rerun read %d changes, want 0 (the final checkpoint covers them)\n%s", d.Stats.ChangesRead, again.stdout)
-	}
-
-	// Whole-server continuous replication is not there yet: a usage
-	// error saying so, before anything is copied.
-	px := faultproxy.StartT(t, srv.URL)
-	servers := cliRun(t, bin, "replicate", "--continuous", srv.AdminURL(), px.URL)
-	servers.wantCode(t, exitUsage)
-	if !strings.Contains(servers.stderr, "not yet supported") {
-		t.Errorf("stderr does not say whole-server --continuous is not there yet:\n%s", servers.stderr)
 	}
 }

@@ -200,6 +200,13 @@ func (rc *replicateCmd) replicateDB(ctx context.Context, src, tgt *sofa.Endpoint
 			opts.FlushInterval = -1 // the library's "no wait"
 		}
 		name := src.DBName()
+		if rc.cont.metricsAddr != "" {
+			obs, err := rc.serveDBMetrics(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			opts.Observer = obs
+		}
 		opts.Log = func(s string) {
 			if !rc.quiet {
 				fmt.Fprintf(os.Stderr, "sofa: %s: %s\n", name, s)
