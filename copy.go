@@ -333,6 +333,10 @@ func (c *copier) verifyCopy(ctx context.Context, sdb, tdb *couch.DB, opts replic
 type CopyDBOptions struct {
 	// Engine are the engine's options; set Engine.Counters to watch the
 	// copy as it goes, Engine.Warn and Engine.Debug to hear of it.
+	// Engine.Continuous keeps following the source after the copy until
+	// ctx is cancelled (Engine.FlushInterval, Engine.Log,
+	// Engine.Observer); CopyDB then returns the Result with ctx.Err(),
+	// the final checkpoint written.
 	Engine replicate.Options
 	// CreateTarget creates a missing target database with the source's
 	// properties, `_revs_limit` and `_security`, claimed before any

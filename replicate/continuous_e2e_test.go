@@ -493,3 +493,39 @@ func TestObserver_OneShot(t *testing.T) {
 	}
 	_ = tgt
 }
+
+// An idle source costs nothing: while nothing is written, the run sends
+// no request (the feed stays open, kept alive by heartbeats; checkpoints
+// are written only when the seq moved) and never reconnects, on either
+// server (both send the heartbeats asked for).
+func TestContinuous_IdleIsQuiet(t *testing.T) {
+	srv, src, tgt, sdb, tdb := pair(t)
+	localLoad(t, srv, src, 0, 20)
+	obs := newRecObserver()
+	f := follow(t, sdb, tdb, replicate.Options{Observer: obs, Heartbeat: 200 * time.Millisecond, CheckpointInterval: 100 * time.Millisecond})
+	obs.waitCaughtUp(t)
+	waitEqual(t, srv, src, tgt, f)
+	for len(obs.snapshot().checkpoints) == 0 { // the checkpoint of the catch-up
+		select {
+		case <-f.done:
+			t.Fatalf("run ended: %v", f.err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	before := sdb.Server().Stats.Requests.Load() + tdb.Server().Stats.Requests.Load()
+	// A window of ten heartbeat watchdog periods (3 heartbeats each)
+	// without a write: what is asserted is that nothing happens in it.
+	select {
+	case <-f.done:
+		t.Fatalf("the run ended while idle: %v", f.err)
+	case <-time.After(10 * 3 * 200 * time.Millisecond):
+	}
+	after := sdb.Server().Stats.Requests.Load() + tdb.Server().Stats.Requests.Load()
+	f.alive(t)
+	if s := obs.snapshot(); len(s.reconnects) != 0 || after != before {
+		t.Errorf("idle for 6 s: %d requests, reconnects %v; want none", after-before, s.reconnects)
+	}
+	localLoad(t, srv, src, 20, 5)
+	waitEqual(t, srv, src, tgt, f)
+	f.stop(t)
+}

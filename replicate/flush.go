@@ -106,6 +106,9 @@ func (r *run) runBatch(ctx context.Context, b *batch, tr *tracker) error {
 			r.c.batches.Add(1)
 			r.opts.Observer.BatchWritten(int(acct.written.Load()), int(acct.failures.Load()), time.Since(b.first))
 			r.live.done(b.n)
+			if n := acct.failures.Load(); n > 0 && r.opts.Continuous {
+				r.logf("%d revisions not copied (doc_write_failures, listed at the end); the checkpoint stays before them, so a restart tries them again", n)
+			}
 			return nil
 		}
 		if !r.opts.Continuous || ctx.Err() != nil || attempt >= maxBatchAttempts {
