@@ -23,7 +23,8 @@ type VerifyOptions struct {
 	// listed). LenientRevpos is set when either side is PouchDB Server.
 	Compare verify.Options
 	// Selection picks the databases of two servers (Skip: ReplicateSkip
-	// when nil). A selection matching nothing compares nothing.
+	// when nil; Shard: one part of the databases of a, and of those only
+	// b holds). A selection matching nothing compares nothing.
 	Selection Selection
 	// MaxDBs, Fixed and IdealDuration are as in CopyOptions.
 	MaxDBs        int
@@ -66,6 +67,9 @@ func Verify(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*VerifySummar
 		return nil, optionErr("verify: %s is an archive: give it first", b)
 	}
 	o.Compare.LenientRevpos = o.Compare.LenientRevpos || isPouch(a) || isPouch(b)
+	if o.Selection.Shard.Sharded() && (a.Kind() != KindServer || b.Kind() != KindServer) {
+		return nil, optionErr("--shard %s: a sharded verify compares two server URLs", o.Selection.Shard)
+	}
 	switch {
 	case a.Kind() == KindArchive:
 		return verifyArchive(ctx, a, b, o.Compare)
@@ -122,10 +126,10 @@ func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*Verif
 	if o.Selection.Skip == nil {
 		o.Selection.Skip = ReplicateSkip
 	}
-	filter := o.Selection.filter()
-	if err := filter.Validate(); err != nil {
-		return nil, &OptionError{Err: err}
+	if err := o.Selection.Validate(); err != nil {
+		return nil, err
 	}
+	filter := o.Selection.filter()
 	as, bs := a.couch.Server, b.couch.Server
 	an, err := fleet.ListDBs(ctx, as, 0)
 	if err != nil {
@@ -135,7 +139,7 @@ func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*Verif
 	if err != nil {
 		return nil, fmt.Errorf("b: list databases: %w", err)
 	}
-	dbs := filter.Apply(an)
+	dbs := o.Selection.apply(an)
 	var mu sync.Mutex
 	out := map[string]VerifyDB{}
 	job := func(ctx context.Context, name string, p *progress.DB) (fleet.DBResult, error) {
@@ -167,7 +171,7 @@ func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*Verif
 	// A name a holds that b's listing lacks may be stored under another
 	// name there (PouchDB Server keeps "a/b" as "ab"): resolved first.
 	for _, n := range fleet.Unmatched(ctx, bs, an, filter.Apply(bn)) {
-		if !inA[n] {
+		if !inA[n] && o.Selection.Shard.Holds(n) {
 			rep := &verify.Report{Mode: o.Compare.Mode.String(), Total: 1, ByKind: map[verify.Kind]int{verify.KindOnlyInB: 1},
 				Differences: []verify.Difference{{Kind: verify.KindOnlyInB, Detail: fmt.Sprintf("database %q exists only in b", n)}}}
 			res.add(VerifyDB{Name: n, Status: "different", Report: rep})
@@ -226,6 +230,35 @@ func verifyArchive(ctx context.Context, a, b *Endpoint, o verify.Options) (*Veri
 			res.Interrupted = true
 			break
 		}
+	}
+	return &res, nil
+}
+
+// VerifySet compares each database of every present member of a set
+// (see OpenSet) with the database of the same name on the server b, as
+// Verify does for one archive; the outcomes of all members are in one
+// summary.
+func VerifySet(ctx context.Context, set *ArchiveSet, b *Endpoint, o VerifyOptions) (*VerifySummary, error) {
+	if b.Kind() != KindServer {
+		return nil, optionErr("verify: a set holds several databases: compare it with a server URL, not %s", b)
+	}
+	o.Compare.LenientRevpos = o.Compare.LenientRevpos || isPouch(b)
+	var res VerifySummary
+	for _, m := range set.Members {
+		r, err := verifyArchive(ctx, m, b, o.Compare)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range r.DBs {
+			res.add(d)
+		}
+		if r.Interrupted {
+			res.Interrupted = true
+			break
+		}
+	}
+	if res.DBsTotal == 0 {
+		res.Equal = true
 	}
 	return &res, nil
 }

@@ -38,6 +38,9 @@ type Options struct {
 	// Since makes the archive an incremental one continuing the archive
 	// it describes (see ReadSeqs); nil means a full backup.
 	Since *Since
+	// Shard marks the archive as one member of a sharded backup (see
+	// Header.Shard); nil: not sharded.
+	Shard *Shard
 	// Now returns the creation time; nil means time.Now.
 	Now func() time.Time
 	// ChunkWorkers is the number of doc chunks of the whole archive
@@ -108,7 +111,7 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 		hdr: Header{
 			Format: FormatName, Version: FormatVersion, Tool: opts.Tool,
 			Created: now().UTC().Truncate(time.Second), Compression: c,
-			ID: hex.EncodeToString(id[:]), Since: opts.Since, Source: opts.Source,
+			ID: hex.EncodeToString(id[:]), Since: opts.Since, Source: opts.Source, Shard: opts.Shard,
 		},
 		tw:        tar.NewWriter(w),
 		names:     map[string]bool{},
