@@ -14,13 +14,13 @@ import (
 )
 
 type verifyCmd struct {
-	client    clientFlags
-	control   controlFlags
-	full      bool
-	metadata  bool
-	maxDiffs  int
-	jsonOut   bool
-	quiet     bool
+	client       clientFlags
+	control      controlFlags
+	full         bool
+	metadata     bool
+	maxDiffs     int
+	jsonOut      bool
+	quiet        bool
 	include      []string
 	exclude      []string
 	shard        shardFlag
