@@ -22,7 +22,7 @@ import (
 // 0x100000001b3).
 func TestShardOf_Golden(t *testing.T) {
 	for _, c := range []struct {
-		name    string
+		name     string
 		of8, of3 int
 	}{
 		{"", 5, 2},
