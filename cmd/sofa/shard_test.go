@@ -102,6 +102,18 @@ func TestShard_Processes(t *testing.T) {
 	// The set checks out alone, restores (named by its ARCHIVE name) into
 	// an empty server equal to the source, and verifies against the copy.
 	arSofa(t, bin, nil, "verify", manifest).want(t, exitOK)
+	r := arSofa(t, bin, nil, "ls", base, "--json")
+	r.want(t, exitOK)
+	var ls struct {
+		Count   int `json:"count"`
+		Members []struct {
+			Databases []struct{ Name string } `json:"databases"`
+		} `json:"members"`
+	}
+	decodeJSON(t, r.stdout, &ls)
+	if ls.Count != n || len(ls.Members) != n {
+		t.Errorf("ls of the set: %s", r.stdout)
+	}
 	tgt := couchtest.Start(t)
 	arSofa(t, bin, nil, "restore", base, tgt.URL, "-q").want(t, exitOK)
 	for _, db := range names {
@@ -115,7 +127,7 @@ func TestShard_Processes(t *testing.T) {
 		t.Fatal(err)
 	}
 	tgt2 := couchtest.Start(t)
-	r := arSofa(t, bin, nil, "restore", manifest, tgt2.URL)
+	r = arSofa(t, bin, nil, "restore", manifest, tgt2.URL)
 	r.want(t, exitFatal)
 	if line := r.errLine(t); !strings.Contains(line, "partial") || !strings.Contains(line, missing) || !strings.Contains(line, "--allow-partial") {
 		t.Errorf("restore of a partial set: %q", line)
@@ -124,6 +136,9 @@ func TestShard_Processes(t *testing.T) {
 		t.Errorf("a refused partial restore created databases: %v", dbs)
 	}
 	arSofa(t, bin, nil, "verify", manifest).want(t, exitFatal)
+	if r := arSofa(t, bin, nil, "ls", manifest); r.code != exitOK || !strings.Contains(r.stdout, "MISSING") {
+		t.Errorf("ls of a partial set: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	r = arSofa(t, bin, nil, "restore", manifest, tgt2.URL, "--allow-partial", "-q")
 	r.want(t, exitOK)
 	if !strings.Contains(r.stderr, missing) {
