@@ -379,7 +379,14 @@ func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, f
 		inflight = replicate.DefaultMaxInflightBytes
 	}
 	blobMem := min(archive.DefaultBlobMemory, max(inflight/4, 1))
-	rd, err := archive.NewReader(f, &archive.ReaderOptions{BlobMemory: blobMem})
+	ropts := &archive.ReaderOptions{BlobMemory: blobMem}
+	var rd *archive.Reader
+	if idx := selectiveIndex(f, filter); idx != nil {
+		// Only the selected groups and the blobs they refer to are read.
+		rd, err = archive.NewIndexedReader(f, idx, filter.Match, ropts)
+	} else {
+		rd, err = archive.NewReader(f, ropts)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -823,4 +830,25 @@ func addResult(s *fleet.Summary, r fleet.DBResult, err error) {
 		r.Status = fleet.StatusOK
 	}
 	s.Add(r)
+}
+
+// selectiveIndex returns the index of an archive readable at offsets
+// when filter leaves some of its databases out (a restore with
+// --include): then only what the selected ones need is read. Nil when
+// the archive has no index, cannot be read at offsets (stdin), or every
+// database is selected (read in order, the manifest checked too).
+func selectiveIndex(f storage.Reader, filter fleet.Filter) *archive.Index {
+	if f.Size() <= 0 {
+		return nil
+	}
+	idx, err := archive.ReadIndex(f, f.Size())
+	if err != nil {
+		return nil
+	}
+	for _, d := range idx.Databases {
+		if !filter.Match(d.Summary.Name) {
+			return idx
+		}
+	}
+	return nil
 }

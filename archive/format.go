@@ -8,11 +8,13 @@ import (
 )
 
 // FormatName and FormatVersion identify the archive format in its header
-// member. A reader accepts exactly FormatVersion; a future incompatible
-// layout gets a new version and is refused with ErrVersion by this one.
+// member. Writers write FormatVersion (2: version 1 plus index.json and
+// footer.json after the manifest); a reader accepts MinFormatVersion to
+// FormatVersion, and refuses a later one with ErrVersion.
 const (
-	FormatName    = "sofa-archive"
-	FormatVersion = 1
+	FormatName       = "sofa-archive"
+	FormatVersion    = 2
+	MinFormatVersion = 1
 )
 
 // Header is the first member of an archive (header.json, uncompressed).

@@ -72,6 +72,8 @@ type Writer struct {
 
 	mu        sync.Mutex
 	tw        *tar.Writer
+	cw        *countWriter // under tw: the offset of what tw wrote
+	ix        *indexer
 	err       error
 	closed    bool
 	owner     *DBWriter   // database writing straight into tw
@@ -113,13 +115,15 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 			Created: now().UTC().Truncate(time.Second), Compression: c,
 			ID: hex.EncodeToString(id[:]), Since: opts.Since, Source: opts.Source, Shard: opts.Shard,
 		},
-		tw:        tar.NewWriter(w),
+		cw:        &countWriter{w: w},
 		names:     map[string]bool{},
 		dirs:      map[string]string{},
 		open:      map[*DBWriter]bool{},
 		committed: map[[32]byte]struct{}{},
 		members:   spillBuffer{dir: opts.TempDir, limit: 1 << 20},
 	}
+	aw.tw = tar.NewWriter(aw.cw)
+	aw.ix = newIndexer(aw.hdr)
 	raw, err := json.MarshalIndent(aw.hdr, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("archive: header: %w", err)
@@ -194,6 +198,9 @@ func (w *Writer) Close() error {
 	if err := w.writeManifestLocked(); err != nil {
 		return w.fail(err)
 	}
+	if err := w.writeIndexLocked(); err != nil {
+		return w.fail(err)
+	}
 	if err := w.tw.Close(); err != nil {
 		return w.fail(fmt.Errorf("archive: close: %w", err))
 	}
@@ -232,13 +239,83 @@ func (w *Writer) writeMemberLocked(name string, stored []byte, rawSize int64, ra
 	if w.err != nil {
 		return w.err
 	}
+	start, err := w.offsetLocked()
+	if err != nil {
+		return w.fail(fmt.Errorf("archive: write %q: %w", name, err))
+	}
 	if err := w.tw.WriteHeader(w.tarHeader(name, int64(len(stored)), rawSize, sum, rawSum)); err != nil {
 		return w.fail(fmt.Errorf("archive: write %q: %w", name, err))
 	}
 	if _, err := w.tw.Write(stored); err != nil {
 		return w.fail(fmt.Errorf("archive: write %q: %w", name, err))
 	}
+	if err := w.noteSpanLocked(name, start); err != nil {
+		return err
+	}
 	return w.noteMemberLocked(name, int64(len(stored)), rawSize, sum, rawSum)
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// offsetLocked is the offset of the next member: what tw wrote, with the
+// padding of the member before it.
+func (w *Writer) offsetLocked() (int64, error) {
+	if err := w.tw.Flush(); err != nil {
+		return 0, err
+	}
+	return w.cw.n, nil
+}
+
+// noteSpanLocked tells the index that member name, written whole, began
+// at start.
+func (w *Writer) noteSpanLocked(name string, start int64) error {
+	end, err := w.offsetLocked()
+	if err != nil {
+		return w.fail(fmt.Errorf("archive: write %q: %w", name, err))
+	}
+	w.ix.member(name, start, end)
+	return nil
+}
+
+// writeIndexLocked writes index.json and footer.json after the manifest
+// (see index.go); the footer is the last FooterSize bytes before the tar
+// trailer.
+func (w *Writer) writeIndexLocked() error {
+	raw, err := w.ix.encode(w.summaries)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(raw)
+	if err := w.tw.WriteHeader(w.tarHeader(indexName, int64(len(raw)), int64(len(raw)), sum, sum)); err != nil {
+		return fmt.Errorf("archive: write %s: %w", indexName, err)
+	}
+	at := w.cw.n // tw writes headers through at once
+	if _, err := w.tw.Write(raw); err != nil {
+		return fmt.Errorf("archive: write %s: %w", indexName, err)
+	}
+	f, err := footer{Format: FooterFormat, Version: FormatVersion, ID: w.hdr.ID,
+		IndexOffset: at, IndexSize: int64(len(raw)), IndexSHA256: hex.EncodeToString(sum[:])}.encode()
+	if err != nil {
+		return err
+	}
+	fsum := sha256.Sum256(f)
+	if err := w.tw.WriteHeader(w.tarHeader(footerName, FooterSize, FooterSize, fsum, fsum)); err != nil {
+		return fmt.Errorf("archive: write %s: %w", footerName, err)
+	}
+	if _, err := w.tw.Write(f); err != nil {
+		return fmt.Errorf("archive: write %s: %w", footerName, err)
+	}
+	return nil
 }
 
 // noteMemberLocked records a member written to tw in the manifest list.
@@ -308,6 +385,10 @@ func (w *Writer) writeManifestLocked() error {
 	var sum [32]byte
 	h.Sum(sum[:0])
 	size := int64(len(head)) + w.members.size + int64(len(tail))
+	start, err := w.offsetLocked()
+	if err != nil {
+		return fmt.Errorf("archive: write manifest: %w", err)
+	}
 	if err := w.tw.WriteHeader(w.tarHeader(manifestName, size, size, sum, sum)); err != nil {
 		return fmt.Errorf("archive: write manifest: %w", err)
 	}
@@ -323,7 +404,7 @@ func (w *Writer) writeManifestLocked() error {
 	if _, err := w.tw.Write(tail); err != nil {
 		return fmt.Errorf("archive: write manifest: %w", err)
 	}
-	return nil
+	return w.noteSpanLocked(manifestName, start)
 }
 
 // finishDB is called by a closed DBWriter: its group is complete (direct)
@@ -333,6 +414,11 @@ func (w *Writer) finishDB(d *DBWriter, sum DBSummary) error {
 	defer w.mu.Unlock()
 	delete(w.open, d)
 	d.summary = sum
+	refs := make([][32]byte, 0, len(d.blobs))
+	for k := range d.blobs {
+		refs = append(refs, k)
+	}
+	w.ix.refs[d.dir] = refs
 	if d.direct {
 		w.summaries = append(w.summaries, sum)
 		w.owner = nil
@@ -397,6 +483,10 @@ func (w *Writer) appendSpoolLocked(d *DBWriter) error {
 			}
 			continue
 		}
+		start, err := w.offsetLocked()
+		if err != nil {
+			return w.fail(fmt.Errorf("archive: write %q: %w", h.Name, err))
+		}
 		if err := w.tw.WriteHeader(h); err != nil {
 			return w.fail(fmt.Errorf("archive: write %q: %w", h.Name, err))
 		}
@@ -404,6 +494,9 @@ func (w *Writer) appendSpoolLocked(d *DBWriter) error {
 		n, err := io.Copy(io.MultiWriter(w.tw, hs), tr)
 		if err != nil {
 			return w.fail(fmt.Errorf("archive: write %q: %w", h.Name, err))
+		}
+		if err := w.noteSpanLocked(h.Name, start); err != nil {
+			return err
 		}
 		var got [32]byte
 		hs.Sum(got[:0])
