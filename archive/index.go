@@ -15,17 +15,17 @@ import (
 // so that a reader that can read at an offset (a file, ranged GETs on an
 // object store) finds any database without reading the others:
 //
-//	index.json    where each database group, each blob and the manifest
+//	index.json.gz where each database group, each blob and the manifest
 //	              are (byte spans of the file), with the header and the
 //	              database summaries: all that `sofa ls` prints
-//	footer.json   exactly FooterSize bytes pointing at index.json
+//	footer.json   exactly FooterSize bytes pointing at the index
 //
 // then the tar trailer (two zero blocks, 1024 bytes). The footer's
 // content is therefore the FooterSize bytes just before the trailer, at
 // size-1024-FooterSize.
 
 const (
-	indexName  = "index.json"
+	indexName  = "index.json.gz" // gzip: small, and no large encoder to hold
 	footerName = "footer.json"
 	// IndexFormat and FooterFormat name the index and footer members.
 	IndexFormat  = "sofa-archive-index"
@@ -81,9 +81,10 @@ type footer struct {
 	Format      string `json:"format"` // FooterFormat
 	Version     int    `json:"version"`
 	ID          string `json:"id"`
-	IndexOffset int64  `json:"index_offset"` // of index.json's content
-	IndexSize   int64  `json:"index_size"`
-	IndexSHA256 string `json:"index_sha256"`
+	IndexOffset  int64  `json:"index_offset"` // of the index member's stored bytes
+	IndexSize    int64  `json:"index_size"`   // stored (gzip) bytes
+	IndexSHA256  string `json:"index_sha256"` // of the stored bytes
+	IndexRawSize int64  `json:"index_raw_size"`
 }
 
 func (f footer) encode() ([]byte, error) {
@@ -137,7 +138,16 @@ func ReadIndex(r io.ReaderAt, size int64) (*Index, error) {
 	if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != f.IndexSHA256 {
 		return nil, memberErr(indexName, ErrChecksum, "bytes do not match the SHA-256 in the footer")
 	}
-	return parseIndex(raw, f.ID)
+	if f.IndexRawSize <= 0 || f.IndexRawSize > DefaultMaxMemberSize {
+		return nil, memberErr(footerName, ErrFormat, fmt.Sprintf("index of %d bytes", f.IndexRawSize))
+	}
+	var dec decoders
+	defer dec.close()
+	js, err := dec.decompress(indexName, Gzip, raw, f.IndexRawSize)
+	if err != nil {
+		return nil, err
+	}
+	return parseIndex(js, f.ID)
 }
 
 func parseIndex(raw []byte, id string) (*Index, error) {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -204,12 +205,12 @@ func TestIndex_Version1AndDamage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := bytes.LastIndex(data, []byte(`"format":"`+IndexFormat+`"`))
-	if at < 0 {
-		t.Fatal("no index in the archive")
+	var f footer
+	if err := json.Unmarshal(bytes.TrimSpace(data[len(data)-tarTrailer-FooterSize:len(data)-tarTrailer]), &f); err != nil {
+		t.Fatal(err)
 	}
 	bad := slices.Clone(data)
-	bad[at+1] = 'F'
+	bad[f.IndexOffset+f.IndexSize/2] ^= 0x01
 	r = bytes.NewReader(bad)
 	if _, err := ReadIndex(r, r.Size()); !errors.Is(err, ErrChecksum) {
 		t.Errorf("ReadIndex of a changed index: %v", err)

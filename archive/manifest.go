@@ -178,8 +178,7 @@ func (r *Reader) readIndexMembers() error {
 	if err := json.Unmarshal(bytes.TrimRight(fm.raw, " \n"), &f); err != nil || f.Format != FooterFormat {
 		return memberErr(fm.name, ErrFormat, "not a footer")
 	}
-	sum := sha256.Sum256(im.raw)
-	if f.ID != r.hdr.ID || f.IndexSize != int64(len(im.raw)) || f.IndexSHA256 != hex.EncodeToString(sum[:]) {
+	if f.ID != r.hdr.ID || f.IndexRawSize != int64(len(im.raw)) || f.IndexSHA256 != im.sum {
 		return memberErr(fm.name, ErrManifest, "the footer does not point at this archive's index")
 	}
 	return nil

@@ -17,7 +17,7 @@ import (
 //	blob/<sha256 hex>[.zst|.gz]
 //	db/<dir>/end.json                   last member of a database group
 //	manifest.json                       last member (version 1)
-//	index.json, footer.json             after the manifest (version 2)
+//	index.json.gz, footer.json          after the manifest (version 2)
 const (
 	headerName   = "header.json"
 	manifestName = "manifest.json"
@@ -127,7 +127,7 @@ func parseName(name string) (parsedName, error) {
 	case manifestName:
 		return parsedName{kind: kindManifest, codec: None}, nil
 	case indexName:
-		return parsedName{kind: kindIndex, codec: None}, nil
+		return parsedName{kind: kindIndex, codec: Gzip}, nil
 	case footerName:
 		return parsedName{kind: kindFooter, codec: None}, nil
 	}

@@ -295,16 +295,17 @@ func (w *Writer) writeIndexLocked() error {
 	if err != nil {
 		return err
 	}
-	sum := sha256.Sum256(raw)
-	if err := w.tw.WriteHeader(w.tarHeader(indexName, int64(len(raw)), int64(len(raw)), sum, sum)); err != nil {
+	stored := compress(Gzip, nil, raw)
+	rawSum, sum := sha256.Sum256(raw), sha256.Sum256(stored)
+	if err := w.tw.WriteHeader(w.tarHeader(indexName, int64(len(stored)), int64(len(raw)), sum, rawSum)); err != nil {
 		return fmt.Errorf("archive: write %s: %w", indexName, err)
 	}
 	at := w.cw.n // tw writes headers through at once
-	if _, err := w.tw.Write(raw); err != nil {
+	if _, err := w.tw.Write(stored); err != nil {
 		return fmt.Errorf("archive: write %s: %w", indexName, err)
 	}
 	f, err := footer{Format: FooterFormat, Version: FormatVersion, ID: w.hdr.ID,
-		IndexOffset: at, IndexSize: int64(len(raw)), IndexSHA256: hex.EncodeToString(sum[:])}.encode()
+		IndexOffset: at, IndexSize: int64(len(stored)), IndexSHA256: hex.EncodeToString(sum[:]), IndexRawSize: int64(len(raw))}.encode()
 	if err != nil {
 		return err
 	}
