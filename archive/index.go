@@ -78,9 +78,9 @@ type Index struct {
 
 // footer is the content of footer.json.
 type footer struct {
-	Format      string `json:"format"` // FooterFormat
-	Version     int    `json:"version"`
-	ID          string `json:"id"`
+	Format       string `json:"format"` // FooterFormat
+	Version      int    `json:"version"`
+	ID           string `json:"id"`
 	IndexOffset  int64  `json:"index_offset"` // of the index member's stored bytes
 	IndexSize    int64  `json:"index_size"`   // stored (gzip) bytes
 	IndexSHA256  string `json:"index_sha256"` // of the stored bytes
