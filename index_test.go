@@ -13,6 +13,7 @@ import (
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/internal/couchtest"
 	"github.com/sofadb/sofa/storage"
+	"github.com/sofadb/sofa/verify"
 )
 
 // countingStore is a storage.Store that counts the bytes read from the
@@ -129,6 +130,16 @@ func TestArchiveIndex_ReadsOnlyWhatIsNeeded(t *testing.T) {
 		t.Errorf("restore --include small read %d bytes (%d in order) of an archive of %d", read, st.seq.Load(), info.Size)
 	}
 	t.Logf("restore --include small: %d bytes in order, %d at offsets, of %d", st.seq.Load(), st.at.Load(), info.Size)
+
+	// verify --include small against the copy: not the big group either.
+	st.reset()
+	vs, err := sofa.Verify(ctx, ar, dst, sofa.VerifyOptions{Selection: sofa.Selection{Include: []string{"small"}}, Compare: verify.Options{Mode: verify.Full}})
+	if err != nil || !vs.Equal || vs.DBsTotal != 1 {
+		t.Fatalf("verify --include small: %+v, %v", vs, err)
+	}
+	if read := st.seq.Load() + st.at.Load(); read > 256<<10 {
+		t.Errorf("verify --include small read %d bytes of an archive of %d", read, info.Size)
+	}
 
 	// restore --include big: its attachments come back whole.
 	sum, err = sofa.Restore(ctx, []*sofa.Endpoint{ar}, dst, sofa.RestoreOptions{Selection: sofa.Selection{Include: []string{"big"}}})

@@ -24,7 +24,9 @@ type VerifyOptions struct {
 	Compare verify.Options
 	// Selection picks the databases of two servers (Skip: ReplicateSkip
 	// when nil; Shard: one part of the databases of a, and of those only
-	// b holds). A selection matching nothing compares nothing.
+	// b holds), or with Include and Exclude those of an archive (read
+	// through its index when it has one: only the picked databases). A
+	// selection matching nothing compares nothing.
 	Selection Selection
 	// MaxDBs, Fixed and IdealDuration are as in CopyOptions.
 	MaxDBs        int
@@ -72,7 +74,10 @@ func Verify(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*VerifySummar
 	}
 	switch {
 	case a.Kind() == KindArchive:
-		return verifyArchive(ctx, a, b, o.Compare)
+		if err := o.Selection.Validate(); err != nil {
+			return nil, err
+		}
+		return verifyArchive(ctx, a, b, o.Compare, archiveFilter(o.Selection))
 	case a.Kind() == KindServer && b.Kind() == KindServer:
 		return verifyServers(ctx, a, b, o)
 	case a.Kind() == KindDatabase && b.Kind() == KindDatabase:
@@ -187,14 +192,23 @@ func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*Verif
 // verifyArchive compares each database of an archive with the database
 // of the same name on a server (or with the one database of a database
 // URL), as the archive recorded it.
-func verifyArchive(ctx context.Context, a, b *Endpoint, o verify.Options) (*VerifySummary, error) {
+//
+// filter (Include and Exclude of the options' Selection) picks the
+// archive's databases; when it leaves some out and the archive has an
+// index, only the picked ones are read.
+func verifyArchive(ctx context.Context, a, b *Endpoint, o verify.Options, filter fleet.Filter) (*VerifySummary, error) {
 	path := a.archive
 	f, err := a.store.Open(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	rd, err := archive.NewReader(f, nil)
+	var rd *archive.Reader
+	if idx := selectiveIndex(f, filter); idx != nil {
+		rd, err = archive.NewIndexedReader(f, idx, filter.Match, nil)
+	} else {
+		rd, err = archive.NewReader(f, nil)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -212,6 +226,9 @@ func verifyArchive(ctx context.Context, a, b *Endpoint, o verify.Options) (*Veri
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if !filter.Match(dbr.Name()) {
+			continue
 		}
 		name := dbr.Name()
 		if b.DBName() != "" {
@@ -245,7 +262,7 @@ func VerifySet(ctx context.Context, set *ArchiveSet, b *Endpoint, o VerifyOption
 	o.Compare.LenientRevpos = o.Compare.LenientRevpos || isPouch(b)
 	var res VerifySummary
 	for _, m := range set.Members {
-		r, err := verifyArchive(ctx, m, b, o.Compare)
+		r, err := verifyArchive(ctx, m, b, o.Compare, archiveFilter(o.Selection))
 		if err != nil {
 			return nil, err
 		}
@@ -261,4 +278,11 @@ func VerifySet(ctx context.Context, set *ArchiveSet, b *Endpoint, o VerifyOption
 		res.Equal = true
 	}
 	return &res, nil
+}
+
+// archiveFilter is the part of a selection that applies to an archive's
+// databases: Include and Exclude (an archive holds what its backup
+// selected; no Skip).
+func archiveFilter(s Selection) fleet.Filter {
+	return fleet.Filter{Include: s.Include, Exclude: s.Exclude}
 }
