@@ -24,8 +24,18 @@ type BackupOptions struct {
 	// Engine are the one-database engine's options (see CopyOptions).
 	Engine replicate.Options
 	// Selection picks the source's databases (Skip: BackupSkip when nil);
-	// a database endpoint is its one database.
+	// a database endpoint is its one database. With Selection.Shard i/n
+	// (a server source only) the archive is the member
+	// ShardArchiveName(dst, i/n) of a set, and the set manifest
+	// SetManifestName(dst) is written (over the same one of the other
+	// workers) once the member is committed; an empty shard writes an
+	// archive without databases.
 	Selection Selection
+	// SetID names the run of a sharded backup: recorded in the manifest
+	// and in every member, so that a restore refuses a member another run
+	// left ("": none, members are told apart by n and index only). Give
+	// every worker of one run the same (a Kubernetes Job's name).
+	SetID string
 	// Since names the previous archive of the chain, in the target's
 	// store (or a local file when the target is s3://): only what
 	// changed after it is stored. "": a full backup.
@@ -60,10 +70,29 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	if o.Selection.Skip == nil {
 		o.Selection.Skip = BackupSkip
 	}
+	if err := o.Selection.Validate(); err != nil {
+		return nil, err
+	}
+	name := dst.archive
+	var shard *archive.Shard
+	if sh := o.Selection.Shard; sh.Sharded() {
+		switch {
+		case name == storage.Stdio:
+			return nil, optionErr("--shard %s: a sharded backup writes a set of archives: give an ARCHIVE name, not -", sh)
+		case o.Since != "":
+			return nil, optionErr("--shard %s with --since: incremental sharded backups are not supported; take a full one", sh)
+		case src.Kind() != KindServer:
+			return nil, optionErr("--shard %s: %s is a database; a sharded backup needs a server URL", sh, src)
+		case strings.HasSuffix(name, ".set.json"):
+			return nil, optionErr("--shard %s: give the ARCHIVE name (backup.sofa), not the set manifest's", sh)
+		}
+		name = ShardArchiveName(name, sh)
+		shard = &archive.Shard{Index: sh.Index, Count: sh.Count, SetID: o.SetID}
+	}
 	// The archive's name is checked (and its temporary file created)
 	// before the source is read: a name that cannot be written fails at
 	// once, not after the whole backup.
-	sink, err := dst.store.Create(ctx, dst.archive, storage.CreateOptions{Overwrite: o.Overwrite, OnStale: func(p string) {
+	sink, err := dst.store.Create(ctx, name, storage.CreateOptions{Overwrite: o.Overwrite, OnStale: func(p string) {
 		o.logf("removed %s (left by a killed backup)", p)
 	}})
 	if err != nil {
@@ -101,10 +130,10 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		return nil, err
 	}
 	tempDir := o.TempDir
-	if _, local := dst.store.(storage.Local); tempDir == "" && local && dst.archive != storage.Stdio {
-		tempDir = filepath.Dir(dst.archive)
+	if _, local := dst.store.(storage.Local); tempDir == "" && local && name != storage.Stdio {
+		tempDir = filepath.Dir(name)
 	}
-	w, err := archive.NewWriter(sink, archive.Options{Compression: o.Compression, Tool: o.Tool, Source: source, Since: since, TempDir: tempDir})
+	w, err := archive.NewWriter(sink, archive.Options{Compression: o.Compression, Tool: o.Tool, Source: source, Since: since, Shard: shard, TempDir: tempDir})
 	if err != nil {
 		sink.Abort()
 		return nil, fmt.Errorf("write archive: %w", err)
@@ -130,6 +159,11 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	committed = true // Commit removes what it leaves on failure
 	if err := sink.Commit(); err != nil {
 		return nil, err
+	}
+	if shard != nil {
+		if err := writeSetManifest(ctx, dst.store, dst.archive, shard.Count, o.SetID); err != nil {
+			return &sum, fmt.Errorf("backup: %w", err)
+		}
 	}
 	return &sum, nil
 }

@@ -107,21 +107,49 @@ func PlanRestore(ctx context.Context, archives []*Endpoint, o RestoreOptions) (*
 			return nil, optionErr("restore: %s is not an archive", a)
 		}
 	}
-	if o.Replace && o.ReuseExisting {
-		return nil, optionErr("--replace and --reuse-existing exclude each other: --replace deletes and recreates existing databases, --reuse-existing writes into them")
-	}
-	if o.Selection.Skip == nil && !o.WithReplicator {
-		o.Selection.Skip = []string{"_replicator"}
-	}
-	filter := o.Selection.filter()
-	if err := filter.Validate(); err != nil {
-		return nil, &OptionError{Err: err}
+	o, filter, err := o.check()
+	if err != nil {
+		return nil, err
 	}
 	fullFrom, gone, err := checkChain(ctx, archives)
 	if err != nil {
 		return nil, err
 	}
 	return &RestorePlan{archives: archives, c: &restorer{o: o}, filter: filter, fullFrom: fullFrom, gone: gone}, nil
+}
+
+// check validates the options and fills their defaults.
+func (o RestoreOptions) check() (RestoreOptions, fleet.Filter, error) {
+	if o.Replace && o.ReuseExisting {
+		return o, fleet.Filter{}, optionErr("--replace and --reuse-existing exclude each other: --replace deletes and recreates existing databases, --reuse-existing writes into them")
+	}
+	if o.Selection.Shard.Sharded() {
+		return o, fleet.Filter{}, optionErr("--shard %s: a restore takes the set of a sharded backup, not a shard", o.Selection.Shard)
+	}
+	if o.Selection.Skip == nil && !o.WithReplicator {
+		o.Selection.Skip = []string{"_replicator"}
+	}
+	filter := o.Selection.filter()
+	if err := filter.Validate(); err != nil {
+		return o, filter, &OptionError{Err: err}
+	}
+	return o, filter, nil
+}
+
+// PlanRestoreSet plans the restore of a set of archives (see OpenSet):
+// every present member, each a full archive of its shard's databases,
+// into one target, as if they were one archive. Nothing selected across
+// the set is an error (unless Selection.Sharded); a member that holds
+// no selected database is none.
+func PlanRestoreSet(ctx context.Context, set *ArchiveSet, o RestoreOptions) (*RestorePlan, error) {
+	if len(set.Members) == 0 {
+		return nil, fmt.Errorf("restore: no member of set %s is present", set.Manifest)
+	}
+	o, filter, err := o.check()
+	if err != nil {
+		return nil, err
+	}
+	return &RestorePlan{archives: set.Members, c: &restorer{o: o}, filter: filter}, nil
 }
 
 // Run restores the planned archives into dst (see Restore).
@@ -186,7 +214,7 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	switch {
 	case fatalErr != nil:
 		return &sum, fatalErr
-	case sum.DBsTotal == 0 && !o.Selection.Sharded:
+	case sum.DBsTotal == 0 && !o.Selection.mayBeEmpty():
 		return &sum, errors.New("no database of the archive was selected")
 	}
 	return &sum, nil
@@ -520,7 +548,14 @@ func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, f
 		return err
 	}
 	defer f.Close()
-	rd, err := archive.NewReader(f, &archive.ReaderOptions{BlobMemory: c.blobMemory()})
+	ropts := &archive.ReaderOptions{BlobMemory: c.blobMemory()}
+	var rd *archive.Reader
+	if idx := selectiveIndex(f, filter); idx != nil {
+		// Only the selected groups and the blobs they refer to are read.
+		rd, err = archive.NewIndexedReader(f, idx, filter.Match, ropts)
+	} else {
+		rd, err = archive.NewReader(f, ropts)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -924,4 +959,25 @@ func mergeChainResults(s *fleet.Summary) {
 		merged.Add(*byName[name])
 	}
 	*s = merged
+}
+
+// selectiveIndex returns the index of an archive readable at offsets
+// when filter leaves some of its databases out (a restore with
+// --include): then only what the selected ones need is read. Nil when
+// the archive has no index, cannot be read at offsets (stdin), or every
+// database is selected (read in order, the manifest checked too).
+func selectiveIndex(f storage.Reader, filter fleet.Filter) *archive.TOC {
+	if f.Size() <= 0 {
+		return nil
+	}
+	idx, err := archive.ReadTOC(f, f.Size())
+	if err != nil {
+		return nil
+	}
+	for _, d := range idx.Databases {
+		if !filter.Match(d.Summary.Name) {
+			return idx
+		}
+	}
+	return nil
 }

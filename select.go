@@ -14,15 +14,39 @@ type Selection struct {
 	Include []string
 	Exclude []string
 	Skip    []string
-	// Sharded says the selection is one shard of a larger run: a shard
-	// may hold no database. Without it a selection that matches nothing
-	// is an error.
+	// Shard keeps only the databases of one shard of a whole-server run
+	// (see Shard; applied after Include, Exclude and Skip). The zero
+	// Shard keeps them all.
+	Shard Shard
+	// Sharded says the selection is one part of a larger run: it may
+	// hold no database. Without it (and without Shard) a selection that
+	// matches nothing is an error.
 	Sharded bool
 }
 
 func (s Selection) filter() fleet.Filter {
 	return fleet.Filter{Include: s.Include, Exclude: s.Exclude, Skip: s.Skip}
 }
+
+// apply returns the names the selection keeps, in order: the filter's,
+// then the shard's. It is the one place a selection is applied to a
+// server's listing.
+func (s Selection) apply(names []string) []string {
+	kept := s.filter().Apply(names)
+	if !s.Shard.Sharded() {
+		return kept
+	}
+	out := kept[:0:0]
+	for _, n := range kept {
+		if s.Shard.Holds(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// mayBeEmpty: a selection of one part of a run may match nothing.
+func (s Selection) mayBeEmpty() bool { return s.Sharded || s.Shard.Sharded() }
 
 // An OptionError says the options (or arguments) of a call are wrong,
 // not the endpoints: nothing was done. Its message is the problem's.
@@ -38,13 +62,18 @@ func optionErr(format string, args ...any) error {
 // SelectDBs lists the databases an operation on ep works on: the one of
 // a database endpoint (which must exist), or the server's databases kept
 // by sel. role names ep in errors ("source").
+//
+// With sel.Shard, only the databases of that shard are kept (an empty
+// shard is no error) and ep must be a server.
 func SelectDBs(ctx context.Context, ep *Endpoint, sel Selection, role string) ([]string, error) {
-	f := sel.filter()
-	if err := f.Validate(); err != nil {
-		return nil, &OptionError{Err: err}
+	if err := sel.Validate(); err != nil {
+		return nil, err
 	}
 	if ep.couch == nil {
 		return nil, optionErr("%s: %s is an archive, not a server or database", role, ep)
+	}
+	if sel.Shard.Sharded() && ep.couch.DBName != "" {
+		return nil, optionErr("--shard %s: %s is a database; a sharded run needs a server URL", sel.Shard, ep)
 	}
 	if ep.couch.DBName != "" {
 		if _, err := ep.couch.Server.DB(ep.couch.DBName).Info(ctx); err != nil {
@@ -56,8 +85,8 @@ func SelectDBs(ctx context.Context, ep *Endpoint, sel Selection, role string) ([
 	if err != nil {
 		return nil, fmt.Errorf("%s: list databases: %w", role, err)
 	}
-	dbs := f.Apply(names)
-	if len(dbs) == 0 && !sel.Sharded {
+	dbs := sel.apply(names)
+	if len(dbs) == 0 && !sel.mayBeEmpty() {
 		return nil, fmt.Errorf("%s: no database matches (of %d listed)", role, len(names))
 	}
 	return dbs, nil
@@ -77,10 +106,11 @@ func WithoutUsers(skip []string, withUsers bool) []string {
 	return out
 }
 
-// Validate refuses malformed patterns (an *OptionError).
+// Validate refuses malformed patterns and a shard out of range (an
+// *OptionError).
 func (s Selection) Validate() error {
 	if err := s.filter().Validate(); err != nil {
 		return &OptionError{Err: err}
 	}
-	return nil
+	return s.Shard.Validate()
 }

@@ -23,7 +23,10 @@ type VerifyOptions struct {
 	// listed). LenientRevpos is set when either side is PouchDB Server.
 	Compare verify.Options
 	// Selection picks the databases of two servers (Skip: ReplicateSkip
-	// when nil). A selection matching nothing compares nothing.
+	// when nil; Shard: one part of the databases of a, and of those only
+	// b holds), or with Include and Exclude those of an archive (read
+	// through its index when it has one: only the picked databases). A
+	// selection matching nothing compares nothing.
 	Selection Selection
 	// MaxDBs, Fixed and IdealDuration are as in CopyOptions.
 	MaxDBs        int
@@ -66,9 +69,15 @@ func Verify(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*VerifySummar
 		return nil, optionErr("verify: %s is an archive: give it first", b)
 	}
 	o.Compare.LenientRevpos = o.Compare.LenientRevpos || isPouch(a) || isPouch(b)
+	if o.Selection.Shard.Sharded() && (a.Kind() != KindServer || b.Kind() != KindServer) {
+		return nil, optionErr("--shard %s: a sharded verify compares two server URLs", o.Selection.Shard)
+	}
 	switch {
 	case a.Kind() == KindArchive:
-		return verifyArchive(ctx, a, b, o.Compare)
+		if err := o.Selection.Validate(); err != nil {
+			return nil, err
+		}
+		return verifyArchive(ctx, a, b, o.Compare, archiveFilter(o.Selection))
 	case a.Kind() == KindServer && b.Kind() == KindServer:
 		return verifyServers(ctx, a, b, o)
 	case a.Kind() == KindDatabase && b.Kind() == KindDatabase:
@@ -122,10 +131,10 @@ func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*Verif
 	if o.Selection.Skip == nil {
 		o.Selection.Skip = ReplicateSkip
 	}
-	filter := o.Selection.filter()
-	if err := filter.Validate(); err != nil {
-		return nil, &OptionError{Err: err}
+	if err := o.Selection.Validate(); err != nil {
+		return nil, err
 	}
+	filter := o.Selection.filter()
 	as, bs := a.couch.Server, b.couch.Server
 	an, err := fleet.ListDBs(ctx, as, 0)
 	if err != nil {
@@ -135,7 +144,7 @@ func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*Verif
 	if err != nil {
 		return nil, fmt.Errorf("b: list databases: %w", err)
 	}
-	dbs := filter.Apply(an)
+	dbs := o.Selection.apply(an)
 	var mu sync.Mutex
 	out := map[string]VerifyDB{}
 	job := func(ctx context.Context, name string, p *progress.DB) (fleet.DBResult, error) {
@@ -167,7 +176,7 @@ func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*Verif
 	// A name a holds that b's listing lacks may be stored under another
 	// name there (PouchDB Server keeps "a/b" as "ab"): resolved first.
 	for _, n := range fleet.Unmatched(ctx, bs, an, filter.Apply(bn)) {
-		if !inA[n] {
+		if !inA[n] && o.Selection.Shard.Holds(n) {
 			rep := &verify.Report{Mode: o.Compare.Mode.String(), Total: 1, ByKind: map[verify.Kind]int{verify.KindOnlyInB: 1},
 				Differences: []verify.Difference{{Kind: verify.KindOnlyInB, Detail: fmt.Sprintf("database %q exists only in b", n)}}}
 			res.add(VerifyDB{Name: n, Status: "different", Report: rep})
@@ -183,14 +192,23 @@ func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*Verif
 // verifyArchive compares each database of an archive with the database
 // of the same name on a server (or with the one database of a database
 // URL), as the archive recorded it.
-func verifyArchive(ctx context.Context, a, b *Endpoint, o verify.Options) (*VerifySummary, error) {
+//
+// filter (Include and Exclude of the options' Selection) picks the
+// archive's databases; when it leaves some out and the archive has an
+// index, only the picked ones are read.
+func verifyArchive(ctx context.Context, a, b *Endpoint, o verify.Options, filter fleet.Filter) (*VerifySummary, error) {
 	path := a.archive
 	f, err := a.store.Open(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	rd, err := archive.NewReader(f, nil)
+	var rd *archive.Reader
+	if idx := selectiveIndex(f, filter); idx != nil {
+		rd, err = archive.NewIndexedReader(f, idx, filter.Match, nil)
+	} else {
+		rd, err = archive.NewReader(f, nil)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -208,6 +226,9 @@ func verifyArchive(ctx context.Context, a, b *Endpoint, o verify.Options) (*Veri
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if !filter.Match(dbr.Name()) {
+			continue
 		}
 		name := dbr.Name()
 		if b.DBName() != "" {
@@ -228,4 +249,40 @@ func verifyArchive(ctx context.Context, a, b *Endpoint, o verify.Options) (*Veri
 		}
 	}
 	return &res, nil
+}
+
+// VerifySet compares each database of every present member of a set
+// (see OpenSet) with the database of the same name on the server b, as
+// Verify does for one archive; the outcomes of all members are in one
+// summary.
+func VerifySet(ctx context.Context, set *ArchiveSet, b *Endpoint, o VerifyOptions) (*VerifySummary, error) {
+	if b.Kind() != KindServer {
+		return nil, optionErr("verify: a set holds several databases: compare it with a server URL, not %s", b)
+	}
+	o.Compare.LenientRevpos = o.Compare.LenientRevpos || isPouch(b)
+	var res VerifySummary
+	for _, m := range set.Members {
+		r, err := verifyArchive(ctx, m, b, o.Compare, archiveFilter(o.Selection))
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range r.DBs {
+			res.add(d)
+		}
+		if r.Interrupted {
+			res.Interrupted = true
+			break
+		}
+	}
+	if res.DBsTotal == 0 {
+		res.Equal = true
+	}
+	return &res, nil
+}
+
+// archiveFilter is the part of a selection that applies to an archive's
+// databases: Include and Exclude (an archive holds what its backup
+// selected; no Skip).
+func archiveFilter(s Selection) fleet.Filter {
+	return fleet.Filter{Include: s.Include, Exclude: s.Exclude}
 }

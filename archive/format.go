@@ -8,11 +8,13 @@ import (
 )
 
 // FormatName and FormatVersion identify the archive format in its header
-// member. A reader accepts exactly FormatVersion; a future incompatible
-// layout gets a new version and is refused with ErrVersion by this one.
+// member. Writers write FormatVersion (2: version 1 plus index.json and
+// footer.json after the manifest); a reader accepts MinFormatVersion to
+// FormatVersion, and refuses a later one with ErrVersion.
 const (
-	FormatName    = "sofa-archive"
-	FormatVersion = 1
+	FormatName       = "sofa-archive"
+	FormatVersion    = 2
+	MinFormatVersion = 1
 )
 
 // Header is the first member of an archive (header.json, uncompressed).
@@ -31,6 +33,20 @@ type Header struct {
 	// gives one, else its URL without credentials; "" when unknown. An
 	// incremental backup is only taken against the server of its chain.
 	Source string `json:"source,omitempty"`
+	// Shard is set when the archive is one member of a sharded backup
+	// (a set of Count archives, see Shard); nil otherwise. Readers that
+	// predate it ignore it.
+	Shard *Shard `json:"shard,omitempty"`
+}
+
+// Shard says which member of a sharded backup an archive is: it holds
+// the databases whose name hashes to Index of Count (see sofa.ShardOf).
+// SetID is the caller's name of the run that wrote the set ("" when
+// none was given): every member of one set carries the same.
+type Shard struct {
+	Index int    `json:"index"`
+	Count int    `json:"count"`
+	SetID string `json:"set_id,omitempty"`
 }
 
 // Since links an incremental archive to the archive it continues.

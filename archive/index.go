@@ -3,6 +3,7 @@ package archive
 import (
 	"archive/tar"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -98,6 +99,11 @@ func Scan(ra io.ReaderAt, size int64, opts *ReaderOptions) (*Index, error) {
 		mem = DefaultMemberMemory
 	}
 	x := &Index{ra: ra, opts: rd.opts, hdr: rd.hdr, blobs: map[[32]byte]span{}, gate: newMemGate(mem)}
+	if toc, err := ReadTOC(ra, size); err == nil {
+		// Version 2: the groups and blobs are where the archive's index
+		// says; no tar header is read but the manifest's, which is checked.
+		return x.fromTOC(toc)
+	}
 	pos, _ := sr.Seek(0, io.SeekCurrent) // after the header member's body
 	var cur *Group
 	for {
@@ -216,4 +222,41 @@ func (x *Index) blob(sum [32]byte) ([]byte, error) {
 		return nil, memberErr(m.name, ErrFormat, "not the blob indexed at its offset")
 	}
 	return m.raw, nil
+}
+
+// fromTOC fills x from the archive's stored index (format version 2)
+// instead of scanning every tar header: one read of the index, one of the
+// manifest member (its checksum checked), then nothing until OpenDB.
+func (x *Index) fromTOC(toc *TOC) (*Index, error) {
+	rd := &Reader{tr: tar.NewReader(io.NewSectionReader(x.ra, toc.Manifest.Offset, toc.Manifest.End-toc.Manifest.Offset)), opts: x.opts, seen: sha256.New()}
+	defer rd.dec.close()
+	m, err := rd.readMember()
+	if err != nil {
+		return nil, err
+	}
+	if m.p.kind != kindManifest {
+		return nil, memberErr(m.name, ErrFormat, "the index's manifest span holds another member")
+	}
+	sh := sha256.New()
+	if _, err := io.Copy(sh, io.LimitReader(rd.tr, x.opts.MaxMemberSize)); err != nil {
+		return nil, rd.dataErr(m.name, err)
+	}
+	if err := checkStoredSum(m.name, sh, m.sum); err != nil {
+		return nil, err
+	}
+	for _, d := range toc.Databases {
+		x.groups = append(x.groups, Group{Name: d.Summary.Name, Since: d.Summary.Since, Offset: d.Offset, Size: d.End - d.Offset})
+	}
+	for _, b := range toc.Blobs {
+		var sum [32]byte
+		if raw, err := hex.DecodeString(b.SHA256); err != nil || len(raw) != len(sum) {
+			return nil, &Error{Err: &detailErr{ErrFormat, fmt.Sprintf("index names blob %q", b.SHA256)}}
+		} else {
+			copy(sum[:], raw)
+		}
+		if _, ok := x.blobs[sum]; !ok {
+			x.blobs[sum] = span{b.Offset, b.End - b.Offset}
+		}
+	}
+	return x, nil
 }

@@ -49,11 +49,20 @@ func Verify(r io.Reader, opts *ReaderOptions) (Report, error) {
 }
 
 // List reads the archive's header and manifest and returns the databases
-// it holds, sorted by name, with counts, sizes and seqs. Members between
-// them are skipped unread (with a seek when r is an io.Seeker, such as an
-// *os.File), so List is fast but checks only the header, the member names
-// and the manifest's own checksum; Verify checks the rest.
+// it holds, sorted by name, with counts, sizes and seqs. When r can be
+// read at offsets (a ReaderAtSize: a file, an object store) and the
+// archive has an index (version 2), List reads only the footer and the
+// index (ReadIndex), which carry the same. Otherwise members between the
+// header and the manifest are skipped unread (with a seek when r is an
+// io.Seeker, such as an *os.File). Either way List is fast but checks
+// only the header, the member names and the manifest's (or index's) own
+// checksum; Verify checks the rest.
 func List(r io.Reader) (Header, []DBSummary, error) {
+	if ra, ok := r.(ReaderAtSize); ok && ra.Size() > 0 {
+		if idx, err := ReadTOC(ra, ra.Size()); err == nil {
+			return idx.Header, idx.Summaries(), nil
+		}
+	}
 	rd, err := NewReader(r, nil)
 	if err != nil {
 		return Header{}, nil, err

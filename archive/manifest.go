@@ -30,7 +30,7 @@ func (r *Reader) finish(m *member) error {
 	if lerr != nil {
 		return memberErr(m.name, ErrFormat, lerr.Error())
 	}
-	if man.Format != FormatName || man.Version != FormatVersion {
+	if man.Format != FormatName || man.Version != r.hdr.Version {
 		return memberErr(m.name, ErrVersion, fmt.Sprintf("format %q version %d", man.Format, man.Version))
 	}
 	if man.ID != r.hdr.ID {
@@ -50,6 +50,11 @@ func (r *Reader) finish(m *member) error {
 		if !ok || got.Name != s.Name || got.Revisions != s.Revisions || got.Chunks != s.Chunks || got.Blobs != s.Blobs ||
 			!bytes.Equal(got.Seq, s.Seq) {
 			return memberErr(m.name, ErrManifest, fmt.Sprintf("database %q differs from its end member", s.Name))
+		}
+	}
+	if r.hdr.Version >= 2 {
+		if err := r.readIndexMembers(); err != nil {
+			return err
 		}
 	}
 	if _, err := r.tr.Next(); !errors.Is(err, io.EOF) {
@@ -136,6 +141,45 @@ func parseManifest(rd io.Reader) (Manifest, memberList, error) {
 func checkStoredSum(name string, h hash.Hash, want string) error {
 	if hex.EncodeToString(h.Sum(nil)) != want {
 		return memberErr(name, ErrChecksum, "bytes do not match the SHA-256 in its tar header")
+	}
+	return nil
+}
+
+// readIndexMembers reads and checks the members a version 2 archive has
+// after its manifest: index.json (its archive id) and footer.json
+// (pointing at it, FooterSize bytes).
+func (r *Reader) readIndexMembers() error {
+	members := r.members
+	defer func() { r.members = members }() // they are not the manifest's
+	im, err := r.readMember()
+	if errors.Is(err, io.EOF) {
+		return &Error{Err: &detailErr{ErrTruncated, "archive ends after " + manifestName + " without its index"}}
+	}
+	if err != nil {
+		return err
+	}
+	if im.p.kind != kindIndex {
+		return memberErr(im.name, ErrFormat, "member after "+manifestName+" is not "+indexName)
+	}
+	if _, err := parseIndex(im.raw, r.hdr.ID); err != nil {
+		return err
+	}
+	fm, err := r.readMember()
+	if errors.Is(err, io.EOF) {
+		return &Error{Err: &detailErr{ErrTruncated, "archive ends after " + indexName + " without its footer"}}
+	}
+	if err != nil {
+		return err
+	}
+	if fm.p.kind != kindFooter || len(fm.raw) != FooterSize {
+		return memberErr(fm.name, ErrFormat, fmt.Sprintf("member after %s is not a %d-byte %s", indexName, FooterSize, footerName))
+	}
+	var f footer
+	if err := json.Unmarshal(bytes.TrimRight(fm.raw, " \n"), &f); err != nil || f.Format != FooterFormat {
+		return memberErr(fm.name, ErrFormat, "not a footer")
+	}
+	if f.ID != r.hdr.ID || f.IndexRawSize != int64(len(im.raw)) || f.IndexSHA256 != im.sum {
+		return memberErr(fm.name, ErrManifest, "the footer does not point at this archive's index")
 	}
 	return nil
 }

@@ -16,7 +16,8 @@ import (
 //	db/<dir>/docs-<NNNNNN>.ndjson[.zst|.gz]
 //	blob/<sha256 hex>[.zst|.gz]
 //	db/<dir>/end.json                   last member of a database group
-//	manifest.json                       last member
+//	manifest.json                       last member (version 1)
+//	index.json.gz, footer.json          after the manifest (version 2)
 const (
 	headerName   = "header.json"
 	manifestName = "manifest.json"
@@ -101,6 +102,8 @@ const (
 	kindChunk
 	kindEnd
 	kindBlob
+	kindIndex  // version 2: after the manifest
+	kindFooter // version 2: last
 )
 
 // parsedName is what parseName learns from a member name.
@@ -123,6 +126,10 @@ func parseName(name string) (parsedName, error) {
 		return parsedName{kind: kindHeader, codec: None}, nil
 	case manifestName:
 		return parsedName{kind: kindManifest, codec: None}, nil
+	case indexName:
+		return parsedName{kind: kindIndex, codec: Gzip}, nil
+	case footerName:
+		return parsedName{kind: kindFooter, codec: None}, nil
 	}
 	if rest, ok := strings.CutPrefix(name, blobPrefix); ok {
 		h, codec := cutCodec(rest)

@@ -60,6 +60,9 @@ type Reader struct {
 	cur   *DBReader
 	err   error // sticky
 	eof   bool
+	// partial: the stream holds only some groups (NewIndexedReader); it
+	// ends without a manifest.
+	partial bool
 
 	last      string    // name of the last member read, for errors
 	members   int64     // members read before the manifest
@@ -134,9 +137,9 @@ func parseHeader(name string, raw []byte, h *Header) error {
 	if err := json.Unmarshal(raw, &probe); err != nil {
 		return memberErr(name, ErrFormat, err.Error())
 	}
-	if probe.Format != FormatName || probe.Version != FormatVersion {
-		return memberErr(name, ErrVersion, fmt.Sprintf("format %q version %d (this reader reads %q version %d)",
-			probe.Format, probe.Version, FormatName, FormatVersion))
+	if probe.Format != FormatName || probe.Version < MinFormatVersion || probe.Version > FormatVersion {
+		return memberErr(name, ErrVersion, fmt.Sprintf("format %q version %d (this reader reads %q versions %d to %d)",
+			probe.Format, probe.Version, FormatName, MinFormatVersion, FormatVersion))
 	}
 	if err := json.Unmarshal(raw, h); err != nil {
 		return memberErr(name, ErrFormat, err.Error())
@@ -184,6 +187,10 @@ func (r *Reader) Next() (*DBReader, error) {
 	r.cur = nil
 	for {
 		m, err := r.readMember()
+		if errors.Is(err, io.EOF) && r.partial {
+			r.eof = true
+			return nil, io.EOF
+		}
 		if errors.Is(err, io.EOF) {
 			return nil, r.fail(&Error{Err: &detailErr{ErrTruncated, fmt.Sprintf("archive ends after member %q without a manifest", r.last)}})
 		}

@@ -140,7 +140,8 @@ func TestListAndTarTool(t *testing.T) {
 		t.Fatalf("tar tf: %v\n%s", err, out)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if lines[0] != headerName || lines[len(lines)-1] != manifestName || !strings.Contains(string(out), "db/two/meta.json") {
+	// version 2: the manifest, then the index and its footer
+	if n := len(lines); lines[0] != headerName || n < 4 || lines[n-3] != manifestName || lines[n-2] != indexName || lines[n-1] != footerName || !strings.Contains(string(out), "db/two/meta.json") {
 		t.Errorf("tar tf lists:\n%s", out)
 	}
 }

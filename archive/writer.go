@@ -38,6 +38,9 @@ type Options struct {
 	// Since makes the archive an incremental one continuing the archive
 	// it describes (see ReadSeqs); nil means a full backup.
 	Since *Since
+	// Shard marks the archive as one member of a sharded backup (see
+	// Header.Shard); nil: not sharded.
+	Shard *Shard
 	// Now returns the creation time; nil means time.Now.
 	Now func() time.Time
 	// ChunkWorkers is the number of doc chunks of the whole archive
@@ -69,6 +72,8 @@ type Writer struct {
 
 	mu        sync.Mutex
 	tw        *tar.Writer
+	cw        *countWriter // under tw: the offset of what tw wrote
+	ix        *indexer
 	err       error
 	closed    bool
 	owner     *DBWriter   // database writing straight into tw
@@ -108,15 +113,17 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 		hdr: Header{
 			Format: FormatName, Version: FormatVersion, Tool: opts.Tool,
 			Created: now().UTC().Truncate(time.Second), Compression: c,
-			ID: hex.EncodeToString(id[:]), Since: opts.Since, Source: opts.Source,
+			ID: hex.EncodeToString(id[:]), Since: opts.Since, Source: opts.Source, Shard: opts.Shard,
 		},
-		tw:        tar.NewWriter(w),
+		cw:        &countWriter{w: w},
 		names:     map[string]bool{},
 		dirs:      map[string]string{},
 		open:      map[*DBWriter]bool{},
 		committed: map[[32]byte]struct{}{},
 		members:   spillBuffer{dir: opts.TempDir, limit: 1 << 20},
 	}
+	aw.tw = tar.NewWriter(aw.cw)
+	aw.ix = newIndexer(aw.hdr)
 	raw, err := json.MarshalIndent(aw.hdr, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("archive: header: %w", err)
@@ -191,6 +198,9 @@ func (w *Writer) Close() error {
 	if err := w.writeManifestLocked(); err != nil {
 		return w.fail(err)
 	}
+	if err := w.writeIndexLocked(); err != nil {
+		return w.fail(err)
+	}
 	if err := w.tw.Close(); err != nil {
 		return w.fail(fmt.Errorf("archive: close: %w", err))
 	}
@@ -229,13 +239,84 @@ func (w *Writer) writeMemberLocked(name string, stored []byte, rawSize int64, ra
 	if w.err != nil {
 		return w.err
 	}
+	start, err := w.offsetLocked()
+	if err != nil {
+		return w.fail(fmt.Errorf("archive: write %q: %w", name, err))
+	}
 	if err := w.tw.WriteHeader(w.tarHeader(name, int64(len(stored)), rawSize, sum, rawSum)); err != nil {
 		return w.fail(fmt.Errorf("archive: write %q: %w", name, err))
 	}
 	if _, err := w.tw.Write(stored); err != nil {
 		return w.fail(fmt.Errorf("archive: write %q: %w", name, err))
 	}
+	if err := w.noteSpanLocked(name, start); err != nil {
+		return err
+	}
 	return w.noteMemberLocked(name, int64(len(stored)), rawSize, sum, rawSum)
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// offsetLocked is the offset of the next member: what tw wrote, with the
+// padding of the member before it.
+func (w *Writer) offsetLocked() (int64, error) {
+	if err := w.tw.Flush(); err != nil {
+		return 0, err
+	}
+	return w.cw.n, nil
+}
+
+// noteSpanLocked tells the index that member name, written whole, began
+// at start.
+func (w *Writer) noteSpanLocked(name string, start int64) error {
+	end, err := w.offsetLocked()
+	if err != nil {
+		return w.fail(fmt.Errorf("archive: write %q: %w", name, err))
+	}
+	w.ix.member(name, start, end)
+	return nil
+}
+
+// writeIndexLocked writes index.json and footer.json after the manifest
+// (see index.go); the footer is the last FooterSize bytes before the tar
+// trailer.
+func (w *Writer) writeIndexLocked() error {
+	raw, err := w.ix.encode(w.summaries)
+	if err != nil {
+		return err
+	}
+	stored := compress(Gzip, nil, raw)
+	rawSum, sum := sha256.Sum256(raw), sha256.Sum256(stored)
+	if err := w.tw.WriteHeader(w.tarHeader(indexName, int64(len(stored)), int64(len(raw)), sum, rawSum)); err != nil {
+		return fmt.Errorf("archive: write %s: %w", indexName, err)
+	}
+	at := w.cw.n // tw writes headers through at once
+	if _, err := w.tw.Write(stored); err != nil {
+		return fmt.Errorf("archive: write %s: %w", indexName, err)
+	}
+	f, err := footer{Format: FooterFormat, Version: FormatVersion, ID: w.hdr.ID,
+		IndexOffset: at, IndexSize: int64(len(stored)), IndexSHA256: hex.EncodeToString(sum[:]), IndexRawSize: int64(len(raw))}.encode()
+	if err != nil {
+		return err
+	}
+	fsum := sha256.Sum256(f)
+	if err := w.tw.WriteHeader(w.tarHeader(footerName, FooterSize, FooterSize, fsum, fsum)); err != nil {
+		return fmt.Errorf("archive: write %s: %w", footerName, err)
+	}
+	if _, err := w.tw.Write(f); err != nil {
+		return fmt.Errorf("archive: write %s: %w", footerName, err)
+	}
+	return nil
 }
 
 // noteMemberLocked records a member written to tw in the manifest list.
@@ -305,6 +386,10 @@ func (w *Writer) writeManifestLocked() error {
 	var sum [32]byte
 	h.Sum(sum[:0])
 	size := int64(len(head)) + w.members.size + int64(len(tail))
+	start, err := w.offsetLocked()
+	if err != nil {
+		return fmt.Errorf("archive: write manifest: %w", err)
+	}
 	if err := w.tw.WriteHeader(w.tarHeader(manifestName, size, size, sum, sum)); err != nil {
 		return fmt.Errorf("archive: write manifest: %w", err)
 	}
@@ -320,7 +405,7 @@ func (w *Writer) writeManifestLocked() error {
 	if _, err := w.tw.Write(tail); err != nil {
 		return fmt.Errorf("archive: write manifest: %w", err)
 	}
-	return nil
+	return w.noteSpanLocked(manifestName, start)
 }
 
 // finishDB is called by a closed DBWriter: its group is complete (direct)
@@ -330,6 +415,11 @@ func (w *Writer) finishDB(d *DBWriter, sum DBSummary) error {
 	defer w.mu.Unlock()
 	delete(w.open, d)
 	d.summary = sum
+	refs := make([][32]byte, 0, len(d.blobs))
+	for k := range d.blobs {
+		refs = append(refs, k)
+	}
+	w.ix.refs[d.dir] = refs
 	if d.direct {
 		w.summaries = append(w.summaries, sum)
 		w.owner = nil
@@ -394,6 +484,10 @@ func (w *Writer) appendSpoolLocked(d *DBWriter) error {
 			}
 			continue
 		}
+		start, err := w.offsetLocked()
+		if err != nil {
+			return w.fail(fmt.Errorf("archive: write %q: %w", h.Name, err))
+		}
 		if err := w.tw.WriteHeader(h); err != nil {
 			return w.fail(fmt.Errorf("archive: write %q: %w", h.Name, err))
 		}
@@ -401,6 +495,9 @@ func (w *Writer) appendSpoolLocked(d *DBWriter) error {
 		n, err := io.Copy(io.MultiWriter(w.tw, hs), tr)
 		if err != nil {
 			return w.fail(fmt.Errorf("archive: write %q: %w", h.Name, err))
+		}
+		if err := w.noteSpanLocked(h.Name, start); err != nil {
+			return err
 		}
 		var got [32]byte
 		hs.Sum(got[:0])

@@ -21,6 +21,8 @@ type backupCmd struct {
 	include     []string
 	exclude     []string
 	since       string
+	shard       shardFlag
+	setID       string
 	compression string
 	force       bool
 	s3          s3Flags
@@ -45,11 +47,19 @@ instance role). With --since PREVIOUS, only what changed after PREVIOUS is store
 _global_changes is skipped; _users and _replicator are included.
 The format is described in docs/archive-format.md.
 
+With --shard i/n (a server SOURCE), this worker backs up only the databases
+of shard i (by a stable hash of each name) into the member
+NAME.shard-i-of-n.EXT of ARCHIVE NAME.EXT, and writes the set manifest
+NAME.set.json (every worker writes the same). Give n workers 0/n .. n-1/n
+and the same --set-id; restore and verify take the set (NAME.set.json, or
+ARCHIVE) and refuse it while a member is missing or from another run.
+
 ` + exitCodesHelp,
 		Example: `  sofa backup http://admin:pw@db:5984 full.sofa
   sofa backup http://admin:pw@db:5984 inc1.sofa --since full.sofa
   sofa backup http://admin:pw@db:5984 s3://backups/full.sofa --transfers 8
-  sofa backup http://admin:pw@db:5984/orders - | ssh elsewhere 'cat > orders.sofa'`,
+  sofa backup http://admin:pw@db:5984/orders - | ssh elsewhere 'cat > orders.sofa'
+  sofa backup http://admin:pw@db:5984 backup.sofa --shard 2/8 --set-id nightly-42   # writes backup.shard-2-of-8.sofa and backup.set.json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return usageErr("backup needs SOURCE and ARCHIVE (got %d arguments)", len(args))
@@ -72,6 +82,8 @@ The format is described in docs/archive-format.md.
 	fs.StringArrayVar(&bc.include, "include", nil, "back up only databases matching this glob (repeatable; * does not match /)")
 	fs.StringArrayVar(&bc.exclude, "exclude", nil, "skip databases matching this glob (repeatable; wins over --include)")
 	fs.StringVar(&bc.since, "since", "", "previous archive of the chain: store only what changed after it (it is checked whole first, as sofa verify ARCHIVE does: a damaged one is refused)")
+	bc.shard.register(fs, "back up")
+	fs.StringVar(&bc.setID, "set-id", "", "with --shard: the name of this run, the same for its n workers (recorded in the set manifest and every member: a member left by another run is refused)")
 	fs.StringVar(&bc.compression, "compression", "zstd", "compression of archive members: zstd, gzip or none")
 	fs.BoolVar(&bc.force, "force", false, "overwrite an existing archive file")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
@@ -86,7 +98,14 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	if path == "-" && bc.out.jsonOut {
 		return usageErr("--json prints the summary on stdout, which carries the archive when ARCHIVE is -")
 	}
-	sel := sofa.Selection{Include: bc.include, Exclude: bc.exclude, Skip: sofa.BackupSkip}
+	shard, err := bc.shard.shard()
+	if err != nil {
+		return err
+	}
+	if bc.setID != "" && !shard.Sharded() {
+		return usageErr("--set-id names the run of a sharded backup: give --shard i/n too")
+	}
+	sel := sofa.Selection{Include: bc.include, Exclude: bc.exclude, Skip: sofa.BackupSkip, Shard: shard}
 	if err := sel.Validate(); err != nil {
 		return libErr(err)
 	}
@@ -103,7 +122,7 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	bc.engine.setMemoryLimit(int64(bc.control.maxDBs) << 20)
 	prog := bc.out.progress()
 	sum, err := sofa.Backup(ctx, src, dst, sofa.BackupOptions{
-		Engine: bc.engine.options(), Selection: sel, Since: bc.since,
+		Engine: bc.engine.options(), Selection: sel, Since: bc.since, SetID: bc.setID,
 		Compression: comp, Overwrite: bc.force, Tool: "sofa " + version,
 		RunControl: bc.control.runControl(&bc.out, prog),
 	})
@@ -125,6 +144,9 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 		return &exitError{code: exitInterrupted, err: errors.New("interrupted: no archive was written (a backup starts over when run again)")}
 	case exitFatal:
 		return runErr
+	}
+	if shard.Sharded() {
+		path = sofa.ShardArchiveName(path, shard)
 	}
 	if !bc.out.quiet && path != "-" {
 		if st, err := dst.Store().Stat(ctx, dst.Archive()); err == nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/fleet"
 )
@@ -21,7 +22,9 @@ func newLsCmd() *cobra.Command {
 		Use:   "ls ENDPOINT",
 		Short: "List the databases of an archive or a server, with counts and sizes",
 		Long: `List the databases of an archive (a file or s3://BUCKET/KEY; from its manifest: documents, leaf
-revisions, tombstones, attachments, sizes, seq reached) or of a server or
+revisions, tombstones, attachments, sizes, seq reached), of each member of
+a sharded backup's set (its NAME.set.json, or the ARCHIVE the backup was
+given; missing members are named) or of a server or
 database URL (doc_count, doc_del_count, update_seq).
 
 ` + exitCodesHelp,
@@ -37,6 +40,13 @@ database URL (doc_count, doc_del_count, update_seq).
 			}
 			if strings.HasPrefix(args[0], "http://") || strings.HasPrefix(args[0], "https://") {
 				return lsServer(cmd.Context(), args[0], client, jsonOut)
+			}
+			set, err := openSet(cmd.Context(), &s3f, args[0], true)
+			if err != nil {
+				return err
+			}
+			if set != nil {
+				return lsSet(cmd.Context(), &s3f, set, jsonOut)
 			}
 			return lsArchive(cmd.Context(), &s3f, args[0], jsonOut)
 		},
@@ -117,4 +127,48 @@ func lsServer(ctx context.Context, raw string, client clientFlags, jsonOut bool)
 		fmt.Fprintf(tw, "%s\t%d\t%d\t %s\n", r.Name, r.DocCount, r.DelCount, r.UpdateSeq)
 	}
 	return tw.Flush()
+}
+
+// lsSet lists every present member of a set, and names the missing ones.
+func lsSet(ctx context.Context, s3f *s3Flags, set *sofa.ArchiveSet, jsonOut bool) error {
+	type member struct {
+		Archive   string              `json:"archive"`
+		Header    archive.Header      `json:"header"`
+		Databases []archive.DBSummary `json:"databases"`
+	}
+	out := struct {
+		Set     string   `json:"set"`
+		Count   int      `json:"count"`
+		SetID   string   `json:"set_id,omitempty"`
+		Missing []string `json:"missing,omitempty"`
+		Members []member `json:"members"`
+	}{Set: set.Manifest, Count: set.Count, SetID: set.SetID, Missing: set.Missing}
+	if !jsonOut {
+		fmt.Printf("set %s: %d members (set id %q)\n", set.Manifest, set.Count, set.SetID)
+		for _, m := range set.Missing {
+			fmt.Printf("member %s: MISSING\n", m)
+		}
+	}
+	for _, m := range set.Members {
+		if jsonOut {
+			f, err := s3f.openArchive(ctx, m.String())
+			if err != nil {
+				return err
+			}
+			hdr, dbs, err := archive.List(f)
+			f.Close()
+			if err != nil {
+				return fatal(fmt.Errorf("%s: %w", m.Archive(), err))
+			}
+			out.Members = append(out.Members, member{m.Archive(), hdr, dbs})
+			continue
+		}
+		if err := lsArchive(ctx, s3f, m.String(), false); err != nil {
+			return err
+		}
+	}
+	if jsonOut {
+		printJSON(os.Stdout, out)
+	}
+	return nil
 }

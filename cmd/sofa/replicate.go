@@ -33,6 +33,7 @@ type replicateCmd struct {
 	control       controlFlags
 	include       []string
 	exclude       []string
+	shard         shardFlag
 	withUsers     bool
 	reuseExisting bool
 	q, n          int
@@ -88,7 +89,8 @@ JSON status (/status).
 		Example: `  sofa replicate http://admin:pw@old:5984/orders http://admin:pw@new:5984/orders --create-target
   SOFA_SOURCE_PASSWORD=pw sofa replicate http://admin@old:5984/a http://new:5984/a --json
   sofa replicate --continuous --flush-interval 100ms http://admin:pw@primary:5984/orders http://admin:pw@standby:5984/orders
-  sofa replicate --continuous --metrics-addr 127.0.0.1:9464 http://admin:pw@old:5984 http://admin:pw@new:5984`,
+  sofa replicate --continuous --metrics-addr 127.0.0.1:9464 http://admin:pw@old:5984 http://admin:pw@new:5984
+  sofa replicate http://admin:pw@old:5984 http://admin:pw@new:5984 --shard 2/8   # worker 2 of 8`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return usageErr("replicate needs SOURCE and TARGET URLs (got %d arguments)", len(args))
@@ -117,6 +119,7 @@ JSON status (/status).
 	rc.cont.register(fs)
 	fs.StringArrayVar(&rc.include, "include", nil, "server mode: copy only databases matching this glob (repeatable; * does not match /)")
 	fs.StringArrayVar(&rc.exclude, "exclude", nil, "server mode: skip databases matching this glob (repeatable; wins over --include)")
+	rc.shard.register(fs, "copy")
 	fs.BoolVar(&rc.withUsers, "with-users", false, "server mode: also copy _users (skipped by default: it holds password hashes and the target may have its own users); _replicator and _global_changes are always skipped unless named by --include")
 	fs.BoolVar(&rc.reuseExisting, "reuse-existing", false, "server mode: write into existing non-empty target databases (without it they are reported and skipped, unless they hold this job's checkpoint)")
 	fs.IntVar(&rc.q, "q", 0, "server mode: shards (q) of created databases (0: the target's default)")
@@ -150,6 +153,9 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	if rc.cont.flushInterval < 0 {
 		return usageErr("--flush-interval must not be negative")
 	}
+	if _, err := rc.shard.shard(); err != nil {
+		return err
+	}
 	copts := rc.client.options()
 	copts.Log = rc.logf
 	// Per-host adaptive limits: fewer requests in flight on 429, 503 and
@@ -176,6 +182,8 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 		return rc.runServers(ctx, srcEP, tgtEP)
 	case src.DBName == "" || tgt.DBName == "":
 		return usageErr("SOURCE and TARGET must both be databases or both be servers")
+	case rc.shard.raw != "":
+		return usageErr("--shard: a sharded run copies the databases of a server: give two server URLs")
 	}
 	rc.engine.setMemoryLimit(0)
 	res, err := rc.replicateDB(ctx, srcEP, tgtEP)

@@ -23,6 +23,7 @@ type restoreCmd struct {
 	reuseExisting  bool
 	replace        bool
 	withReplicator bool
+	allowPartial   bool
 	q, n           int
 	s3             s3Flags
 }
@@ -68,11 +69,17 @@ into it; the archive's _security, when it holds one, is set last as in
 every restore. _users and _replicator are never deleted: they are written
 into. --replace and --reuse-existing cannot be given together.
 
+The set of a sharded backup (backup --shard) is restored as one archive:
+name its manifest (NAME.set.json) or the ARCHIVE the backup was given. A
+set missing a member is refused unless --allow-partial; a member of another
+run or of another number of shards is always refused.
+
 ` + exitCodesHelp,
 		Example: `  sofa restore full.sofa http://admin:pw@new:5984
   sofa restore full.sofa inc1.sofa inc2.sofa http://admin:pw@new:5984
   sofa restore s3://backups/full.sofa s3://backups/inc1.sofa http://admin:pw@new:5984
   sofa restore orders.sofa http://admin:pw@new:5984 --rename orders=orders-copy
+  sofa restore backup.set.json http://admin:pw@new:5984   # every member of a sharded backup
   ssh elsewhere 'cat orders.sofa' | sofa restore - http://admin:pw@new:5984/orders`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
@@ -105,6 +112,7 @@ into. --replace and --reuse-existing cannot be given together.
 	fs.BoolVar(&c.reuseExisting, "reuse-existing", false, "write into existing non-empty target databases (adds revisions; newer ones stay the winners)")
 	fs.BoolVar(&c.replace, "replace", false, "DELETE each existing target database (all its documents) and recreate it with the same properties and _security before restoring into it: rolls it back to the archive")
 	fs.BoolVar(&c.withReplicator, "with-replicator", false, "also restore _replicator (its documents start replications on the target)")
+	fs.BoolVar(&c.allowPartial, "allow-partial", false, "restore the members of a sharded backup's set that are present when some are missing")
 	fs.IntVar(&c.q, "q", 0, "shards (q) of created databases (0: the target's default)")
 	fs.IntVar(&c.n, "n", 0, "replicas (n) of created databases (0: the target's default)")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
@@ -124,20 +132,39 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 		renames[old] = nu
 	}
 	var archs []*sofa.Endpoint
+	var set *sofa.ArchiveSet
 	for _, p := range paths {
 		a, err := sofa.Open(ctx, p, c.s3.openOptions())
 		if err != nil {
 			return libErr(err)
 		}
+		if sofa.IsSet(ctx, a) {
+			if len(paths) > 1 {
+				return usageErr("%s is the set of a sharded backup: restore it alone (chains of sets are not supported)", p)
+			}
+			if set, err = openSet(ctx, &c.s3, p, c.allowPartial); err != nil {
+				return err
+			}
+			for _, m := range set.Missing {
+				fmt.Fprintf(os.Stderr, "sofa: warning: member %s of the set is missing (--allow-partial): its databases are not restored\n", m)
+			}
+		}
 		archs = append(archs, a)
 	}
-	plan, err := sofa.PlanRestore(ctx, archs, sofa.RestoreOptions{
+	ropts := sofa.RestoreOptions{
 		Engine:         c.engine.options(),
 		Selection:      sofa.Selection{Include: c.include, Exclude: c.exclude},
 		WithReplicator: c.withReplicator, Renames: renames,
 		ReuseExisting: c.reuseExisting, Replace: c.replace, Q: c.q, N: c.n,
 		RunControl: c.control.runControl(&c.out, nil),
-	})
+	}
+	var plan *sofa.RestorePlan
+	var err error
+	if set != nil {
+		plan, err = sofa.PlanRestoreSet(ctx, set, ropts)
+	} else {
+		plan, err = sofa.PlanRestore(ctx, archs, ropts)
+	}
 	if err != nil {
 		return libErr(err)
 	}

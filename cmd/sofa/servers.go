@@ -16,10 +16,14 @@ func (rc *replicateCmd) runServers(ctx context.Context, src, tgt *sofa.Endpoint)
 	out := outputFlags{jsonOut: rc.jsonOut, quiet: rc.quiet, verbose: rc.verbose, debug: rc.debug, progressEvery: rc.progressEvery}
 	// One memory budget for all databases in flight.
 	rc.engine.setMemoryLimit(int64(rc.control.maxDBs) << 20)
+	shard, err := rc.shard.shard()
+	if err != nil {
+		return err
+	}
 	prog := out.progress()
 	sum, err := sofa.Copy(ctx, src, tgt, sofa.CopyOptions{
 		Engine:        rc.engine.options(),
-		Selection:     sofa.Selection{Include: rc.include, Exclude: rc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, rc.withUsers)},
+		Selection:     sofa.Selection{Include: rc.include, Exclude: rc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, rc.withUsers), Shard: shard},
 		ReuseExisting: rc.reuseExisting, Q: rc.q, N: rc.n,
 		Verify:            sofa.VerifyMode(rc.verifyMode),
 		SourceCheckpoints: rc.checkpoints == checkpointsBoth,

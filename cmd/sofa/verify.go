@@ -14,17 +14,19 @@ import (
 )
 
 type verifyCmd struct {
-	client    clientFlags
-	control   controlFlags
-	full      bool
-	metadata  bool
-	maxDiffs  int
-	jsonOut   bool
-	quiet     bool
-	include   []string
-	exclude   []string
-	withUsers bool
-	s3        s3Flags
+	client       clientFlags
+	control      controlFlags
+	full         bool
+	metadata     bool
+	maxDiffs     int
+	jsonOut      bool
+	quiet        bool
+	include      []string
+	exclude      []string
+	shard        shardFlag
+	allowPartial bool
+	withUsers    bool
+	s3           s3Flags
 }
 
 func newVerifyCmd() *cobra.Command {
@@ -56,6 +58,10 @@ the manifest. With ARCHIVE and a URL: compare each database of the archive
 with the database of the same name on that server (or the one database of
 a database URL), as above.
 
+The set of a sharded backup (backup --shard) is checked, or compared with a
+server, as one archive: name its manifest (NAME.set.json) or the ARCHIVE the
+backup was given. A set missing a member is refused unless --allow-partial.
+
 ` + exitCodesHelp,
 		Example: `  sofa verify http://admin:pw@old:5984/orders http://admin:pw@new:5984/orders --full
   sofa verify backup.sofa
@@ -71,6 +77,21 @@ a database URL), as above.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := applyEnvAndConfig(cmd); err != nil {
 				return err
+			}
+			if _, err := vc.shard.shard(); err != nil {
+				return err
+			}
+			if vc.shard.raw != "" && (len(args) == 1 || !isURL(args[0])) {
+				return usageErr("--shard: a sharded verify compares two server URLs")
+			}
+			if !isURL(args[0]) {
+				set, err := openSet(cmd.Context(), &vc.s3, args[0], vc.allowPartial)
+				if err != nil {
+					return err
+				}
+				if set != nil {
+					return vc.verifySet(cmd.Context(), cmd, set, args[1:])
+				}
 			}
 			switch {
 			case len(args) == 1:
@@ -91,8 +112,10 @@ a database URL), as above.
 	fs.BoolVar(&vc.jsonOut, "json", false, "print the result as JSON on stdout")
 	fs.BoolVarP(&vc.quiet, "quiet", "q", false, "print nothing but errors and differences")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
-	fs.StringArrayVar(&vc.include, "include", nil, "server mode: compare only databases matching this glob (repeatable; * does not match /)")
-	fs.StringArrayVar(&vc.exclude, "exclude", nil, "server mode: skip databases matching this glob (repeatable; wins over --include)")
+	fs.StringArrayVar(&vc.include, "include", nil, "server mode, and ARCHIVE with a URL: compare only databases matching this glob (repeatable; * does not match /; an indexed archive is read only where they are)")
+	fs.StringArrayVar(&vc.exclude, "exclude", nil, "server mode, and ARCHIVE with a URL: skip databases matching this glob (repeatable; wins over --include)")
+	vc.shard.register(fs, "compare")
+	fs.BoolVar(&vc.allowPartial, "allow-partial", false, "check the members of a sharded backup's set that are present when some are missing")
 	fs.BoolVar(&vc.withUsers, "with-users", false, "server mode: also compare _users; _replicator and _global_changes are skipped unless named by --include")
 	return cmd
 }
@@ -110,7 +133,7 @@ func (vc *verifyCmd) options(metadataDefault bool, cmd *cobra.Command) sofa.Veri
 		o.Metadata = true
 	}
 	return sofa.VerifyOptions{Compare: o,
-		Selection: sofa.Selection{Include: vc.include, Exclude: vc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, vc.withUsers)},
+		Selection: sofa.Selection{Include: vc.include, Exclude: vc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, vc.withUsers), Shard: vc.mustShard()},
 		MaxDBs:    vc.control.maxDBs, Fixed: vc.control.fixed, IdealDuration: vc.control.idealDuration}
 }
 
@@ -178,4 +201,10 @@ func (vc *verifyCmd) print(stdout, stderr io.Writer, res *verifyResult) {
 	if !vc.quiet && res.DBsTotal > 1 {
 		fmt.Fprintf(stderr, "sofa: %d databases compared: %d equal, %d different, %d failed\n", res.DBsTotal, res.DBsEqual, res.DBsDiffer, res.DBsFailed)
 	}
+}
+
+// mustShard is --shard, checked when the command started.
+func (vc *verifyCmd) mustShard() sofa.Shard {
+	sh, _ := vc.shard.shard()
+	return sh
 }

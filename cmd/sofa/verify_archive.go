@@ -17,33 +17,12 @@ func isURL(s string) bool { return sofa.IsURL(s) }
 // decompressed sizes, the references between records and blobs, and the
 // manifest. Exit 0 when sound, 1 (naming the damaged member) when not.
 func (vc *verifyCmd) verifyArchive(ctx context.Context, path string) error {
-	f, err := vc.s3.openArchive(ctx, path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	rep, err := archive.Verify(f, nil)
-	if err != nil {
-		return fatal(fmt.Errorf("%s: %w", path, err))
-	}
-	var incomplete []string
-	for _, db := range rep.Databases {
-		if db.Error != "" {
-			incomplete = append(incomplete, db.Name)
-			if !vc.jsonOut {
-				fmt.Fprintf(os.Stderr, "sofa: archive %s: database %q is incomplete: %s\n", path, db.Name, db.Error)
-			}
-		}
-	}
-	if vc.jsonOut {
+	rep, err := vc.checkArchive(ctx, path)
+	if vc.jsonOut && rep != nil {
 		printJSON(os.Stdout, rep)
 	}
-	if len(incomplete) > 0 {
-		// Intact, but the backup did not hold everything: not sound.
-		return &exitError{code: exitPartial, err: fmt.Errorf("archive %s is intact but incomplete: %d of %d databases were not backed up completely", path, len(incomplete), len(rep.Databases))}
-	}
-	if vc.jsonOut {
-		return nil
+	if err != nil || vc.jsonOut {
+		return err
 	}
 	if !vc.quiet {
 		fmt.Fprintf(os.Stderr, "sofa: archive %s is sound: %d databases, %d revisions, %d members, every checksum and the manifest check out\n",
@@ -71,4 +50,93 @@ func (vc *verifyCmd) verifyArchiveAgainst(ctx context.Context, cmd *cobra.Comman
 	}
 	vc.print(os.Stdout, os.Stderr, res)
 	return vc.exit(ctx, res)
+}
+
+// verifySet checks every present member of a sharded backup's set as
+// verifyArchive does (rest empty), or compares them with the server rest[0].
+func (vc *verifyCmd) verifySet(ctx context.Context, cmd *cobra.Command, set *sofa.ArchiveSet, rest []string) error {
+	for _, m := range set.Missing {
+		fmt.Fprintf(os.Stderr, "sofa: warning: member %s of the set is missing (--allow-partial): it is not checked\n", m)
+	}
+	if len(rest) == 1 {
+		copts := vc.client.options()
+		b, err := openEndpoint(ctx, rest[0], "TARGET", vc.client.forRole("TARGET", copts), nil)
+		if err != nil {
+			return err
+		}
+		res, err := sofa.VerifySet(ctx, set, b, vc.options(true, cmd))
+		if err != nil {
+			return libErr(err)
+		}
+		vc.print(os.Stdout, os.Stderr, res)
+		return vc.exit(ctx, res)
+	}
+	type member struct {
+		Archive string          `json:"archive"`
+		Report  *archive.Report `json:"report,omitempty"`
+		Error   string          `json:"error,omitempty"`
+	}
+	out := struct {
+		Set     string   `json:"set"`
+		Count   int      `json:"count"`
+		SetID   string   `json:"set_id,omitempty"`
+		Missing []string `json:"missing,omitempty"`
+		Members []member `json:"members"`
+	}{Set: set.Manifest, Count: set.Count, SetID: set.SetID, Missing: set.Missing}
+	var worst error
+	dbs := 0
+	for _, m := range set.Members {
+		rep, err := vc.checkArchive(ctx, m.String())
+		out.Members = append(out.Members, member{Archive: m.Archive(), Report: rep})
+		if err != nil {
+			out.Members[len(out.Members)-1].Error = err.Error()
+			if !vc.jsonOut {
+				fmt.Fprintf(os.Stderr, "sofa: %v\n", err)
+			}
+			if worst == nil || codeOf(err) == exitFatal {
+				worst = err
+			}
+			continue
+		}
+		dbs += len(rep.Databases)
+	}
+	if vc.jsonOut {
+		printJSON(os.Stdout, out)
+	}
+	if worst != nil {
+		return worst
+	}
+	if !vc.quiet && !vc.jsonOut {
+		fmt.Fprintf(os.Stderr, "sofa: set %s is sound: %d of %d members, %d databases; every member's checksums and manifest check out\n",
+			set.Manifest, len(set.Members), set.Count, dbs)
+	}
+	return nil
+}
+
+// checkArchive checks one archive (see verifyArchive), saying which of
+// its databases are incomplete; the error carries the exit code.
+func (vc *verifyCmd) checkArchive(ctx context.Context, path string) (*archive.Report, error) {
+	f, err := vc.s3.openArchive(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rep, err := archive.Verify(f, nil)
+	if err != nil {
+		return nil, fatal(fmt.Errorf("%s: %w", path, err))
+	}
+	var incomplete []string
+	for _, db := range rep.Databases {
+		if db.Error != "" {
+			incomplete = append(incomplete, db.Name)
+			if !vc.jsonOut {
+				fmt.Fprintf(os.Stderr, "sofa: archive %s: database %q is incomplete: %s\n", path, db.Name, db.Error)
+			}
+		}
+	}
+	if len(incomplete) > 0 {
+		// Intact, but the backup did not hold everything: not sound.
+		return &rep, &exitError{code: exitPartial, err: fmt.Errorf("archive %s is intact but incomplete: %d of %d databases were not backed up completely", path, len(incomplete), len(rep.Databases))}
+	}
+	return &rep, nil
 }

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sofadb/sofa"
+)
+
+// shardFlag is --shard i/n of the whole-server verbs.
+type shardFlag struct{ raw string }
+
+func (s *shardFlag) register(fs *pflag.FlagSet, what string) {
+	fs.StringVar(&s.raw, "shard", "", "server mode: "+what+" only shard i of n (i/n, 0 <= i < n): the databases whose name's FNV-1a 64 hash modulo n is i; n workers given 0/n .. n-1/n cover every database exactly once (an empty shard succeeds)")
+}
+
+// shard parses the flag (a usage error when malformed or out of range).
+func (s *shardFlag) shard() (sofa.Shard, error) {
+	sh, err := sofa.ParseShard(s.raw)
+	if err != nil {
+		return sofa.Shard{}, libErr(err)
+	}
+	return sh, nil
+}
+
+// openSet opens the archive set named by path (its manifest or the
+// ARCHIVE name of the sharded backup) when path names one; nil, nil
+// otherwise.
+func openSet(ctx context.Context, s3f *s3Flags, path string, allowPartial bool) (*sofa.ArchiveSet, error) {
+	ep, err := sofa.Open(ctx, path, s3f.openOptions())
+	if err != nil {
+		return nil, libErr(err)
+	}
+	if !sofa.IsSet(ctx, ep) {
+		return nil, nil
+	}
+	set, err := sofa.OpenSet(ctx, ep, sofa.SetOptions{AllowPartial: allowPartial})
+	if err != nil {
+		return nil, libErr(err)
+	}
+	return set, nil
+}
