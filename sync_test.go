@@ -366,8 +366,45 @@ func enableDBUpdates(t *testing.T, srv *couchtest.Server) {
 	if srv.Kind != couchtest.CouchDB {
 		return
 	}
-	if err := couchtest.NewClient(srv.URL).CreateDB(context.Background(), "_global_changes"); err != nil && couchtest.StatusOf(err) != 412 {
+	ctx := context.Background()
+	c := couchtest.NewClient(srv.URL)
+	if err := c.CreateDB(ctx, "_global_changes"); err != nil && couchtest.StatusOf(err) != 412 {
 		t.Fatal(err)
+	}
+	// CouchDB buffers database events for up to [global_changes]
+	// max_write_delay before they reach _db_updates: those of the seeding
+	// would wake copies after a run has started. A marker database created
+	// and deleted last is in the feed once everything before it is.
+	if err := c.CreateDB(ctx, "zz-marker"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteDB(ctx, "zz-marker"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var feed struct {
+			Results []struct {
+				DBName string `json:"db_name"`
+				Type   string `json:"type"`
+			} `json:"results"`
+		}
+		if err := c.GetJSON(ctx, "/_db_updates?since=0", &feed); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range feed.Results {
+			if r.DBName == "zz-marker" && r.Type == "deleted" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the marker database's deletion never reached _db_updates")
+		}
+		// the feed is written every max_write_delay: look again after one
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+		}
 	}
 }
 
