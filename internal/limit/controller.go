@@ -92,7 +92,15 @@ func (c *controller) observe(now time.Time, t *Token, lat time.Duration, o Outco
 			what = "timeout"
 		}
 		level := float64(t.inFlight)
-		c.decrease(now, level, level, ReasonOverload, fmt.Sprintf("%s at %d in flight", what, t.inFlight))
+		// One rejection at most halves the limit: a request refused while
+		// few of ours were in flight says the server's capacity is taken
+		// by requests the limiter does not count (another client, changes
+		// feeds whose slot was given back at their headers, a CouchDB's
+		// open databases), not that it takes only that few. Going by the
+		// level alone dropped the limit to 1 on CouchDB behind a proxy cap
+		// of 12, and then it grew back by one per round trip.
+		est := max(level, float64(c.cur())/2)
+		c.decrease(now, level, est, ReasonOverload, fmt.Sprintf("%s at %d in flight", what, t.inFlight))
 		return
 	}
 	if o.Err != nil || o.Status >= 500 {

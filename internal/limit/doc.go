@@ -15,7 +15,9 @@
 //   - decrease: an overload signal (429, 503, a timeout, or a caller-flagged
 //     condition such as CouchDB's all_dbs_active) sets the limit to 0.9× the
 //     number of requests that were in flight when the rejected request
-//     started, at most once per round trip ("epoch"); a round whose median
+//     started (one decision at most halves the limit: requests the limiter
+//     does not count may hold the server), at most once per round trip
+//     ("epoch"); a round whose median
 //     latency exceeds 1.5× the baseline (the smallest round median seen
 //     over the last minute) twice in a row sets it to 0.9× the concurrency the server
 //     really sustains (in flight × baseline / median, by Little's law), at
