@@ -1,0 +1,151 @@
+package couch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/sofadb/sofa/replicate"
+)
+
+// readRevsLimit asks for `_revs_limit`. PouchDB Server has no such route:
+// its first 404 is remembered and the route never asked again; databases
+// read at once wait for that first answer instead of each asking.
+func (d *DB) readRevsLimit(ctx context.Context) (*http.Response, error) {
+	if d.srv.Vendor == VendorPouchDB {
+		d.srv.revsLimitMu.Lock()
+		defer d.srv.revsLimitMu.Unlock()
+	}
+	if d.srv.noRevsLimit.Load() {
+		return nil, &Error{Status: 404}
+	}
+	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_revs_limit"})
+	if StatusOf(err) == 404 && d.srv.Vendor == VendorPouchDB {
+		d.srv.noRevsLimit.Store(true)
+	}
+	return resp, err
+}
+
+// Metadata reads `_security`, `_revs_limit` and props.
+func (d *DB) Metadata(ctx context.Context) (replicate.Metadata, error) {
+	var m replicate.Metadata
+	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_security"})
+	if err == nil {
+		m.Security, _ = io.ReadAll(resp.Body)
+		m.Security = bytes.TrimSpace(m.Security)
+		resp.Body.Close()
+	} else if st := StatusOf(err); st != 404 && st != 403 && st != 401 {
+		return m, d.fail("read _security", err)
+	}
+	resp, err = d.readRevsLimit(ctx)
+	if err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m.RevsLimit, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	} else if st := StatusOf(err); st != 404 && st != 400 && st != 405 {
+		return m, d.fail("read _revs_limit", err)
+	}
+	d.mu.Lock()
+	read, part := d.infoRead, d.partitioned
+	d.mu.Unlock()
+	if !read {
+		info, err := d.Info(ctx)
+		if err != nil {
+			return m, err
+		}
+		part = info.Partitioned
+	}
+	m.Partitioned = part
+	return m, nil
+}
+
+// SetMetadata writes `_revs_limit` (BeforeDocs; 404 tolerated) or
+// `_security` (AfterDocs).
+func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replicate.MetadataPhase) error {
+	switch phase {
+	case replicate.BeforeDocs:
+		// A database this client has just created has CouchDB's fixed
+		// default (1000): setting it again would cost a request per
+		// database for nothing.
+		if m.RevsLimit > 0 && !(d.fresh && m.RevsLimit == defaultRevsLimit) {
+			resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.path + "/_revs_limit", Body: []byte(strconv.Itoa(m.RevsLimit)), ContentType: "application/json"})
+			if err != nil {
+				if st := StatusOf(err); st == 404 || st == 405 || st == 400 {
+					return nil // PouchDB Server has no _revs_limit route
+				}
+				if Denied(err) {
+					d.notAdmin.Store(true)
+					return fmt.Errorf("%s: _revs_limit not set to %d: %w: the account is not an admin of the database (%w)", d, m.RevsLimit, replicate.ErrMetadataRefused, err)
+				}
+				return d.fail("set _revs_limit", err)
+			}
+			resp.Body.Close()
+		}
+	case replicate.AfterDocs:
+		if len(m.Security) > 0 && d.name == UsersDB {
+			return d.setUsersSecurity(ctx, m.Security)
+		}
+		if len(m.Security) > 0 {
+			if d.fresh && d.holdsDefaultSecurity(ctx, m.Security) {
+				return nil // what a PUT would write is already there
+			}
+			if d.notAdmin.Load() {
+				// CouchDB 3 answers a member's PUT with 500 no_majority,
+				// which would be retried: the _revs_limit refusal said it.
+				return fmt.Errorf("%s: _security not set: %w: the account is not an admin of the database", d, replicate.ErrMetadataRefused)
+			}
+			resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.path + "/_security", Body: m.Security, ContentType: "application/json"})
+			if Denied(err) {
+				return fmt.Errorf("%s: _security not set: %w: the account is not an admin of the database (%w)", d, replicate.ErrMetadataRefused, err)
+			}
+			if err != nil {
+				return d.fail("set _security", err)
+			}
+			resp.Body.Close()
+		}
+	}
+	return nil
+}
+
+// defaultRevsLimit is the `_revs_limit` of a new CouchDB database (not
+// configurable).
+const defaultRevsLimit = 1000
+
+// holdsDefaultSecurity reports whether sec equals the `_security` a new
+// database on this server starts with, which a database this client has
+// just created (Fresh) still holds. The default is read once per server,
+// from the first such database; a failed read answers false (the caller
+// then writes sec).
+func (d *DB) holdsDefaultSecurity(ctx context.Context, sec []byte) bool {
+	var want any
+	if json.Unmarshal(sec, &want) != nil {
+		return false
+	}
+	def := d.srv.freshSecurity.Load()
+	if def == nil {
+		d.srv.freshSecMu.Lock() // databases finishing together ask once
+		defer d.srv.freshSecMu.Unlock()
+		def = d.srv.freshSecurity.Load()
+	}
+	if def == nil {
+		resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_security"})
+		if err != nil {
+			return false
+		}
+		var got any
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if err != nil {
+			return false
+		}
+		d.srv.freshSecurity.Store(&got)
+		def = &got
+	}
+	return reflect.DeepEqual(*def, want)
+}
