@@ -4,9 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/md5"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/sofadb/sofa/replicate"
 )
@@ -61,15 +57,6 @@ type DBWriter struct {
 	jobMu  sync.Mutex
 	jobErr error
 }
-
-// blobWait lets writers referencing a blob another goroutine is still
-// writing wait for it, so a blob always precedes its first reference.
-type blobWait struct {
-	done chan struct{}
-	err  error
-}
-
-var doneBlob = func() *blobWait { b := &blobWait{done: make(chan struct{})}; close(b.done); return b }()
 
 var _ replicate.Target = (*DBWriter)(nil)
 
@@ -248,194 +235,6 @@ func (d *DBWriter) SetMetadata(ctx context.Context, m replicate.Metadata, phase 
 	return nil
 }
 
-// WriteDocs appends revisions to the database's pending chunk, writing
-// each attachment's bytes first as a blob member unless the archive holds
-// them already. Revisions that cannot be stored as they are come back as
-// DocErrors: an attachment without bytes (a stub), a digest that does not
-// match the bytes, a body that is not one JSON object. An error means the
-// archive stream failed; it is sticky.
-func (d *DBWriter) WriteDocs(ctx context.Context, docs []*replicate.Doc) ([]replicate.DocError, error) {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil, &Error{Err: ErrClosed}
-	}
-	err := d.startLocked()
-	d.mu.Unlock()
-	if err == nil {
-		err = d.jobError()
-	}
-	if err != nil {
-		return nil, err
-	}
-	var rejected []replicate.DocError
-	for _, doc := range docs {
-		body, sums, form, derr := d.prepare(doc)
-		if derr != nil {
-			rejected = append(rejected, *derr)
-			continue
-		}
-		for i, a := range doc.Atts {
-			if err := d.ensureBlob(sums[i], a); err != nil {
-				return rejected, err
-			}
-		}
-		d.mu.Lock()
-		d.buf = appendRecord(d.buf, doc, body, sums, form)
-		d.summary.Revisions++
-		d.summary.Attachments += int64(len(doc.Atts))
-		if doc.Deleted {
-			d.summary.Tombstones++
-		}
-		if len(d.buf) >= d.w.chunk {
-			if err := d.queueChunkLocked(ctx); err != nil {
-				d.mu.Unlock()
-				return rejected, err
-			}
-		}
-		d.mu.Unlock()
-	}
-	return rejected, nil
-}
-
-// prepare checks one revision and returns its body (trimmed of outer
-// whitespace), the SHA-256 of each attachment's stored bytes and the
-// record form (which fields the body makes redundant).
-func (d *DBWriter) prepare(doc *replicate.Doc) ([]byte, [][32]byte, recordForm, *replicate.DocError) {
-	reject := func(e, reason string) ([]byte, [][32]byte, recordForm, *replicate.DocError) {
-		return nil, nil, recordForm{}, &replicate.DocError{ID: doc.ID, Rev: doc.Rev, Error: e, Reason: reason}
-	}
-	body := bytes.TrimSpace(doc.Body)
-	if doc.ID == "" || doc.Rev == "" {
-		return reject("bad_request", "revision without _id or _rev")
-	}
-	var form recordForm
-	env, err := scanEnvelope(body)
-	switch {
-	case err == nil:
-		form.lean, form.omitRevs, form.omitDeleted = leanForm(doc, env)
-	case len(body) < 2 || body[0] != '{' || !jsontext.Value(body).IsValid(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)):
-		return reject("bad_request", "body is not one JSON object")
-	}
-	sums := make([][32]byte, len(doc.Atts))
-	for i, a := range doc.Atts {
-		if a.Stub || a.Data == nil {
-			return reject("attachment_missing", fmt.Sprintf("attachment %q has no bytes (stub)", a.Name))
-		}
-		if b64, ok := strings.CutPrefix(a.Digest, "md5-"); ok {
-			m := md5.Sum(a.Data)
-			if base64.StdEncoding.EncodeToString(m[:]) != b64 {
-				return reject("digest_mismatch", fmt.Sprintf("attachment %q: bytes do not match %s", a.Name, a.Digest))
-			}
-		}
-		sums[i] = sha256.Sum256(a.Data)
-	}
-	return body, sums, form, nil
-}
-
-// ensureBlob writes a's bytes as blob member sum unless this group or the
-// archive already holds them; it returns once the blob is in the stream
-// (or spool), so a record referencing it may follow.
-func (d *DBWriter) ensureBlob(sum [32]byte, a *replicate.Attachment) error {
-	d.mu.Lock()
-	if b, ok := d.blobs[sum]; ok {
-		d.mu.Unlock()
-		<-b.done
-		return b.err
-	}
-	b := &blobWait{done: make(chan struct{})}
-	d.blobs[sum] = b
-	d.mu.Unlock()
-
-	if d.w.isCommitted(sum) {
-		b.err = nil
-	} else {
-		codec := d.w.opts.Compression
-		var stored []byte
-		if codec != None && a.Encoding == "" {
-			stored = compress(codec, nil, a.Data)
-		}
-		if codec == None || a.Encoding != "" || len(stored) >= len(a.Data) {
-			codec, stored = None, a.Data // already compressed, or incompressible
-		}
-		b.err = d.emit(blobName(sum, codec), stored, int64(len(a.Data)), sum, codec == None)
-		if b.err == nil {
-			d.nblobs.Add(1)
-			d.blobBytes.Add(int64(len(a.Data)))
-		}
-	}
-	close(b.done)
-	d.mu.Lock()
-	if b.err == nil {
-		d.blobs[sum] = doneBlob // drop the channel, keep the key
-	}
-	d.mu.Unlock()
-	return b.err
-}
-
-// queueChunkLocked hands the pending records (d.mu held) to the archive's
-// chunk pool as the next doc chunk. It waits for a free pool slot, so the
-// chunks held in memory stay bounded; other WriteDocs calls on this
-// database wait meanwhile. Chunks take slots in number order, and each is
-// written only after the one before it: the group's chunks appear in
-// order, and the oldest chunk of every database always holds a slot.
-func (d *DBWriter) queueChunkLocked(ctx context.Context) error {
-	pool := d.w.pool
-	if err := pool.acquire(ctx); err != nil {
-		return err
-	}
-	raw := d.buf
-	d.buf = pool.buffer()
-	d.nchunk++
-	prev, done := d.tail, make(chan struct{})
-	d.tail = done
-	go d.writeChunk(d.nchunk, raw, prev, done)
-	return nil
-}
-
-// writeChunk compresses doc chunk number n, waits until chunk n-1 is
-// written (prev closed; nil for the first), writes it and closes done. It
-// holds a pool slot, released on return before done is closed.
-func (d *DBWriter) writeChunk(n int, raw []byte, prev, done chan struct{}) {
-	// The slot is released before done is closed (defers run last
-	// first), so that whoever waits on done, Close included, finds it
-	// free.
-	defer close(done)
-	defer d.w.pool.release()
-	codec := d.w.opts.Compression
-	rawSize, rawSum := int64(len(raw)), sha256.Sum256(raw)
-	stored := raw
-	if codec != None {
-		stored = d.w.pool.compress(raw)
-		d.w.pool.recycle(raw, true)
-		raw = nil // only the compressed bytes wait for the previous chunk
-	}
-	defer d.w.pool.recycle(stored, codec == None)
-	if prev != nil {
-		<-prev
-	}
-	if d.jobError() != nil {
-		return // the stream or spool failed already
-	}
-	if err := d.emit(chunkName(d.dir, n, codec), stored, rawSize, rawSum, codec == None); err != nil {
-		d.jobMu.Lock()
-		if d.jobErr == nil {
-			d.jobErr = err
-		}
-		d.jobMu.Unlock()
-		return
-	}
-	d.chunks.Add(1)
-	d.docBytes.Add(rawSize)
-}
-
-// jobError returns the first error of a chunk written by the pool.
-func (d *DBWriter) jobError() error {
-	d.jobMu.Lock()
-	defer d.jobMu.Unlock()
-	return d.jobErr
-}
-
 // startLocked writes the meta member once (d.mu held).
 func (d *DBWriter) startLocked() error {
 	if d.err != nil {
@@ -502,103 +301,4 @@ func (d *DBWriter) emit(name string, stored []byte, rawSize int64, rawSum [32]by
 	}
 	d.storedBytes.Add(int64(len(stored)))
 	return nil
-}
-
-// Close flushes the pending chunk, writes the end member (seq reached,
-// counts, final metadata) and hands the group to the archive. Every
-// WriteDocs call must have returned. Calling Close again is a no-op.
-func (d *DBWriter) Close() error { return d.finish("") }
-
-// Abort ends the group like Close but marks the database's backup as
-// failed with reason; a restore reports it. Revisions already written stay
-// in the archive.
-func (d *DBWriter) Abort(reason string) error { return d.finish(reason) }
-
-func (d *DBWriter) finish(reason string) error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return d.err
-	}
-	d.closed = true
-	err := d.startLocked()
-	if err == nil && len(d.buf) > 0 {
-		err = d.queueChunkLocked(context.Background())
-	}
-	d.w.pool.recycle(d.buf, true)
-	d.buf = nil
-	tail := d.tail
-	d.mu.Unlock()
-	if tail != nil {
-		<-tail // every chunk handed to the pool is written
-	}
-	if err == nil {
-		err = d.jobError()
-	}
-	d.mu.Lock()
-	d.summary.Seq = d.seq
-	// Checkpoints carry forward: a database unchanged since the previous
-	// archive gets no new one, and keeps the previous archive's, so the
-	// next incremental starts from there too (not from scratch).
-	d.summary.Checkpoints = d.checkpoints
-	if len(d.checkpoints) == 0 && len(d.locals) > 0 {
-		d.summary.Checkpoints = map[string]json.RawMessage{}
-		for id, b := range d.locals {
-			d.summary.Checkpoints[id] = json.RawMessage(b)
-		}
-	}
-	d.summary.Metadata = d.meta
-	d.summary.Error = reason
-	d.summary.Blobs, d.summary.BlobBytes = d.nblobs.Load(), d.blobBytes.Load()
-	d.summary.Chunks, d.summary.DocBytes = int(d.chunks.Load()), d.docBytes.Load()
-	d.summary.StoredBytes = d.storedBytes.Load()
-	sum := d.summary
-	d.mu.Unlock()
-	if err == nil {
-		raw, jerr := d.endJSON(sum)
-		if jerr != nil {
-			err = jerr
-		} else {
-			err = d.emit(endName(d.dir), raw, int64(len(raw)), sha256.Sum256(raw), true)
-		}
-	}
-	if err == nil && !d.direct {
-		d.spoolMu.Lock()
-		err = d.stw.Flush()
-		d.spoolMu.Unlock()
-	}
-	if err != nil {
-		d.mu.Lock()
-		d.err = err
-		d.mu.Unlock()
-		d.w.mu.Lock()
-		d.w.fail(err)
-		d.w.mu.Unlock()
-	}
-	if ferr := d.w.finishDB(d, sum); err == nil {
-		err = ferr
-	}
-	return err
-}
-
-// endJSON is the content of the group's end.json: the summary (which the
-// manifest holds whole) without the checkpoints, which only the
-// manifest's copy is read for (ReadSince), and without metadata equal to
-// meta.json's, which readers fall back to. A tiny database's end.json
-// then fits one 512-byte tar block.
-func (d *DBWriter) endJSON(sum DBSummary) ([]byte, error) {
-	sum.Checkpoints = nil
-	if m, _ := json.Marshal(metaToJSON(sum.Metadata)); d.startMeta != nil && bytes.Equal(m, d.startMeta) {
-		sum.Metadata = replicate.Metadata{}
-	}
-	raw, err := json.Marshal(sum)
-	return append(raw, '\n'), err
-}
-
-func (d *DBWriter) removeSpool() {
-	if d.spool != nil {
-		_ = d.spool.Close()
-		_ = os.Remove(d.spool.Name())
-		d.spool = nil
-	}
 }

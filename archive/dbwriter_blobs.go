@@ -1,0 +1,54 @@
+package archive
+
+import (
+	"github.com/sofadb/sofa/replicate"
+)
+
+// blobWait lets writers referencing a blob another goroutine is still
+// writing wait for it, so a blob always precedes its first reference.
+type blobWait struct {
+	done chan struct{}
+	err  error
+}
+
+var doneBlob = func() *blobWait { b := &blobWait{done: make(chan struct{})}; close(b.done); return b }()
+
+// ensureBlob writes a's bytes as blob member sum unless this group or the
+// archive already holds them; it returns once the blob is in the stream
+// (or spool), so a record referencing it may follow.
+func (d *DBWriter) ensureBlob(sum [32]byte, a *replicate.Attachment) error {
+	d.mu.Lock()
+	if b, ok := d.blobs[sum]; ok {
+		d.mu.Unlock()
+		<-b.done
+		return b.err
+	}
+	b := &blobWait{done: make(chan struct{})}
+	d.blobs[sum] = b
+	d.mu.Unlock()
+
+	if d.w.isCommitted(sum) {
+		b.err = nil
+	} else {
+		codec := d.w.opts.Compression
+		var stored []byte
+		if codec != None && a.Encoding == "" {
+			stored = compress(codec, nil, a.Data)
+		}
+		if codec == None || a.Encoding != "" || len(stored) >= len(a.Data) {
+			codec, stored = None, a.Data // already compressed, or incompressible
+		}
+		b.err = d.emit(blobName(sum, codec), stored, int64(len(a.Data)), sum, codec == None)
+		if b.err == nil {
+			d.nblobs.Add(1)
+			d.blobBytes.Add(int64(len(a.Data)))
+		}
+	}
+	close(b.done)
+	d.mu.Lock()
+	if b.err == nil {
+		d.blobs[sum] = doneBlob // drop the channel, keep the key
+	}
+	d.mu.Unlock()
+	return b.err
+}

@@ -1,0 +1,110 @@
+package archive
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"os"
+
+	"github.com/sofadb/sofa/replicate"
+)
+
+// Close flushes the pending chunk, writes the end member (seq reached,
+// counts, final metadata) and hands the group to the archive. Every
+// WriteDocs call must have returned. Calling Close again is a no-op.
+func (d *DBWriter) Close() error { return d.finish("") }
+
+// Abort ends the group like Close but marks the database's backup as
+// failed with reason; a restore reports it. Revisions already written stay
+// in the archive.
+func (d *DBWriter) Abort(reason string) error { return d.finish(reason) }
+
+func (d *DBWriter) finish(reason string) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return d.err
+	}
+	d.closed = true
+	err := d.startLocked()
+	if err == nil && len(d.buf) > 0 {
+		err = d.queueChunkLocked(context.Background())
+	}
+	d.w.pool.recycle(d.buf, true)
+	d.buf = nil
+	tail := d.tail
+	d.mu.Unlock()
+	if tail != nil {
+		<-tail // every chunk handed to the pool is written
+	}
+	if err == nil {
+		err = d.jobError()
+	}
+	d.mu.Lock()
+	d.summary.Seq = d.seq
+	// Checkpoints carry forward: a database unchanged since the previous
+	// archive gets no new one, and keeps the previous archive's, so the
+	// next incremental starts from there too (not from scratch).
+	d.summary.Checkpoints = d.checkpoints
+	if len(d.checkpoints) == 0 && len(d.locals) > 0 {
+		d.summary.Checkpoints = map[string]json.RawMessage{}
+		for id, b := range d.locals {
+			d.summary.Checkpoints[id] = json.RawMessage(b)
+		}
+	}
+	d.summary.Metadata = d.meta
+	d.summary.Error = reason
+	d.summary.Blobs, d.summary.BlobBytes = d.nblobs.Load(), d.blobBytes.Load()
+	d.summary.Chunks, d.summary.DocBytes = int(d.chunks.Load()), d.docBytes.Load()
+	d.summary.StoredBytes = d.storedBytes.Load()
+	sum := d.summary
+	d.mu.Unlock()
+	if err == nil {
+		raw, jerr := d.endJSON(sum)
+		if jerr != nil {
+			err = jerr
+		} else {
+			err = d.emit(endName(d.dir), raw, int64(len(raw)), sha256.Sum256(raw), true)
+		}
+	}
+	if err == nil && !d.direct {
+		d.spoolMu.Lock()
+		err = d.stw.Flush()
+		d.spoolMu.Unlock()
+	}
+	if err != nil {
+		d.mu.Lock()
+		d.err = err
+		d.mu.Unlock()
+		d.w.mu.Lock()
+		d.w.fail(err)
+		d.w.mu.Unlock()
+	}
+	if ferr := d.w.finishDB(d, sum); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// endJSON is the content of the group's end.json: the summary (which the
+// manifest holds whole) without the checkpoints, which only the
+// manifest's copy is read for (ReadSince), and without metadata equal to
+// meta.json's, which readers fall back to. A tiny database's end.json
+// then fits one 512-byte tar block.
+func (d *DBWriter) endJSON(sum DBSummary) ([]byte, error) {
+	sum.Checkpoints = nil
+	if m, _ := json.Marshal(metaToJSON(sum.Metadata)); d.startMeta != nil && bytes.Equal(m, d.startMeta) {
+		sum.Metadata = replicate.Metadata{}
+	}
+	raw, err := json.Marshal(sum)
+	return append(raw, '\n'), err
+}
+
+func (d *DBWriter) removeSpool() {
+	if d.spool != nil {
+		_ = d.spool.Close()
+		_ = os.Remove(d.spool.Name())
+		d.spool = nil
+	}
+}

@@ -1,0 +1,264 @@
+package replicate
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"io"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sofadb/sofa/internal/jsonx"
+)
+
+// ParseDoc reads one revision's JSON object (as found in a `_bulk_get` or
+// `open_revs` answer or an archive). It parses only the envelope: `_id`,
+// `_rev`, `_deleted`, `_revisions` and `_attachments`; the rest stays raw.
+// Inline attachment `data` (base64) is decoded into Attachment.Data. The
+// returned Doc does not alias raw.
+func ParseDoc(raw []byte) (*Doc, error) {
+	raw = bytes.TrimSpace(raw)
+	pd := getDecoder(raw)
+	defer putDecoder(pd)
+	dec := &pd.dec
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, fmt.Errorf("parse doc: %w", err)
+	}
+	if tok.Kind() != '{' {
+		return nil, fmt.Errorf("parse doc: not a JSON object")
+	}
+	d := &Doc{}
+	attStart, attEnd := int64(-1), int64(-1)
+	for dec.PeekKind() != '}' {
+		memberStart := dec.InputOffset()
+		kt, err := dec.ReadToken()
+		if err != nil {
+			return nil, fmt.Errorf("parse doc: %w", err)
+		}
+		key := kt.String()
+		switch key {
+		case "_id", "_rev":
+			vt, err := dec.ReadToken()
+			if err != nil {
+				return nil, fmt.Errorf("parse doc: %s: %w", key, err)
+			}
+			if vt.Kind() != '"' {
+				return nil, fmt.Errorf("parse doc: %s is not a string", key)
+			}
+			if key == "_id" {
+				d.ID = vt.String()
+			} else {
+				d.Rev = vt.String()
+			}
+		case "_deleted":
+			v, err := dec.ReadValue()
+			if err != nil {
+				return nil, fmt.Errorf("parse doc: _deleted: %w", err)
+			}
+			d.Deleted = string(v) == "true"
+		case "_revisions":
+			v, err := dec.ReadValue()
+			if err != nil {
+				return nil, fmt.Errorf("parse doc: _revisions: %w", err)
+			}
+			if err := parseRevisions(v, &d.Revisions); err != nil {
+				return nil, err
+			}
+		case "_attachments":
+			v, err := dec.ReadValue()
+			if err != nil {
+				return nil, fmt.Errorf("parse doc: _attachments: %w", err)
+			}
+			atts, err := parseAttachments(v)
+			if err != nil {
+				return nil, err
+			}
+			d.Atts = atts
+			attStart, attEnd = memberStart, dec.InputOffset()
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return nil, fmt.Errorf("parse doc: %s: %w", key, err)
+			}
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, fmt.Errorf("parse doc: %w", err)
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, fmt.Errorf("parse doc: data after the object")
+	}
+	if d.ID == "" {
+		return nil, fmt.Errorf("parse doc: no _id")
+	}
+	if attStart < 0 {
+		d.Body = append([]byte(nil), raw...)
+	} else {
+		d.Body = spliceOut(raw, int(attStart), int(attEnd))
+	}
+	if len(d.Revisions.IDs) == 0 && d.Rev != "" {
+		if g := Generation(d.Rev); g > 0 {
+			d.Revisions = Revisions{Start: g, IDs: []string{d.Rev[bytes.IndexByte([]byte(d.Rev), '-')+1:]}}
+		}
+	}
+	return d, nil
+}
+
+// spliceOut returns raw without the object member spanning [start, end),
+// removing one adjacent comma so the object stays valid.
+func spliceOut(raw []byte, start, end int) []byte {
+	// InputOffset before a member points just after the previous value
+	// (before any comma); find the member's real start.
+	s := start
+	for s < end && (raw[s] == ' ' || raw[s] == '\t' || raw[s] == '\n' || raw[s] == '\r' || raw[s] == ',') {
+		if raw[s] == ',' {
+			// leading comma belongs to this member: cut it too.
+			out := make([]byte, 0, len(raw)-(end-start))
+			out = append(out, raw[:start]...)
+			return append(out, raw[end:]...)
+		}
+		s++
+	}
+	// first member: cut the trailing comma (and the space before it)
+	// instead; with no comma it is the only member and the space before
+	// the closing brace stays.
+	e := end
+	for e < len(raw) && (raw[e] == ' ' || raw[e] == '\t' || raw[e] == '\n' || raw[e] == '\r') {
+		e++
+	}
+	if e < len(raw) && raw[e] == ',' {
+		e++
+	} else {
+		e = end
+	}
+	out := make([]byte, 0, len(raw)-(e-start))
+	out = append(out, raw[:start]...)
+	return append(out, raw[e:]...)
+}
+
+func parseRevisions(v []byte, r *Revisions) error {
+	pd := getDecoder(v)
+	defer putDecoder(pd)
+	if err := DecodeRevisions(&pd.dec, r); err != nil {
+		return fmt.Errorf("parse doc: _revisions: %w", err)
+	}
+	return nil
+}
+
+// DecodeRevisions reads a `_revisions` object {"start":N,"ids":[...]}
+// from dec (positioned before it) into r; unknown members are skipped.
+func DecodeRevisions(dec *jsontext.Decoder, r *Revisions) error {
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return fmt.Errorf("not an object")
+	}
+	for dec.PeekKind() != '}' {
+		kt, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		switch kt.String() {
+		case "start":
+			vt, err := dec.ReadToken()
+			n, ok := jsonx.Int(vt)
+			if err != nil || !ok {
+				return fmt.Errorf("start is not an integer")
+			}
+			r.Start = int(n)
+		case "ids":
+			if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
+				return fmt.Errorf("ids is not an array")
+			}
+			for dec.PeekKind() != ']' {
+				vt, err := dec.ReadToken()
+				if err != nil || vt.Kind() != '"' {
+					return fmt.Errorf("ids holds a non-string")
+				}
+				r.IDs = append(r.IDs, vt.String())
+			}
+			if _, err := dec.ReadToken(); err != nil {
+				return err
+			}
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
+func parseAttachments(v []byte) ([]*Attachment, error) {
+	pd := getDecoder(v)
+	defer putDecoder(pd)
+	dec := &pd.dec
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil, fmt.Errorf("parse doc: _attachments is not an object")
+	}
+	var atts []*Attachment
+	for dec.PeekKind() != '}' {
+		kt, err := dec.ReadToken()
+		if err != nil {
+			return nil, fmt.Errorf("parse doc: _attachments: %w", err)
+		}
+		a := &Attachment{Name: kt.String()}
+		if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+			return nil, fmt.Errorf("parse doc: attachment %q is not an object", a.Name)
+		}
+		var data string
+		hasData := false
+		for dec.PeekKind() != '}' {
+			ft, err := dec.ReadToken()
+			if err != nil {
+				return nil, fmt.Errorf("parse doc: attachment %q: %w", a.Name, err)
+			}
+			field := ft.String()
+			v, err := dec.ReadValue()
+			if err != nil {
+				return nil, fmt.Errorf("parse doc: attachment %q: %s: %w", a.Name, field, err)
+			}
+			var ok bool
+			switch field {
+			case "content_type":
+				a.ContentType, ok = valueString(v)
+			case "digest":
+				a.Digest, ok = valueString(v)
+			case "length":
+				a.Length, ok = valueInt(v)
+			case "encoded_length":
+				a.EncodedLength, ok = valueInt(v)
+			case "encoding":
+				a.Encoding, ok = valueString(v)
+			case "revpos":
+				var n int64
+				n, ok = valueInt(v)
+				a.RevPos = int(n)
+			case "data":
+				data, ok = valueString(v)
+				hasData = ok
+			default:
+				// "stub" and "follows" only say whether the bytes came
+				// with this answer; other members are ignored.
+				ok = true
+			}
+			if !ok && v.Kind() != 'n' {
+				return nil, fmt.Errorf("parse doc: attachment %q: bad %s", a.Name, field)
+			}
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, fmt.Errorf("parse doc: attachment %q: %w", a.Name, err)
+		}
+		if hasData {
+			b, err := base64.StdEncoding.DecodeString(data)
+			if err != nil {
+				return nil, fmt.Errorf("parse doc: attachment %q: bad base64: %w", a.Name, err)
+			}
+			a.Data = b
+			if a.Length == 0 && a.Encoding == "" {
+				a.Length = int64(len(b))
+			}
+		}
+		atts = append(atts, a)
+	}
+	return atts, nil
+}

@@ -1,0 +1,137 @@
+package sofa
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sofadb/sofa/archive"
+	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/storage"
+)
+
+// checkSelection reads the manifests of archive files before anything is
+// written: a database URL as target takes exactly one selected database,
+// and every --rename must name a database of the archives. (An archive
+// read from stdin cannot be looked at twice; it is checked as it goes.)
+//
+// It returns, per archive, the selected databases of its manifest in
+// order (nil for stdin), to list those a stopped restore did not reach.
+func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, filter fleet.Filter, renames map[string]string, oneDB bool) ([][]string, error) {
+	if len(archives) == 1 && archives[0].archive == storage.Stdio {
+		return nil, nil
+	}
+	selected := map[string]bool{}
+	all := map[string]bool{}
+	perArchive := make([][]string, len(archives))
+	for i, a := range archives {
+		path := a.archive
+		f, err := a.store.Open(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		_, dbs, err := archive.List(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		for _, d := range dbs {
+			all[d.Name] = true
+			if filter.Match(d.Name) {
+				selected[d.Name] = true
+				perArchive[i] = append(perArchive[i], d.Name)
+			}
+		}
+	}
+	for old := range renames {
+		if !all[old] {
+			return nil, optionErr("--rename %s=...: the archive holds no database %q", old, old)
+		}
+	}
+	if oneDB && len(selected) != 1 {
+		return nil, optionErr("the target is a database URL but %d databases of the archive are selected: restore into a server URL, or select one with --include", len(selected))
+	}
+	return perArchive, nil
+}
+
+// checkChain reads the headers of archive files and refuses archives that
+// do not form a chain (a full archive, then incrementals in order). For a
+// chain of several it also reads each manifest and returns, per database,
+// the index of the last archive holding a full backup of it: a database
+// recreated at the source between two backups is stored in full again,
+// and its restore starts there (what earlier archives hold of it belongs
+// to the deleted database). A single archive gives a nil map.
+//
+// gone holds, per database of a chain absent from its last archive, the
+// index of the last archive that holds it (nil for a single archive).
+func checkChain(ctx context.Context, archives []*Endpoint) (fullFrom, gone map[string]int, err error) {
+	for _, a := range archives {
+		if a.archive == storage.Stdio && len(archives) > 1 {
+			return nil, nil, optionErr("stdin (-) can only be the one archive of a restore")
+		}
+	}
+	if len(archives) == 1 && archives[0].archive == storage.Stdio {
+		return nil, nil, nil
+	}
+	var headers []archive.Header
+	fullFrom = map[string]int{}
+	lastIn := map[string]int{}
+	for i, a := range archives {
+		path := a.archive
+		f, err := a.store.Open(ctx, path)
+		if err != nil {
+			return nil, nil, err
+		}
+		var h archive.Header
+		if len(archives) == 1 {
+			h, err = archive.ReadHeader(f)
+		} else {
+			var dbs []archive.DBSummary
+			h, dbs, err = archive.List(f)
+			for _, d := range dbs {
+				if i == 0 || len(d.Since) == 0 {
+					fullFrom[d.Name] = i
+				}
+				lastIn[d.Name] = i
+			}
+		}
+		f.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
+		}
+		headers = append(headers, h)
+	}
+	if err := archive.CheckChain(headers...); err != nil {
+		return nil, nil, &OptionError{Err: err} // the arguments, not the archives, are wrong
+	}
+	if len(archives) == 1 {
+		return nil, nil, nil
+	}
+	gone = map[string]int{}
+	for name, i := range lastIn {
+		if i < len(archives)-1 {
+			gone[name] = i
+		}
+	}
+	return fullFrom, gone, nil
+}
+
+// selectiveIndex returns the index of an archive readable at offsets
+// when filter leaves some of its databases out (a restore with
+// --include): then only what the selected ones need is read. Nil when
+// the archive has no index, cannot be read at offsets (stdin), or every
+// database is selected (read in order, the manifest checked too).
+func selectiveIndex(f storage.Reader, filter fleet.Filter) *archive.TOC {
+	if f.Size() <= 0 {
+		return nil
+	}
+	idx, err := archive.ReadTOC(f, f.Size())
+	if err != nil {
+		return nil
+	}
+	for _, d := range idx.Databases {
+		if !filter.Match(d.Summary.Name) {
+			return idx
+		}
+	}
+	return nil
+}

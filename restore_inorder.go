@@ -1,0 +1,122 @@
+package sofa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sofadb/sofa/archive"
+	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/fleet"
+)
+
+// runInOrder restores the archives one after the other, each database
+// after the one before it in archive order: for archives that can only be
+// read in order (stdin). A damaged archive stops it: every selected
+// database it did not reach is listed not_started.
+func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selected [][]string, skip map[string]int, tgt *couch.Endpoint, filter fleet.Filter) (fleet.Summary, error) {
+	o := c.o
+	sum := fleet.Summary{Started: time.Now()}
+	var fatalErr error
+	for i, a := range archives {
+		done := map[string]bool{}
+		if err := c.restoreArchive(ctx, a, i, skip, tgt, filter, o.Renames, &sum, done); err != nil {
+			fatalErr = err
+			// Every selected database the restore did not reach is
+			// listed: "not started" (from this archive on).
+			for j := i; j < len(archives) && selected != nil; j++ {
+				for _, name := range selected[j] {
+					if done[name] {
+						continue
+					}
+					if from, ok := skip[name]; ok && j < from {
+						continue
+					}
+					sum.Add(fleet.DBResult{Name: c.targetName(name, tgt), Status: fleet.StatusNotStarted,
+						Error: fmt.Sprintf("not restored from %s: the restore stopped before it", archives[j].archive)})
+				}
+				done = nil
+			}
+			break
+		}
+	}
+	return sum, fatalErr
+}
+
+// restoreArchive restores every selected database of one archive, in
+// archive order. A damaged archive stops the restore (fatal): nothing after
+// the damage is used, and the database being restored is reported failed.
+//
+// index is the archive's place in the chain; fullFrom (from checkChain)
+// says from which archive each database is restored.
+//
+// done receives the name of every database of the archive it started.
+func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, renames map[string]string, sum *fleet.Summary, done map[string]bool) error {
+	path := a.archive
+	f, err := a.store.Open(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ropts := &archive.ReaderOptions{BlobMemory: c.blobMemory()}
+	var rd *archive.Reader
+	if idx := selectiveIndex(f, filter); idx != nil {
+		// Only the selected groups and the blobs they refer to are read.
+		rd, err = archive.NewIndexedReader(f, idx, filter.Match, ropts)
+	} else {
+		rd, err = archive.NewReader(f, ropts)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer rd.Close()
+	picked := 0
+	for {
+		dbr, err := rd.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if !filter.Match(dbr.Name()) {
+			continue
+		}
+		if from, ok := fullFrom[dbr.Name()]; ok && index < from {
+			continue // recreated at the source later in the chain
+		}
+		incremental := index > 0 && len(dbr.Since()) > 0
+		done[dbr.Name()] = true
+		picked++
+		name := dbr.Name()
+		if nu, ok := renames[name]; ok {
+			name = nu
+		}
+		if tgt.DBName != "" {
+			if picked > 1 {
+				return optionErr("%s holds several databases: restore into a server URL, or select one with --include", path)
+			}
+			name = tgt.DBName
+		}
+		t0 := time.Now()
+		r, err := c.restoreDB(ctx, dbr, tgt.Server, name, incremental, noDBProgress{})
+		r.Name = name
+		r.Duration = fleet.Duration(time.Since(t0))
+		fleet.Decide(ctx, &r, err)
+		sum.Add(r)
+		if r.Status == fleet.StatusInterrupted {
+			sum.Interrupted = true
+		}
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return fmt.Errorf("restore: %w", err)
+			}
+			var ae *archive.Error
+			if errors.As(err, &ae) {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package sofa
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/sofadb/sofa/archive"
+	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/replicate"
+)
+
+// winnerLog is the archive source of a restore into a database that held
+// documents: it notes, in a temporary file, the archive's winning revision
+// of every document as the changes pass, so that afterwards the target's
+// winners can be compared without holding every id in memory.
+type winnerLog struct {
+	*archive.DBReader
+	f   *os.File
+	w   *bufio.Writer
+	enc *json.Encoder
+	err error
+}
+
+func newWinnerLog(dbr *archive.DBReader) (*winnerLog, error) {
+	f, err := os.CreateTemp("", "sofa-restore-winners-*")
+	if err != nil {
+		return nil, fmt.Errorf("temporary file: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	return &winnerLog{DBReader: dbr, f: f, w: w, enc: json.NewEncoder(w)}, nil
+}
+
+// Changes passes the archive's changes after since on, noting the winner
+// of every document of the archive, those before since included (a rerun
+// resuming from a checkpoint still compares every document). The leaves
+// of one document may come in two Changes (a chunk boundary): a document
+// is noted once its last one has passed.
+func (l *winnerLog) Changes(ctx context.Context, since replicate.Seq, fn func(replicate.Change) error) error {
+	var after int64
+	if s := since.String(); s != "" && s != "0" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("archive: since %q is not a seq of this archive", s)
+		}
+		after = n
+	}
+	var id string
+	var best *replicate.Doc
+	note := func() {
+		if best != nil && l.err == nil {
+			l.err = l.enc.Encode([2]string{id, best.Rev})
+		}
+		best = nil
+	}
+	err := l.DBReader.Changes(ctx, nil, func(ch replicate.Change) error {
+		if ch.ID != id {
+			note()
+			id = ch.ID
+		}
+		for _, d := range ch.Docs {
+			if best == nil || wins(d, best) {
+				best = d
+			}
+		}
+		if n, err := strconv.ParseInt(ch.Seq.String(), 10, 64); err == nil && n <= after {
+			return nil // copied by an earlier run
+		}
+		return fn(ch)
+	})
+	note()
+	return err
+}
+
+// notWinning reads the noted winners back in batches and asks the target
+// for its winners: kept counts the documents whose winner on the target
+// is not the archive's (ids in skip, already reported failed, aside),
+// total the documents compared.
+func (l *winnerLog) notWinning(ctx context.Context, tdb *couch.DB, skip map[string]bool) (kept, total int64, err error) {
+	if l.err == nil {
+		l.err = l.w.Flush()
+	}
+	if l.err != nil {
+		return 0, 0, fmt.Errorf("temporary file: %w", l.err)
+	}
+	if _, err := l.f.Seek(0, io.SeekStart); err != nil {
+		return 0, 0, fmt.Errorf("temporary file: %w", err)
+	}
+	dec := json.NewDecoder(bufio.NewReader(l.f))
+	const batch = 500
+	want := make(map[string]string, batch)
+	check := func() error {
+		if len(want) == 0 {
+			return nil
+		}
+		ids := make([]string, 0, len(want))
+		for id := range want {
+			ids = append(ids, id)
+		}
+		got, err := tdb.Winners(ctx, ids)
+		if err != nil {
+			return err
+		}
+		for id, rev := range want {
+			total++
+			if got[id] != rev {
+				kept++
+			}
+		}
+		clear(want)
+		return nil
+	}
+	for {
+		var e [2]string
+		if err := dec.Decode(&e); err == io.EOF {
+			break
+		} else if err != nil {
+			return 0, 0, fmt.Errorf("temporary file: %w", err)
+		}
+		if skip[e[0]] {
+			continue
+		}
+		want[e[0]] = e[1] // a document seen twice (resume) keeps its last winner
+		if len(want) >= batch {
+			if err := check(); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	return kept, total, check()
+}
+
+// Close removes the temporary file.
+func (l *winnerLog) Close() {
+	l.f.Close()
+	os.Remove(l.f.Name())
+}
+
+// wins reports whether leaf a beats leaf b by CouchDB's rule for the
+// winning revision: a live leaf beats a deleted one, then the longer
+// history (higher generation), then the greater revision id.
+func wins(a, b *replicate.Doc) bool {
+	if a.Deleted != b.Deleted {
+		return !a.Deleted
+	}
+	ga, ia := splitRev(a.Rev)
+	gb, ib := splitRev(b.Rev)
+	if ga != gb {
+		return ga > gb
+	}
+	return ia > ib
+}
+
+// splitRev splits "N-hash" into N and hash (0 and rev when malformed).
+func splitRev(rev string) (int, string) {
+	n, id, ok := strings.Cut(rev, "-")
+	if !ok {
+		return 0, rev
+	}
+	gen, err := strconv.Atoi(n)
+	if err != nil {
+		return 0, rev
+	}
+	return gen, id
+}

@@ -1,0 +1,207 @@
+package sofa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/internal/dbcopy"
+	"github.com/sofadb/sofa/internal/progress"
+	"github.com/sofadb/sofa/metrics"
+	"github.com/sofadb/sofa/replicate"
+)
+
+// wakeJob catches one changed database up: the whole copy (create,
+// properties) the first time, a plain incremental replication after.
+func (s *syncer) wakeJob(ctx context.Context, name string, _ *progress.DB) (fleet.DBResult, error) {
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	case <-ctx.Done():
+		return fleet.DBResult{Name: name}, ctx.Err()
+	}
+	s.mu.Lock()
+	d := s.dbs[name]
+	noticed, synced := d.noticed, d.synced
+	s.mu.Unlock()
+	m := s.o.Metrics.DB(name)
+	m.BeginRun()
+	var (
+		r   fleet.DBResult
+		res *replicate.Result
+		err error
+	)
+	if synced {
+		res, err = s.replicateOnce(ctx, name, m)
+		r.Name = name
+		dbcopy.FillResult(&r, res)
+	} else {
+		o := s.o.Copy
+		o.Verify = VerifyNone
+		c := &copier{o: o, budget: s.budget, observer: s.observer}
+		r, err = withProgress(NoProgress, c.dbJob(s.ssrv, s.tsrv, nil))(ctx, name, nil)
+	}
+	s.mu.Lock()
+	s.sum.Runs++
+	s.sum.DocsWritten += r.DocsWritten
+	s.sum.DocWriteFailures += r.DocWriteFailures
+	if err != nil && ctx.Err() == nil {
+		s.sum.RunsFailed++
+	}
+	s.mu.Unlock()
+	s.ended(ctx, name, r, res, err, noticed)
+	return r, err
+}
+
+// replicateOnce is the incremental catch-up of a database this run has
+// copied before: its target exists and holds the checkpoint.
+func (s *syncer) replicateOnce(ctx context.Context, name string, m *metrics.DB) (*replicate.Result, error) {
+	sdb, tdb := s.ssrv.DB(name), s.tsrv.DB(name)
+	sinfo, err := sdb.InfoBatched(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("source: %w", err)
+	}
+	opts := s.o.Copy.Engine
+	opts.SourceReadOnly = !s.o.Copy.SourceCheckpoints
+	opts.SourceInfo = &sinfo
+	opts.Budget = s.budget
+	opts.Counters = &replicate.Counters{}
+	opts.Observer = m
+	opts.Warn = func(w string) { s.o.Copy.logf("%s: %s", name, w) }
+	if s.o.Copy.DebugLogf != nil {
+		opts.Debug = func(format string, args ...any) { s.o.Copy.DebugLogf(name+": "+format, args...) }
+	}
+	res, err := replicate.Run(ctx, sdb, tdb, opts)
+	if err != nil && errors.Is(err, replicate.ErrNotFound) {
+		if _, terr := tdb.Info(ctx); errors.Is(terr, replicate.ErrNotFound) {
+			// The target's copy was deleted: the next run creates it.
+			s.mu.Lock()
+			s.dbs[name].synced = false
+			s.mu.Unlock()
+		}
+	}
+	return res, err
+}
+
+// ended records the end of a copy of name (initial or catch-up): the
+// source's deletion, a failure to retry, or a success; then one more run
+// if it changed meanwhile.
+func (s *syncer) ended(ctx context.Context, name string, r fleet.DBResult, res *replicate.Result, err error, noticed time.Time) {
+	m := s.o.Metrics.DB(name)
+	var cp string
+	if res != nil && err == nil {
+		cp = res.EndSeq.String()
+	}
+	if err != nil && ctx.Err() == nil && errors.Is(err, replicate.ErrNotFound) && s.sourceGone(ctx, name) {
+		s.deletedOnSource(ctx, name)
+		m.EndRun(0, 0, 0, "", time.Time{}, nil)
+		m.SetState(metrics.StateDeleted)
+		return
+	}
+	m.EndRun(r.DocsRead, r.DocsWritten, r.DocWriteFailures, cp, noticed, err)
+	interrupted := err != nil && ctx.Err() != nil
+	s.mu.Lock()
+	d := s.dbLocked(name)
+	d.running = false
+	again, againAt := d.again, d.againAt
+	d.again, d.againAt = false, time.Time{}
+	if interrupted {
+		if !againAt.IsZero() && (d.noticed.IsZero() || againAt.Before(d.noticed)) {
+			d.noticed = againAt
+		}
+		s.mu.Unlock()
+		return
+	}
+	if d.deleted {
+		d.deleted = false
+		s.sum.Created = append(s.sum.Created, name)
+	}
+	var retry time.Duration
+	if err != nil {
+		if !againAt.IsZero() && (d.noticed.IsZero() || againAt.Before(d.noticed)) {
+			d.noticed = againAt // still not written
+		}
+		noticed = d.noticed
+		d.retry = min(max(2*d.retry, s.o.RetryInterval), time.Minute)
+		retry = d.retry
+		s.sum.Failing[name] = err.Error()
+	} else {
+		if !d.synced && s.sum.CatchUp != nil && !slices.Contains(s.sum.Created, name) && !s.inCatchUp(name) {
+			s.sum.Created = append(s.sum.Created, name)
+		}
+		d.synced = true
+		d.retry = 0
+		d.noticed = againAt // zero, or a change noticed while it ran
+		delete(s.sum.Failing, name)
+	}
+	s.mu.Unlock()
+	s.event(SyncEvent{Kind: EventSynced, DB: name, Err: err, DocsWritten: r.DocsWritten})
+	switch {
+	case errors.Is(err, dbcopy.ErrNotEmpty):
+		// Not a passing fault: retried at its next change only.
+		s.o.Copy.logf("%s: %v; skipped until it changes again", name, err)
+	case err != nil:
+		s.o.Copy.logf("%s: catch-up failed: %v; retrying in %s", name, err, retry)
+		time.AfterFunc(retry, func() {
+			if ctx.Err() == nil {
+				s.mark(name, noticed)
+			}
+		})
+	case again:
+		s.mark(name, time.Now())
+	}
+}
+
+// inCatchUp reports whether name was one of the initial catch-up's
+// databases (under s.mu).
+func (s *syncer) inCatchUp(name string) bool {
+	for _, r := range s.sum.CatchUp.DBs {
+		if r.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// sourceGone asks the source whether name still exists.
+func (s *syncer) sourceGone(ctx context.Context, name string) bool {
+	_, err := s.ssrv.DB(name).Info(ctx)
+	return errors.Is(err, replicate.ErrNotFound)
+}
+
+// deletedOnSource reports a database deleted on the source and, with
+// DeleteMissing, deletes the target's copy.
+func (s *syncer) deletedOnSource(ctx context.Context, name string) {
+	s.mu.Lock()
+	d := s.dbLocked(name)
+	d.running, d.again, d.synced, d.noticed, d.againAt = false, false, false, time.Time{}, time.Time{}
+	already := d.deleted
+	d.deleted = true
+	if !already {
+		s.sum.Deleted = append(s.sum.Deleted, name)
+	}
+	delete(s.sum.Failing, name)
+	s.mu.Unlock()
+	if already {
+		return
+	}
+	detail := "kept on the target"
+	if s.o.DeleteMissing {
+		if err := s.tsrv.DeleteDB(ctx, name); err != nil {
+			detail = fmt.Sprintf("deleting it on the target failed: %v", err)
+		} else {
+			detail = "deleted on the target too"
+			s.mu.Lock()
+			s.sum.DeletedOnTarget = append(s.sum.DeletedOnTarget, name)
+			s.mu.Unlock()
+		}
+	}
+	s.o.Copy.logf("%s: deleted on the source; %s", name, detail)
+	if s.o.Copy.Logger != nil {
+		s.o.Copy.Logger.Warn("database deleted on the source", "db", name, "target", detail)
+	}
+	s.event(SyncEvent{Kind: EventDeleted, DB: name, Detail: detail})
+}

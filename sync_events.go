@@ -1,0 +1,140 @@
+package sofa
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/sofadb/sofa/fleet"
+)
+
+// SyncEventKind says what a SyncEvent reports.
+type SyncEventKind string
+
+// Kinds of SyncEvent.
+const (
+	// EventWatching: the source is watched (Detail: db_updates or poll);
+	// changes from now on are caught.
+	EventWatching SyncEventKind = "watching"
+	// EventCaughtUp: the initial catch-up of every database ended.
+	EventCaughtUp SyncEventKind = "caught_up"
+	// EventSynced: a catch-up copy of DB ended (Err nil: everything the
+	// source had when it started is on the target).
+	EventSynced SyncEventKind = "synced"
+	// EventDeleted: DB was deleted on the source (Detail says whether
+	// the target's copy was deleted too).
+	EventDeleted SyncEventKind = "deleted"
+	// EventBehind and EventCaughtUpDB: DB fell behind, or caught up again.
+	EventBehind     SyncEventKind = "behind"
+	EventCaughtUpDB SyncEventKind = "db_caught_up"
+	// EventReconnect: the server's watch failed (Err) and is retried.
+	EventReconnect SyncEventKind = "reconnect"
+	// EventPolled: a listing of the source ended (poll mode; Detail: the
+	// number of databases seen).
+	EventPolled SyncEventKind = "polled"
+)
+
+// SyncEvent is one thing a Sync run did.
+type SyncEvent struct {
+	Kind   SyncEventKind
+	DB     string
+	Err    error
+	Detail string
+	// DocsWritten of the catch-up copy (EventSynced).
+	DocsWritten int64
+}
+
+// SyncSummary is what a Sync run did.
+type SyncSummary struct {
+	// CatchUp is the initial catch-up of every database (as Copy's).
+	CatchUp *Summary `json:"catch_up"`
+	// Mode is how the source was watched: db_updates or poll.
+	Mode string `json:"mode"`
+	// Runs counts catch-up copies after the initial one; RunsFailed
+	// those that failed (each retried).
+	Runs       int64 `json:"runs"`
+	RunsFailed int64 `json:"runs_failed"`
+	// DocsWritten and DocWriteFailures are the totals of those runs.
+	DocsWritten      int64 `json:"docs_written"`
+	DocWriteFailures int64 `json:"doc_write_failures"`
+	// Created are databases that appeared on the source while running;
+	// Deleted those deleted on it (DeletedOnTarget: also deleted on the
+	// target, DeleteMissing).
+	Created         []string `json:"created,omitempty"`
+	Deleted         []string `json:"deleted,omitempty"`
+	DeletedOnTarget []string `json:"deleted_on_target,omitempty"`
+	// Failing maps the databases whose last copy failed to its error.
+	Failing map[string]string `json:"failing,omitempty"`
+	// Reconnects counts failures of the server's watch.
+	Reconnects int64          `json:"reconnects"`
+	Duration   fleet.Duration `json:"duration"`
+	// Interrupted: the run ended on ctx (always, unless it failed to
+	// start).
+	Interrupted bool `json:"interrupted"`
+}
+
+func (s *syncer) event(e SyncEvent) {
+	if s.o.Event != nil {
+		s.o.Event(e)
+	}
+}
+
+func (s *syncer) setMode(m string) {
+	s.mu.Lock()
+	s.sum.Mode = m
+	s.mu.Unlock()
+	s.o.Metrics.SetMode(m)
+}
+
+// watchBehind looks every second for databases whose oldest unwritten
+// change is older than BehindAfter, and for those caught up again.
+func (s *syncer) watchBehind(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var edges []SyncEvent
+		s.mu.Lock()
+		for n, d := range s.dbs {
+			behind := !d.noticed.IsZero() && now.Sub(d.noticed) > s.o.BehindAfter
+			if behind == d.behind {
+				continue
+			}
+			d.behind = behind
+			s.o.Metrics.DB(n).SetBehind(behind)
+			if behind {
+				edges = append(edges, SyncEvent{Kind: EventBehind, DB: n, Detail: fmt.Sprintf("a change is waiting since %s", now.Sub(d.noticed).Round(time.Second))})
+			} else {
+				edges = append(edges, SyncEvent{Kind: EventCaughtUpDB, DB: n})
+			}
+		}
+		s.mu.Unlock()
+		for _, e := range edges {
+			if e.Kind == EventBehind {
+				s.o.Copy.logf("%s: behind: %s", e.DB, e.Detail)
+			} else {
+				s.o.Copy.logf("%s: caught up", e.DB)
+			}
+			if s.o.Copy.Logger != nil {
+				s.o.Copy.Logger.Info("database "+string(e.Kind), "db", e.DB, "detail", e.Detail)
+			}
+			s.event(e)
+		}
+	}
+}
+
+func (s *syncer) finish() *SyncSummary {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sum := s.sum
+	sum.Failing = maps.Clone(s.sum.Failing)
+	sum.Duration = fleet.Duration(time.Since(s.t0))
+	sum.Interrupted = true
+	return &sum
+}

@@ -1,0 +1,139 @@
+package sofa
+
+import (
+	"context"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/metrics"
+)
+
+// syncDB is one database's scheduling state (under syncer.mu).
+type syncDB struct {
+	pending bool      // queued, not started
+	running bool      // a copy runs
+	again   bool      // changed while running: one more run after it
+	noticed time.Time // first change not yet written (zero: none)
+	againAt time.Time // first change noticed while running
+	synced  bool      // copied once by this run: the target exists
+	deleted bool      // gone from the source
+	retry   time.Duration
+	behind  bool
+}
+
+func (s *syncer) dbLocked(name string) *syncDB {
+	d := s.dbs[name]
+	if d == nil {
+		d = &syncDB{}
+		s.dbs[name] = d
+		s.o.Metrics.DB(name)
+	}
+	return d
+}
+
+// mark says name changed at time at: it is queued unless it already is;
+// a running one gets one more run.
+func (s *syncer) mark(name string, at time.Time) {
+	if !s.filter.Match(name) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if strings.HasPrefix(name, "_") && s.dbs[name] == nil && !s.includesSystem(name) {
+		// _dbs, _nodes and the like (_db_updates names them) and system
+		// databases not selected at the start
+		return
+	}
+	d := s.dbLocked(name)
+	if d.running {
+		d.again = true
+		if d.againAt.IsZero() || at.Before(d.againAt) {
+			d.againAt = at
+		}
+		return
+	}
+	if d.noticed.IsZero() || at.Before(d.noticed) {
+		d.noticed = at
+	}
+	if !d.pending {
+		d.pending = true
+		s.queue = append(s.queue, name)
+		s.o.Metrics.DB(name).SetState(metrics.StateQueued)
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// includesSystem reports whether an Include pattern that begins with "_"
+// names the system database name.
+func (s *syncer) includesSystem(name string) bool {
+	for _, p := range s.filter.Include {
+		if ok, _ := path.Match(p, name); ok && strings.HasPrefix(p, "_") {
+			return true
+		}
+	}
+	return false
+}
+
+// markAll marks every database of the source (and every one known)
+// changed: after a gap in the watch.
+func (s *syncer) markAll(ctx context.Context) {
+	now := time.Now()
+	names, err := fleet.ListDBs(ctx, s.ssrv, 1000)
+	if err != nil {
+		s.o.Copy.logf("source: list databases: %v", err)
+	}
+	s.mu.Lock()
+	for n := range s.dbs {
+		names = append(names, n)
+	}
+	s.mu.Unlock()
+	for _, n := range names {
+		s.mark(n, now)
+	}
+}
+
+// dispatch starts the queued databases, one fleet.Run per wave, until ctx
+// ends; then it waits for the running ones (final checkpoints).
+func (s *syncer) dispatch(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	fo := fleet.Options{Limiters: limiters(s.src, s.dst), MaxDBs: s.o.Copy.MaxDBs, Fixed: s.o.Copy.Fixed, Logger: s.o.Copy.Logger}
+	select {
+	case s.wake <- struct{}{}: // what was marked during the catch-up
+	default:
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		}
+		s.mu.Lock()
+		names := s.queue
+		s.queue = nil
+		for _, n := range names {
+			d := s.dbs[n]
+			d.pending, d.running = false, true
+		}
+		s.mu.Unlock()
+		if len(names) == 0 {
+			continue
+		}
+		wg.Go(func() {
+			sum, _ := fleet.Run(ctx, names, s.wakeJob, fo)
+			for _, r := range sum.DBs {
+				if r.Status == fleet.StatusNotStarted {
+					s.mu.Lock()
+					s.dbs[r.Name].running = false
+					s.mu.Unlock()
+				}
+			}
+		})
+	}
+}

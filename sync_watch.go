@@ -1,0 +1,165 @@
+package sofa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/replicate"
+)
+
+// watch follows the source's `_db_updates`, or polls it, until ctx ends.
+// It sends the mode on ready once changes are caught.
+func (s *syncer) watch(ctx context.Context, ready chan<- string) {
+	if s.o.Poll {
+		s.poll(ctx, ready)
+		return
+	}
+	since := "now"
+	first := true
+	wait := 250 * time.Millisecond
+	for {
+		err := s.ssrv.DBUpdates(ctx, since, s.o.Heartbeat, func() {
+			if first {
+				first = false
+				ready <- "db_updates"
+			} else if since == "now" {
+				// No row seen before the failure: changes may have been
+				// missed; every database is looked at.
+				go s.markAll(ctx)
+			}
+			wait = 250 * time.Millisecond
+		}, func(u couch.DBUpdate) error {
+			if u.Seq != "" {
+				since = u.Seq
+			}
+			s.mark(u.DBName, time.Now())
+			return nil
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, couch.ErrNoDBUpdates) {
+			if first {
+				s.poll(ctx, ready)
+				return
+			}
+			// A seq the server no longer takes: start from now and
+			// look at every database.
+			since = "now"
+		}
+		s.o.Metrics.FeedReconnected(err)
+		s.mu.Lock()
+		s.sum.Reconnects++
+		s.mu.Unlock()
+		s.event(SyncEvent{Kind: EventReconnect, Err: err})
+		s.o.Copy.logf("source: %v; reconnecting in %s", err, wait)
+		if sleepCtx(ctx, wait) != nil {
+			return
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+// poll lists the source every PollInterval and marks the databases whose
+// update_seq (or instance) changed, appeared or disappeared.
+func (s *syncer) poll(ctx context.Context, ready chan<- string) {
+	prev, err := s.snapshot(ctx)
+	for err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		s.o.Metrics.FeedReconnected(err)
+		s.o.Copy.logf("source: list databases: %v; retrying in %s", err, s.o.PollInterval)
+		if sleepCtx(ctx, s.o.PollInterval) != nil {
+			return
+		}
+		prev, err = s.snapshot(ctx)
+	}
+	ready <- "poll"
+	t := time.NewTicker(s.o.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cur, err := s.snapshot(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.o.Metrics.FeedReconnected(err)
+			s.mu.Lock()
+			s.sum.Reconnects++
+			s.mu.Unlock()
+			s.event(SyncEvent{Kind: EventReconnect, Err: err})
+			s.o.Copy.logf("source: poll: %v", err)
+			continue
+		}
+		s.event(SyncEvent{Kind: EventPolled, Detail: fmt.Sprint(len(cur))})
+		now := time.Now()
+		for n, v := range cur {
+			if prev[n] != v {
+				s.mark(n, now)
+			}
+		}
+		for n := range prev {
+			if _, ok := cur[n]; !ok {
+				s.mark(n, now)
+			}
+		}
+		prev = cur
+	}
+}
+
+// snapshot maps each selected database of the source to its update_seq
+// and instance: `_all_dbs`, then `_dbs_info` in batches of 100 where the
+// server has it, one `GET /db` per database where not.
+func (s *syncer) snapshot(ctx context.Context) (map[string]string, error) {
+	names, err := fleet.ListDBs(ctx, s.ssrv, 1000)
+	if err != nil {
+		return nil, err
+	}
+	names = s.filter.Apply(names)
+	out := make(map[string]string, len(names))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 2*couch.DBsInfoMax)
+	for _, n := range names {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			info, err := s.ssrv.DB(n).InfoBatched(ctx)
+			v := info.UpdateSeq.String() + "|" + info.InstanceStart
+			if err != nil {
+				if !errors.Is(err, replicate.ErrNotFound) {
+					v = "?" // unknown: looked at as changed
+				} else {
+					return
+				}
+			}
+			mu.Lock()
+			out[n] = v
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out, ctx.Err()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
