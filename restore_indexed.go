@@ -26,7 +26,10 @@ func groupIndex(ctx context.Context, a *Endpoint, o *archive.ReaderOptions) (*ar
 	if err != nil {
 		return nil, nil, err
 	}
-	if f.Size() < 0 {
+	// unknown size, or an object store (a ranged GET per tar header
+	// and per small read: 1,099 requests against 2 for a 9 MiB archive
+	// read in order)
+	if f.Size() < 0 || storage.PrefersSequential(f) {
 		f.Close()
 		return nil, nil, nil
 	}

@@ -77,6 +77,21 @@ type Reader interface {
 	Size() int64
 }
 
+// Sequential is implemented by a Reader whose ReadAt costs a round trip
+// per call (an object store: one ranged GET each) while Read streams with
+// read-ahead. A caller that would read many small pieces at offsets (an
+// archive's tar headers, one group's members) reads such an archive in
+// order instead.
+type Sequential interface {
+	PrefersSequential() bool
+}
+
+// PrefersSequential tells whether r is a Sequential that prefers it.
+func PrefersSequential(r Reader) bool {
+	s, ok := r.(Sequential)
+	return ok && s.PrefersSequential()
+}
+
 // Info describes a stored archive.
 type Info struct {
 	Name    string

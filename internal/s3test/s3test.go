@@ -155,6 +155,16 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
+// StartDir starts a server over dir outside a test (the benchmark driver);
+// the caller stops it.
+func StartDir(dir string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	return start(bin, dir)
+}
+
 func start(bin, dir string) (*Server, error) {
 	data := filepath.Join(dir, "data")
 	if err := os.MkdirAll(data, 0o755); err != nil {

@@ -57,6 +57,10 @@ type chunk struct {
 
 func (r *reader) Size() int64 { return r.size }
 
+// PrefersSequential: every ReadAt is a ranged GET, Read reads ahead
+// (storage.Sequential).
+func (r *reader) PrefersSequential() bool { return true }
+
 func (r *reader) Read(p []byte) (int, error) {
 	if r.err != nil {
 		return 0, r.err

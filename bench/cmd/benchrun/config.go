@@ -70,6 +70,14 @@ type config struct {
 	backupRealScale float64
 	attsScale       float64
 	timeout         time.Duration
+
+	// s3
+	s3MiB       int
+	s3BPS       int64
+	s3Latency   time.Duration
+	s3Transfers intList
+	s3PartSize  int
+	s3Restore   bool
 }
 
 func defaultConfig() *config {
@@ -87,6 +95,7 @@ func defaultConfig() *config {
 		seedsAttsScale: 10, seedsLargeScale: 1,
 		backupSizes: intList{10000, 100000}, backupRealScale: 0.1, attsScale: 1,
 		timeout: 20 * time.Minute,
+		s3MiB:   1024, s3BPS: 8_000_000, s3Latency: 20 * time.Millisecond, s3Transfers: intList{1, 2, 4, 8}, s3PartSize: 16 << 20, s3Restore: true,
 	}
 }
 
@@ -130,6 +139,12 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.Var(&c.backupSizes, "backup-sizes", "backup: comma-separated document counts of the synthetic cases")
 	fs.Float64Var(&c.backupRealScale, "backup-real-scale", c.backupRealScale, "backup: --scale of the real-data case (0 skips)")
 	fs.Float64Var(&c.attsScale, "atts-scale", c.attsScale, "backup: --scale of atts_db (0 skips)")
+	fs.IntVar(&c.s3MiB, "s3-mib", c.s3MiB, "s3: MiB of documents with attachments in the source (atts_db's shape, about 2 MiB each)")
+	fs.Int64Var(&c.s3BPS, "s3-bps", c.s3BPS, "s3: the proxy's cap on each connection, bytes per second in each direction")
+	fs.DurationVar(&c.s3Latency, "s3-latency", c.s3Latency, "s3: delay the proxy adds to every request")
+	fs.Var(&c.s3Transfers, "s3-transfers", "s3: comma-separated --transfers values, ascending (the first is the ratios' base)")
+	fs.IntVar(&c.s3PartSize, "s3-part-size", c.s3PartSize, "s3: --part-size in bytes, also the peers' chunk size in their tuned runs")
+	fs.BoolVar(&c.s3Restore, "s3-restore", c.s3Restore, "s3: also restore into fresh servers (bounded by the target's ingest; false: only the read path, sofa verify)")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "kill any one tool run after this long")
 }
 
@@ -141,6 +156,7 @@ func (c *config) shrink() {
 	c.backupSizes, c.backupRealScale, c.attsScale = intList{500, 2000}, 0.02, 0.1
 	c.couchRepSweep, c.boundSweep = pairList{{8, 40}}, pairList{{500, 4}}
 	c.seedsAttsScale, c.seedsLargeScale = 0.1, 0.005
+	c.s3MiB, c.s3Transfers, c.s3PartSize = 48, intList{1, 4}, 5<<20
 }
 
 // pair is one a/b setting of a sweep.
