@@ -145,4 +145,19 @@ func TestS3_ShardedSet(t *testing.T) {
 	if dbs := allDBs(t, tgt2); slices.ContainsFunc(names, func(n string) bool { return slices.Contains(dbs, n) }) {
 		t.Errorf("a refused partial restore created databases: %v", dbs)
 	}
+	if r := s3Sofa(t, bin, env, "ls", manifest); r.code != exitOK || !strings.Contains(r.stdout, "MISSING") {
+		t.Errorf("ls of a partial set: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r := s3Sofa(t, bin, env, "restore", manifest, tgt2.URL, "--allow-partial", "-q")
+	r.want(t, exitOK)
+	if !strings.Contains(r.stderr, missingKey) {
+		t.Errorf("--allow-partial does not name the missing member:\n%s", r.stderr)
+	}
+	for _, db := range names {
+		if sofa.ShardOf(db, n) != 1 {
+			couchtest.AssertEqual(t, src.DBURL(db), tgt2.DBURL(db))
+		} else if arDBExists(t, tgt2, db) {
+			t.Errorf("%q of the missing member was restored", db)
+		}
+	}
 }
