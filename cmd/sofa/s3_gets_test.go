@@ -57,8 +57,8 @@ func TestS3_RestoreGets(t *testing.T) {
 	gets := p.Rule("get").Matched
 	parts := (size + s3.DefaultPartSize - 1) / s3.DefaultPartSize
 	// The archive's header, index and manifest (read by the plan and the
-	// scan: 13 GETs here), each group in one GET (ReadSize, 4 MiB, is more
-	// than a group of this archive), the archive in parts of PartSize.
+	// scan: 13 GETs here), each small group in one GET (archive.ReadSize,
+	// 4 MiB, is more than its span), the large one in a few.
 	// Before groups were read through a buffer: 1063 GETs.
 	const overhead = 16
 	bound := parts + int64(len(names)) + overhead
