@@ -167,3 +167,28 @@ func TestIndexGroupReadsBuffered(t *testing.T) {
 		})
 	}
 }
+
+// TestReadHeaderAtOffsets: ReadHeader of an archive readable at offsets
+// reads it there (never in order: on S3 that fetches parts ahead) and
+// reads one buffer of at most MinReadSize bytes.
+func TestReadHeaderAtOffsets(t *testing.T) {
+	dbs := map[string][]*replicate.Doc{}
+	for _, n := range hostileNames {
+		dbs[n] = sampleDocs()
+	}
+	data := writeArchive(t, Options{Compression: Zstd, ChunkSize: 300}, dbs, hostileNames)
+	cr := &countingReaderAt{r: bytes.NewReader(data)} // Read fails
+	h, err := ReadHeader(cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.ID == "" {
+		t.Errorf("header without an id: %+v", h)
+	}
+	if n := cr.n.Load(); n > MinReadSize {
+		t.Errorf("ReadHeader read %d bytes, want at most %d", n, MinReadSize)
+	}
+	if _, err := ReadHeader(bytes.NewReader(data)); err != nil { // in order
+		t.Fatal(err)
+	}
+}
