@@ -55,6 +55,12 @@ func (b *bufBudget) give(n int64) {
 	b.mu.Unlock()
 }
 
+// headSection reads an archive of size bytes from its start in reads of
+// MinReadSize bytes.
+func headSection(ra io.ReaderAt, size int64) io.Reader {
+	return bufio.NewReaderSize(io.NewSectionReader(ra, 0, size), int(max(16, min(size, MinReadSize))))
+}
+
 // section is a reader of the span [off, off+size) of x's archive that
 // reads it from the io.ReaderAt in reads of up to bufSize bytes (the tar
 // reader's small reads would each be one ReadAt: one ranged GET on S3).
@@ -121,7 +127,16 @@ func align512(n int64) int64 { return (n + 511) &^ 511 }
 // Reader.Next's: the archive is damaged, or its manifest does not match.
 func Scan(ra io.ReaderAt, size int64, opts *ReaderOptions) (*Index, error) {
 	sr := io.NewSectionReader(ra, 0, size)
-	rd, err := NewReader(sr, opts)
+	// Version 2: the groups and blobs are where the archive's index says,
+	// and the header is read in one buffer (one ranged GET on S3, not one
+	// per tar read); version 1 is scanned from sr, whose position tells
+	// each member's offset.
+	toc, tocErr := ReadTOC(ra, size)
+	var hr io.Reader = sr
+	if tocErr == nil {
+		hr = headSection(ra, size)
+	}
+	rd, err := NewReader(hr, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -137,9 +152,8 @@ func Scan(ra io.ReaderAt, size int64, opts *ReaderOptions) (*Index, error) {
 		rd.opts.ReadMemory = DefaultReadMemory
 	}
 	x := &Index{ra: ra, opts: rd.opts, hdr: rd.hdr, blobs: map[[32]byte]span{}, gate: newMemGate(mem), bufs: &bufBudget{free: rd.opts.ReadMemory}}
-	if toc, err := ReadTOC(ra, size); err == nil {
-		// Version 2: the groups and blobs are where the archive's index
-		// says; no tar header is read but the manifest's, which is checked.
+	if tocErr == nil {
+		// no tar header is read but the manifest's, which is checked
 		return x.fromTOC(toc)
 	}
 	pos, _ := sr.Seek(0, io.SeekCurrent) // after the header member's body

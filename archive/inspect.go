@@ -1,7 +1,6 @@
 package archive
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -181,7 +180,7 @@ func CheckChain(headers ...Header) error {
 // S3, where reading in order would fetch parts ahead).
 func ReadHeader(r io.Reader) (Header, error) {
 	if ra, ok := r.(ReaderAtSize); ok && ra.Size() > 0 {
-		r = bufio.NewReaderSize(io.NewSectionReader(ra, 0, ra.Size()), int(min(ra.Size(), MinReadSize)))
+		r = headSection(ra, ra.Size())
 	}
 	rd, err := NewReader(r, nil)
 	if err != nil {

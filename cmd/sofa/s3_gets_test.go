@@ -57,10 +57,10 @@ func TestS3_RestoreGets(t *testing.T) {
 	gets := p.Rule("get").Matched
 	parts := (size + s3.DefaultPartSize - 1) / s3.DefaultPartSize
 	// The archive's header, index and manifest (read by the plan and the
-	// scan: 13 GETs here), each small group in one GET (archive.ReadSize,
+	// scan: 9 GETs here), each small group in one GET (archive.ReadSize,
 	// 4 MiB, is more than its span), the large one in a few.
 	// Before groups were read through a buffer: 1063 GETs.
-	const overhead = 16
+	const overhead = 12
 	bound := parts + int64(len(names)) + overhead
 	t.Logf("restore of %d databases, archive %d bytes (%d parts of %d): %d GETs (bound %d)", len(names), size, parts, s3.DefaultPartSize, gets, bound)
 	if gets > bound {
