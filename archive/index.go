@@ -2,6 +2,7 @@ package archive
 
 import (
 	"archive/tar"
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -29,6 +30,43 @@ type Index struct {
 	groups []Group
 	blobs  map[[32]byte]span
 	gate   *memGate
+	bufs   *bufBudget
+}
+
+// bufBudget holds the bytes of read buffers an Index's group readers may
+// still take (ReaderOptions.ReadMemory). It never waits: a reader that
+// finds it spent reads with a MinReadSize buffer.
+type bufBudget struct {
+	mu   sync.Mutex
+	free int64
+}
+
+func (b *bufBudget) take(want int64) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := min(want, b.free)
+	b.free -= n
+	return n
+}
+
+func (b *bufBudget) give(n int64) {
+	b.mu.Lock()
+	b.free += n
+	b.mu.Unlock()
+}
+
+// headSection reads an archive of size bytes from its start in reads of
+// MinReadSize bytes.
+func headSection(ra io.ReaderAt, size int64) io.Reader {
+	return bufio.NewReaderSize(io.NewSectionReader(ra, 0, size), int(max(16, min(size, MinReadSize))))
+}
+
+// section is a reader of the span [off, off+size) of x's archive that
+// reads it from the io.ReaderAt in reads of up to bufSize bytes (the tar
+// reader's small reads would each be one ReadAt: one ranged GET on S3).
+func (x *Index) section(off, size, bufSize int64) io.Reader {
+	bufSize = min(max(bufSize, 16), max(size, 16))
+	return bufio.NewReaderSize(io.NewSectionReader(x.ra, off, size), int(bufSize))
 }
 
 // memGate is a weighted semaphore of bytes.
@@ -89,7 +127,16 @@ func align512(n int64) int64 { return (n + 511) &^ 511 }
 // Reader.Next's: the archive is damaged, or its manifest does not match.
 func Scan(ra io.ReaderAt, size int64, opts *ReaderOptions) (*Index, error) {
 	sr := io.NewSectionReader(ra, 0, size)
-	rd, err := NewReader(sr, opts)
+	// Version 2: the groups and blobs are where the archive's index says,
+	// and the header is read in one buffer (one ranged GET on S3, not one
+	// per tar read); version 1 is scanned from sr, whose position tells
+	// each member's offset.
+	toc, tocErr := ReadTOC(ra, size)
+	var hr io.Reader = sr
+	if tocErr == nil {
+		hr = headSection(ra, size)
+	}
+	rd, err := NewReader(hr, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -98,10 +145,15 @@ func Scan(ra io.ReaderAt, size int64, opts *ReaderOptions) (*Index, error) {
 	if mem <= 0 {
 		mem = DefaultMemberMemory
 	}
-	x := &Index{ra: ra, opts: rd.opts, hdr: rd.hdr, blobs: map[[32]byte]span{}, gate: newMemGate(mem)}
-	if toc, err := ReadTOC(ra, size); err == nil {
-		// Version 2: the groups and blobs are where the archive's index
-		// says; no tar header is read but the manifest's, which is checked.
+	if rd.opts.ReadSize <= 0 {
+		rd.opts.ReadSize = DefaultReadSize
+	}
+	if rd.opts.ReadMemory <= 0 {
+		rd.opts.ReadMemory = DefaultReadMemory
+	}
+	x := &Index{ra: ra, opts: rd.opts, hdr: rd.hdr, blobs: map[[32]byte]span{}, gate: newMemGate(mem), bufs: &bufBudget{free: rd.opts.ReadMemory}}
+	if tocErr == nil {
+		// no tar header is read but the manifest's, which is checked
 		return x.fromTOC(toc)
 	}
 	pos, _ := sr.Seek(0, io.SeekCurrent) // after the header member's body
@@ -189,19 +241,27 @@ func (x *Index) Groups() []Group { return x.groups }
 // other: attachment blobs stored by an earlier group are read at their
 // offsets when a revision refers to them. Close it when done.
 func (x *Index) OpenDB(g Group) (*DBReader, error) {
-	rd := &Reader{tr: tar.NewReader(io.NewSectionReader(x.ra, g.Offset, g.Size)), opts: x.opts, hdr: x.hdr,
+	// The group is read through a buffer of up to ReadSize bytes (its
+	// whole span when smaller), taken from the Index's ReadMemory.
+	held := x.bufs.take(min(g.Size, x.opts.ReadSize))
+	bufSize := max(held, min(g.Size, MinReadSize))
+	rd := &Reader{tr: tar.NewReader(x.section(g.Offset, g.Size, bufSize)), opts: x.opts, hdr: x.hdr,
 		seen: sha256.New(), dirs: map[string]bool{}, summaries: map[string]DBSummary{}, fetch: x.blob, gate: x.gate}
 	rd.blobs = newBlobStore(rd.opts.TempDir, rd.opts.BlobMemory)
+	closeRd := func() {
+		rd.Close()
+		x.bufs.give(held)
+	}
 	db, err := rd.Next()
 	if err != nil {
-		rd.Close()
+		closeRd()
 		return nil, err
 	}
 	if db.Name() != g.Name {
-		rd.Close()
+		closeRd()
 		return nil, &Error{Err: &detailErr{ErrFormat, fmt.Sprintf("group at offset %d holds %q, its end member says %q", g.Offset, db.Name(), g.Name)}}
 	}
-	db.release = func() { rd.Close() }
+	db.release = closeRd
 	return db, nil
 }
 
@@ -212,7 +272,7 @@ func (x *Index) blob(sum [32]byte) ([]byte, error) {
 	if !ok {
 		return nil, nil
 	}
-	rd := &Reader{tr: tar.NewReader(io.NewSectionReader(x.ra, sp.off, sp.size)), opts: x.opts, seen: sha256.New()}
+	rd := &Reader{tr: tar.NewReader(x.section(sp.off, sp.size, MinReadSize)), opts: x.opts, seen: sha256.New()}
 	defer rd.dec.close()
 	m, err := rd.readMember()
 	if err != nil {
@@ -228,7 +288,7 @@ func (x *Index) blob(sum [32]byte) ([]byte, error) {
 // instead of scanning every tar header: one read of the index, one of the
 // manifest member (its checksum checked), then nothing until OpenDB.
 func (x *Index) fromTOC(toc *TOC) (*Index, error) {
-	rd := &Reader{tr: tar.NewReader(io.NewSectionReader(x.ra, toc.Manifest.Offset, toc.Manifest.End-toc.Manifest.Offset)), opts: x.opts, seen: sha256.New()}
+	rd := &Reader{tr: tar.NewReader(x.section(toc.Manifest.Offset, toc.Manifest.End-toc.Manifest.Offset, MinReadSize)), opts: x.opts, seen: sha256.New()}
 	defer rd.dec.close()
 	m, err := rd.readMember()
 	if err != nil {

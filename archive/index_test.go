@@ -106,3 +106,89 @@ func TestIndexDamage(t *testing.T) {
 		t.Errorf("damaged manifest: %v", err)
 	}
 }
+
+// callCounter counts ReadAt calls (each a ranged GET on S3).
+type callCounter struct {
+	r     *bytes.Reader
+	mu    sync.Mutex
+	calls int
+}
+
+func (c *callCounter) ReadAt(p []byte, off int64) (int, error) {
+	c.mu.Lock()
+	c.calls++
+	c.mu.Unlock()
+	return c.r.ReadAt(p, off)
+}
+
+// TestIndexGroupReadsBuffered: a group reader of an Index reads its
+// group from the io.ReaderAt through one buffer (a group of small
+// members: one ReadAt, plus one per blob it refers to in an earlier
+// group),
+// not once per small read of the tar reader, whether it got its buffer
+// from ReadMemory or, that spent, the MinReadSize one; every buffer
+// byte goes back to ReadMemory on Close.
+func TestIndexGroupReadsBuffered(t *testing.T) {
+	dbs := map[string][]*replicate.Doc{}
+	for _, n := range hostileNames {
+		dbs[n] = sampleDocs()
+	}
+	data := writeArchive(t, Options{Compression: Zstd, ChunkSize: 300}, dbs, hostileNames)
+	for _, readMem := range []int64{0, 1} { // 1: spent at once
+		t.Run(fmt.Sprint(readMem), func(t *testing.T) {
+			ra := &callCounter{r: bytes.NewReader(data)}
+			x, err := Scan(ra, int64(len(data)), &ReaderOptions{ReadMemory: readMem})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var open []*DBReader
+			for _, g := range x.Groups() {
+				ra.calls = 0
+				db, err := x.OpenDB(g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				open = append(open, db) // all open at once: the budget runs out
+				if err := db.Changes(context.Background(), nil, func(replicate.Change) error { return nil }); err != nil {
+					t.Fatal(err)
+				}
+				// the group in one, and each of the 3 blobs the first
+				// group stored in one
+				if ra.calls > 4 {
+					t.Errorf("group %q (%d bytes): %d ReadAt calls, want at most 4", g.Name, g.Size, ra.calls)
+				}
+			}
+			for _, db := range open {
+				db.Close()
+			}
+			if want := x.opts.ReadMemory; x.bufs.free != want {
+				t.Errorf("ReadMemory %d after every reader closed, want %d", x.bufs.free, want)
+			}
+		})
+	}
+}
+
+// TestReadHeaderAtOffsets: ReadHeader of an archive readable at offsets
+// reads it there (never in order: on S3 that fetches parts ahead) and
+// reads one buffer of at most MinReadSize bytes.
+func TestReadHeaderAtOffsets(t *testing.T) {
+	dbs := map[string][]*replicate.Doc{}
+	for _, n := range hostileNames {
+		dbs[n] = sampleDocs()
+	}
+	data := writeArchive(t, Options{Compression: Zstd, ChunkSize: 300}, dbs, hostileNames)
+	cr := &countingReaderAt{r: bytes.NewReader(data)} // Read fails
+	h, err := ReadHeader(cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.ID == "" {
+		t.Errorf("header without an id: %+v", h)
+	}
+	if n := cr.n.Load(); n > MinReadSize {
+		t.Errorf("ReadHeader read %d bytes, want at most %d", n, MinReadSize)
+	}
+	if _, err := ReadHeader(bytes.NewReader(data)); err != nil { // in order
+		t.Fatal(err)
+	}
+}

@@ -174,8 +174,14 @@ func CheckChain(headers ...Header) error {
 	return nil
 }
 
-// ReadHeader reads only an archive's header member.
+// ReadHeader reads only an archive's header member. When r can be read
+// at offsets (a ReaderAtSize of known size: a file, an object) it is
+// read from offset 0 in reads of MinReadSize bytes (one ranged GET on
+// S3, where reading in order would fetch parts ahead).
 func ReadHeader(r io.Reader) (Header, error) {
+	if ra, ok := r.(ReaderAtSize); ok && ra.Size() > 0 {
+		r = headSection(ra, ra.Size())
+	}
 	rd, err := NewReader(r, nil)
 	if err != nil {
 		return Header{}, err

@@ -40,10 +40,28 @@ type ReaderOptions struct {
 	// than the cap waits for the others to finish theirs). 0 means
 	// DefaultMemberMemory.
 	MemberMemory int64
+	// ReadSize (Scan only) is the bytes each group reader of an Index
+	// asks its io.ReaderAt for at once (one ReadAt: one ranged GET on
+	// S3), at most the group's size; the tar reader's many small reads
+	// are served from that buffer. 0 means DefaultReadSize.
+	ReadSize int64
+	// ReadMemory (Scan only) caps the bytes of those buffers the readers
+	// of one Index hold at once; a reader opened when it is spent reads
+	// with a buffer of MinReadSize (outside the cap). 0 means
+	// DefaultReadMemory.
+	ReadMemory int64
 }
 
 // DefaultMemberMemory is ReaderOptions.MemberMemory when 0.
 const DefaultMemberMemory = 64 << 20
+
+// Defaults of ReaderOptions.ReadSize and ReadMemory, and the buffer of a
+// group reader opened when ReadMemory is spent.
+const (
+	DefaultReadSize   = 4 << 20
+	DefaultReadMemory = 16 << 20
+	MinReadSize       = 64 << 10
+)
 
 // Reader reads an archive sequentially from an io.Reader (a file, a pipe,
 // stdin). It yields the databases in archive order with Next; each is a
