@@ -26,10 +26,10 @@ func groupIndex(ctx context.Context, a *Endpoint, o *archive.ReaderOptions) (*ar
 	if err != nil {
 		return nil, nil, err
 	}
-	// unknown size, or an object store (a ranged GET per tar header
-	// and per small read: 1,099 requests against 2 for a 9 MiB archive
-	// read in order)
-	if f.Size() < 0 || storage.PrefersSequential(f) {
+	// unknown size, or an object store holding few databases: read in
+	// order with the store's part-sized read-ahead, which beats a few
+	// groups' buffered reads at their offsets
+	if f.Size() < 0 || storage.PrefersSequential(f) && fewGroups(f) {
 		f.Close()
 		return nil, nil, nil
 	}
@@ -45,6 +45,20 @@ func groupIndex(ctx context.Context, a *Endpoint, o *archive.ReaderOptions) (*ar
 		return nil, nil, fmt.Errorf("%s: %w", a.archive, err)
 	}
 	return x, f, nil
+}
+
+// seqGroupsMax is the most database groups an archive in an object
+// store (storage.Sequential) may hold for restore to read it in order:
+// with more, databases restored at once (each group one buffered ranged
+// read, archive.ReaderOptions.ReadSize) are the faster way.
+const seqGroupsMax = 8
+
+// fewGroups tells whether the archive's index lists at most seqGroupsMax
+// databases; an archive without an index (format version 1) counts as
+// few: finding its groups costs a ranged GET per tar header.
+func fewGroups(f storage.Reader) bool {
+	toc, err := archive.ReadTOC(f, f.Size())
+	return err != nil || len(toc.Databases) <= seqGroupsMax
 }
 
 // indexes returns the group index of every archive of the chain, or nil

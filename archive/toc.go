@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -220,8 +221,32 @@ func NewIndexedReader(r io.ReaderAt, idx *TOC, keep func(name string) bool, opts
 	return rd, nil
 }
 
+// section reads the span s of r through a buffer of at most
+// DefaultReadSize bytes, taken at its first Read and dropped at its end:
+// one ReadAt (one ranged GET on S3) per buffer, not one per small read of
+// the tar reader.
 func section(r io.ReaderAt, s Span) io.Reader {
-	return io.NewSectionReader(r, s.Offset, s.End-s.Offset)
+	return &lazySection{sr: io.NewSectionReader(r, s.Offset, s.End-s.Offset)}
+}
+
+type lazySection struct {
+	sr   *io.SectionReader
+	br   *bufio.Reader
+	done bool
+}
+
+func (l *lazySection) Read(p []byte) (int, error) {
+	if l.br == nil {
+		if l.done {
+			return 0, io.EOF
+		}
+		l.br = bufio.NewReaderSize(l.sr, int(min(max(l.sr.Size(), 16), DefaultReadSize)))
+	}
+	n, err := l.br.Read(p)
+	if err == io.EOF {
+		l.br, l.done = nil, true
+	}
+	return n, err
 }
 
 // indexer records, as the writer goes, where members are.
