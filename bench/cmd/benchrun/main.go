@@ -4,7 +4,7 @@
 // appends every measurement to a JSON-lines file. scripts/bench.sh builds
 // and runs it; BENCHMARKS.md describes each benchmark.
 //
-//	benchrun [flags] [replicate|latency|fleet|controller|backup ...]
+//	benchrun [flags] [replicate|latency|fleet|controller|backup|seeds|lag ...]
 //
 // With no names every benchmark runs. Each tool run is a child process
 // measured with wait4 (wall time, CPU time of the process tree, peak RSS of
@@ -44,6 +44,7 @@ var benchmarks = []benchmark{
 	{"controller", benchController, false},
 	{"backup", benchBackup, false},
 	{"seeds", benchSeeds, true},
+	{"lag", benchLag, true},
 }
 
 func main() {
