@@ -24,7 +24,7 @@ import (
 // default --flush-interval and with -lag-flush; CouchDB's own continuous
 // replication, POST /_replicate on the target server; PouchDB's live
 // replication from node) a fresh database pair, then phases: a writer PUTs
-// single documents at -lag-rates writes/s for -lag-seconds each (with
+// single documents at -lag-rates writes/s for -lag-phase each (with
 // -lag-writers concurrent clients, each document carrying its write time),
 // then a burst of -lag-burst documents in one _bulk_docs, then
 // -lag-idle with no writes. A document's lag is from the source's
@@ -63,7 +63,7 @@ func benchLag(ctx context.Context, e *env) error {
 		return e.startProc(ctx, name, args...)
 	}})
 	servers := []*server{src, tgt}
-	lt := &table{title: fmt.Sprintf("lag: one database, writes of ~100 B documents, %d writers (%s each steady phase)", e.cfg.lagWriters, e.cfg.lagSeconds),
+	lt := &table{title: fmt.Sprintf("lag: one database, writes of ~100 B documents, %d writers (%s each steady phase)", e.cfg.lagWriters, e.cfg.lagPhase),
 		head: []string{"replicator", "phase", "docs", "lag p50 ms", "lag p99 ms", "lag max ms", "write p50 ms", "write p99 ms", "writes/s", "repl cpu s", "servers cpu s"}}
 	it := &table{title: fmt.Sprintf("lag: idle CPU over %s with no writes (after the phases)", e.cfg.lagIdle),
 		head: []string{"replicator", "repl cpu ms", "servers cpu ms"}}
@@ -115,7 +115,7 @@ func benchLag(ctx context.Context, e *env) error {
 			var w writeRun
 			prefix := fmt.Sprintf("p%d-", pi)
 			if pi < len(e.cfg.lagRates) {
-				w, err = steadyWrites(ctx, src.URL+"/"+db, prefix, e.cfg.lagRates[pi], e.cfg.lagSeconds, e.cfg.lagWriters)
+				w, err = steadyWrites(ctx, src.URL+"/"+db, prefix, e.cfg.lagRates[pi], e.cfg.lagPhase, e.cfg.lagWriters)
 			} else {
 				w, err = burstWrite(ctx, src.URL+"/"+db, prefix, e.cfg.lagBurst)
 			}

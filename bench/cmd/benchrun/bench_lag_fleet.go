@@ -19,7 +19,7 @@ import (
 // whole-server continuous mode (`sofa replicate --continuous SRC DST`);
 // once every database exists on the target, a writer PUTs
 // -lag-fleet-rate documents per second spread over the databases for
-// -lag-seconds. A document's lag is from its acknowledgement to the answer
+// -lag-phase. A document's lag is from its acknowledgement to the answer
 // of a filtered longpoll of the target database (_changes?feed=longpoll
 // &filter=_doc_ids) that holds it. sofa's open connections to the source
 // are counted from /proc every 250 ms.
@@ -91,7 +91,7 @@ func (e *env) lagFleet(ctx context.Context, src, tgt *server) error {
 	catchupConns := maxConns.Swap(0)
 	c0, s0 := rep.cpuMS(), serversCPU([]*server{src, tgt})
 	rate := e.cfg.lagFleetRate
-	total := int(float64(rate) * e.cfg.lagSeconds.Seconds())
+	total := int(float64(rate) * e.cfg.lagPhase.Seconds())
 	lags := make([]time.Duration, total)
 	wlat := make([]time.Duration, total)
 	var wg sync.WaitGroup

@@ -70,7 +70,7 @@ type config struct {
 	// sofa --flush-interval, databases of the whole-server case (0 skips)
 	// and its total write rate.
 	lagRates     intList
-	lagSeconds   time.Duration
+	lagPhase     time.Duration
 	lagWriters   int
 	lagBurst     int
 	lagIdle      time.Duration
@@ -100,7 +100,7 @@ func defaultConfig() *config {
 		seedsAttsScale: 10, seedsLargeScale: 1,
 		backupSizes: intList{10000, 100000}, backupRealScale: 0.1, attsScale: 1,
 		timeout:  20 * time.Minute,
-		lagRates: intList{100, 1000}, lagSeconds: 10 * time.Second, lagWriters: 32, lagBurst: 10000,
+		lagRates: intList{100, 1000}, lagPhase: 10 * time.Second, lagWriters: 32, lagBurst: 10000,
 		lagIdle: 5 * time.Second, lagFlush: 50 * time.Millisecond, lagDBs: 1000, lagFleetRate: 100,
 	}
 }
@@ -146,7 +146,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.backupRealScale, "backup-real-scale", c.backupRealScale, "backup: --scale of the real-data case (0 skips)")
 	fs.Float64Var(&c.attsScale, "atts-scale", c.attsScale, "backup: --scale of atts_db (0 skips)")
 	fs.Var(&c.lagRates, "lag-rates", "lag: comma-separated steady writer rates (writes/s)")
-	fs.DurationVar(&c.lagSeconds, "lag-seconds", c.lagSeconds, "lag: duration of each steady phase")
+	fs.DurationVar(&c.lagPhase, "lag-phase", c.lagPhase, "lag: duration of each steady phase")
 	fs.IntVar(&c.lagWriters, "lag-writers", c.lagWriters, "lag: concurrent writer clients (enough to sustain the highest rate)")
 	fs.IntVar(&c.lagBurst, "lag-burst", c.lagBurst, "lag: documents of the burst (one _bulk_docs; 0 skips)")
 	fs.DurationVar(&c.lagIdle, "lag-idle", c.lagIdle, "lag: span with no writes over which idle CPU is measured")
@@ -164,7 +164,7 @@ func (c *config) shrink() {
 	c.backupSizes, c.backupRealScale, c.attsScale = intList{500, 2000}, 0.02, 0.1
 	c.couchRepSweep, c.boundSweep = pairList{{8, 40}}, pairList{{500, 4}}
 	c.seedsAttsScale, c.seedsLargeScale = 0.1, 0.005
-	c.lagSeconds, c.lagBurst, c.lagIdle, c.lagDBs = 2*time.Second, 500, time.Second, 20
+	c.lagPhase, c.lagBurst, c.lagIdle, c.lagDBs = 2*time.Second, 500, time.Second, 20
 }
 
 // pair is one a/b setting of a sweep.
