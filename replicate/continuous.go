@@ -143,11 +143,23 @@ func (r *run) follow(ctx context.Context, since Seq, k *cutter) error {
 				continue
 			}
 			if !armed {
-				timer.Reset(r.opts.FlushInterval)
+				// From the row's arrival on the feed: a row that waited
+				// in the channel while the workers were busy has already
+				// used part of its interval.
+				timer.Reset(max(0, r.opts.FlushInterval-time.Since(fr.at)))
 				armed = true
 			}
 		case <-timer.C:
 			armed = false
+			// Rows already waiting join the batch (up to its size):
+			// behind a busy target the timer fires at once, and the
+			// batches must not shrink to a row or two.
+			for len(rows) > 0 {
+				fr := <-rows
+				if k.add(fr.c, fr.at) {
+					break
+				}
+			}
 			if err := k.send(ctx); err != nil {
 				return err
 			}

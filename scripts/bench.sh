@@ -4,9 +4,9 @@
 # started from the release; -server-url URL1,URL2: running CouchDB servers,
 # wiped):
 #
-#   scripts/bench.sh [FLAGS] [replicate|latency|fleet|controller|backup|seeds|s3 ...]
+#   scripts/bench.sh [FLAGS] [replicate|latency|fleet|controller|backup|seeds|s3|lag ...]
 #
-# With no names every benchmark runs (about 25 minutes on 2 cores at the
+# With no names every benchmark but seeds, s3 and lag runs (about 25 minutes on 2 cores at the
 # default sizes). FLAGS go to bench/cmd/benchrun (scripts/bench.sh -h lists
 # them); -smoke shrinks every size to check the harness in a couple of
 # minutes. Each benchmark prints its table; every measurement is appended

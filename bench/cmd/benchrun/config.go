@@ -65,6 +65,19 @@ type config struct {
 	// seeds
 	seedsAttsScale, seedsLargeScale float64
 
+	// lag: steady writer rates (writes/s), seconds per rate, concurrent
+	// writer clients, burst size (one _bulk_docs), idle span, the lower
+	// sofa --flush-interval, databases of the whole-server case (0 skips)
+	// and its total write rate.
+	lagRates     intList
+	lagPhase     time.Duration
+	lagWriters   int
+	lagBurst     int
+	lagIdle      time.Duration
+	lagFlush     time.Duration
+	lagDBs       int
+	lagFleetRate int
+
 	// backup
 	backupSizes     intList
 	backupRealScale float64
@@ -96,6 +109,8 @@ func defaultConfig() *config {
 		backupSizes: intList{10000, 100000}, backupRealScale: 0.1, attsScale: 1,
 		timeout: 20 * time.Minute,
 		s3MiB:   1024, s3BPS: 8_000_000, s3Latency: 20 * time.Millisecond, s3Transfers: intList{1, 2, 4, 8}, s3PartSize: 16 << 20, s3Restore: true,
+		lagRates: intList{100, 1000}, lagPhase: 10 * time.Second, lagWriters: 32, lagBurst: 10000,
+		lagIdle: 5 * time.Second, lagFlush: 50 * time.Millisecond, lagDBs: 1000, lagFleetRate: 100,
 	}
 }
 
@@ -145,6 +160,14 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.Var(&c.s3Transfers, "s3-transfers", "s3: comma-separated --transfers values, ascending (the first is the ratios' base)")
 	fs.IntVar(&c.s3PartSize, "s3-part-size", c.s3PartSize, "s3: --part-size in bytes, also the peers' chunk size in their tuned runs")
 	fs.BoolVar(&c.s3Restore, "s3-restore", c.s3Restore, "s3: also restore into fresh servers (bounded by the target's ingest; false: only the read path, sofa verify)")
+	fs.Var(&c.lagRates, "lag-rates", "lag: comma-separated steady writer rates (writes/s)")
+	fs.DurationVar(&c.lagPhase, "lag-phase", c.lagPhase, "lag: duration of each steady phase")
+	fs.IntVar(&c.lagWriters, "lag-writers", c.lagWriters, "lag: concurrent writer clients (enough to sustain the highest rate)")
+	fs.IntVar(&c.lagBurst, "lag-burst", c.lagBurst, "lag: documents of the burst (one _bulk_docs; 0 skips)")
+	fs.DurationVar(&c.lagIdle, "lag-idle", c.lagIdle, "lag: span with no writes over which idle CPU is measured")
+	fs.DurationVar(&c.lagFlush, "lag-flush", c.lagFlush, "lag: the lower sofa --flush-interval measured besides the default")
+	fs.IntVar(&c.lagDBs, "lag-dbs", c.lagDBs, "lag: databases of the whole-server case (0 skips)")
+	fs.IntVar(&c.lagFleetRate, "lag-fleet-rate", c.lagFleetRate, "lag: writes/s spread over the databases of the whole-server case")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "kill any one tool run after this long")
 }
 
@@ -157,6 +180,7 @@ func (c *config) shrink() {
 	c.couchRepSweep, c.boundSweep = pairList{{8, 40}}, pairList{{500, 4}}
 	c.seedsAttsScale, c.seedsLargeScale = 0.1, 0.005
 	c.s3MiB, c.s3Transfers, c.s3PartSize = 48, intList{1, 4}, 5<<20
+	c.lagPhase, c.lagBurst, c.lagIdle, c.lagDBs = 2*time.Second, 500, time.Second, 20
 }
 
 // pair is one a/b setting of a sweep.

@@ -4,7 +4,7 @@
 // appends every measurement to a JSON-lines file. scripts/bench.sh builds
 // and runs it; BENCHMARKS.md describes each benchmark.
 //
-//	benchrun [flags] [replicate|latency|fleet|controller|backup|seeds|s3 ...]
+//	benchrun [flags] [replicate|latency|fleet|controller|backup|seeds|s3|lag ...]
 //
 // With no names every benchmark runs. Each tool run is a child process
 // measured with wait4 (wall time, CPU time of the process tree, peak RSS of
@@ -45,6 +45,7 @@ var benchmarks = []benchmark{
 	{"backup", benchBackup, false},
 	{"seeds", benchSeeds, true},
 	{"s3", benchS3, true},
+	{"lag", benchLag, true},
 }
 
 func main() {
