@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sofadb/sofa/internal/couchtest"
 	"github.com/sofadb/sofa/internal/recproxy"
@@ -41,13 +42,25 @@ func TestCookieAuth_Relogin(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ep.Server.AllDBs(ctx, "", 0); err != nil {
-		t.Fatalf("after the secret changed: %v", err)
-	}
+	// CouchDB applies a config change asynchronously: on a loaded
+	// machine the old session may still be accepted for a moment. Ask
+	// until the server refuses it once; every request must succeed.
 	refused := 0
-	for _, e := range p.Filter("GET", "/_all_dbs") {
-		if e.Status == 401 {
-			refused++
+	deadline := time.Now().Add(30 * time.Second)
+	for refused == 0 {
+		if _, err := ep.Server.AllDBs(ctx, "", 0); err != nil {
+			t.Fatalf("after the secret changed: %v", err)
+		}
+		for _, e := range p.Filter("GET", "/_all_dbs") {
+			if e.Status == 401 {
+				refused++
+			}
+		}
+		if refused == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the server kept accepting the old session for 30 s after its secret changed")
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	if n := len(p.Filter("POST", "/_session")); n != 2 || refused != 1 {
