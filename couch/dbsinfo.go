@@ -146,13 +146,13 @@ func (s *Server) dbsInfo(ctx context.Context, calls []*infoCall) (unsupported bo
 			c.err = fmt.Errorf("%s: _dbs_info answered about %q in its place", c.db, row.Key)
 		case row.Info != nil && row.Info.DBName != "":
 			c.info, c.err = c.db.useInfo(ctx, row.Info)
-		case string(row.Error) == `"not_found"`:
-			// {"key":"x","error":"not_found"}
-			c.err = fmt.Errorf("%s: open database: %w (_dbs_info: %s)", c.db, replicate.ErrNotFound, row.Error)
 		case len(row.Error) > 0:
-			// Another error (a database CouchDB could not open just now:
-			// all_dbs_active) says nothing about whether it exists: asked
-			// again with GET /db, retried as that request is.
+			// An error row says nothing sure about whether the database
+			// exists: CouchDB 3.5 answers {"error":"all_dbs_active"} for a
+			// database it could not open just now, and under that pressure
+			// also "not_found" for one that exists (seen with
+			// max_dbs_open=20). Asked again with GET /db, retried as that
+			// request is; a 404 there is the database missing.
 			c.direct = true
 		default:
 			c.err = errors.New(c.db.String() + ": _dbs_info answered without info")
