@@ -300,7 +300,7 @@ func TestContinuous_FastWritesAreBatched(t *testing.T) {
 	obs := newRecObserver()
 	f := follow(t, openAt(t, u.String(), src), openAt(t, u.String(), tgt), replicate.Options{Observer: obs})
 	obs.waitCaughtUp(t)
-	before := len(rec.Exchanges())
+	before := len(rec.Recorded()) // the feed stays open: do not wait for it
 	localLoad(t, srv, src, 10, 2000)
 	waitEqual(t, srv, src, tgt, f)
 	res := f.stop(t)
