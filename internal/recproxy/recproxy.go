@@ -76,7 +76,7 @@ type Proxy struct {
 	srv  *http.Server
 	mu   sync.Mutex
 	log  []*Exchange
-	open sync.WaitGroup
+	open openCount
 }
 
 // Start listens on a free loopback port and forwards to target (a server
@@ -119,8 +119,8 @@ func Start(t testing.TB, target string) *Proxy {
 		p.mu.Lock()
 		p.log = append(p.log, e)
 		p.mu.Unlock()
-		p.open.Add(1)
-		defer p.open.Done()
+		p.open.add(1)
+		defer p.open.add(-1)
 		if r.Body != nil {
 			r.Body = &countBody{ReadCloser: r.Body, n: &e.ReqBytes}
 		}
@@ -147,7 +147,7 @@ func (p *Proxy) UserURL(user, password string) string {
 // Answers still streaming may be counted in part; call it after the
 // client is done.
 func (p *Proxy) Exchanges() []Exchange {
-	p.open.Wait()
+	p.open.wait()
 	return p.Recorded()
 }
 
@@ -168,7 +168,7 @@ func (p *Proxy) Recorded() []Exchange {
 
 // Reset forgets what was recorded, once the requests in progress end.
 func (p *Proxy) Reset() {
-	p.open.Wait()
+	p.open.wait()
 	p.ResetNow()
 }
 
@@ -236,4 +236,35 @@ func (c *countWriter) Flush() {
 	if f, ok := c.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// openCount counts the requests in progress; wait returns once none is.
+// Unlike a sync.WaitGroup it may be waited on while new requests start.
+type openCount struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	n    int
+}
+
+func (c *openCount) add(d int) {
+	c.mu.Lock()
+	if c.cond == nil {
+		c.cond = sync.NewCond(&c.mu)
+	}
+	c.n += d
+	if c.n == 0 {
+		c.cond.Broadcast()
+	}
+	c.mu.Unlock()
+}
+
+func (c *openCount) wait() {
+	c.mu.Lock()
+	if c.cond == nil {
+		c.cond = sync.NewCond(&c.mu)
+	}
+	for c.n > 0 {
+		c.cond.Wait()
+	}
+	c.mu.Unlock()
 }
