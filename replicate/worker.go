@@ -222,7 +222,11 @@ func (w *writeBuf) flush(ctx context.Context) error {
 	if len(w.docs) > 0 {
 		docs := w.docs
 		w.docs, w.bytes = nil, 0
-		err = w.r.write(ctx, docs)
+		if err = ctx.Err(); err == nil {
+			dctx, done := drain(ctx, interruptGrace)
+			err = w.r.write(dctx, docs)
+			done()
+		}
 		// The batch's slices still point at these revisions: drop their
 		// bytes so memory follows the budget, not the batch.
 		for _, d := range docs {

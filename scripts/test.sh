@@ -60,6 +60,30 @@ echo "== race pass on $race_kind: go test -race $RACE_PKGS (log: $out/race.log)"
 SOFA_TEST_SERVER=$race_kind $GO test -race -count=1 -v -timeout 20m $(pflag "$race_kind") $RACE_PKGS >"$out/race.log" 2>&1
 rc[race]=$?
 
+# failed_output LOG prints, for each failed test of a go test -v log, the
+# lines it logged (go test -v streams them after its "=== RUN/CONT NAME"
+# marker, before "--- FAIL"), at most 40 each, then its FAIL line; a panic
+# and what follows it too.
+failed_output() {
+	awk '
+		/^=== (RUN|CONT|PAUSE|NAME)[[:space:]]/ { cur=$3; next }
+		/^[[:space:]]*--- FAIL: / {
+			name=$3
+			if (!(name in shown)) {
+				shown[name]=1
+				n=cnt[name]
+				from=(n > 40) ? n-40 : 0
+				for (i=from; i<n; i++) print buf[name, i]
+			}
+			print; next
+		}
+		/^panic: / { panicking=1 }
+		panicking && printed < 60 { print; printed++; next }
+		/^[[:space:]]*--- (PASS|SKIP)/ { next }
+		cur != "" { buf[cur, cnt[cur]++]=$0 }
+	' "$1"
+}
+
 passed=0 failed=0 skipped=0 status=0
 for k in "${run[@]}" race; do
 	log=$out/$k.log
@@ -74,7 +98,7 @@ for k in "${run[@]}" race; do
 	if [ "$f" -gt 0 ] || [ "${rc[$k]}" -ne 0 ]; then
 		status=1
 		echo "-- failures in $k (details in $log):"
-		grep -E -A12 '^\s*--- FAIL' "$log" | head -200
+		failed_output "$log" | head -300
 	fi
 	if [ "$s" -gt 0 ]; then
 		echo "-- skipped in $k:"
