@@ -4,7 +4,8 @@
 # used (root). Elsewhere it says what is missing and goes on: tests then
 # run on PouchDB Server alone or on SOFA_COUCHDB_URL.
 set -uo pipefail
-pkgs="libicu72 libssl3 libstdc++6 zlib1g libtinfo6"
+# curl: ../shared/couchdb/start.sh, which make demo uses, polls with it.
+pkgs="libicu72 libssl3 libstdc++6 zlib1g libtinfo6 curl"
 missing=""
 for p in $pkgs; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
