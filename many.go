@@ -75,6 +75,12 @@ type targetRules struct {
 	// Replace, when set, deletes an existing database and creates it
 	// again before anything is written (restore --replace).
 	Replace func(ctx context.Context) error
+	// Missing, when set, is the error of a database that does not exist:
+	// it is not created (one database copied without --create-target).
+	Missing error
+	// CheckClaim, with Reuse, asks an existing database whether this copy
+	// claimed it (preparedTarget.Claimed).
+	CheckClaim bool
 }
 
 // preparedTarget is a target database ready to be written.
@@ -84,6 +90,10 @@ type preparedTarget struct {
 	Created bool
 	// Reused: it held documents before.
 	Reused bool
+	// Claimed: an earlier run of this copy created and claimed it (with
+	// CheckClaim, or when it resumes one): what a created database is
+	// owed (properties, `_security`) may still be owed.
+	Claimed bool
 }
 
 // prepareTarget creates the target database name with the rules' Props,
@@ -99,7 +109,7 @@ func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, 
 	open := func(created bool) (preparedTarget, error) {
 		t, err := ts.OpenTarget(ctx, name, created)
 		if err != nil {
-			return preparedTarget{}, fmt.Errorf("target: %w", err)
+			return preparedTarget{}, err // an archive's: it says so
 		}
 		return preparedTarget{Target: t, Created: created}, nil
 	}
@@ -153,12 +163,16 @@ func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, 
 		return claim(p, true)
 	}
 	if errors.Is(err, replicate.ErrNotFound) {
+		if rules.Missing != nil {
+			return p, rules.Missing
+		}
 		created, err := create()
 		if err != nil {
 			return p, err
 		}
 		if !created {
-			return claim(p, false) // created meanwhile
+			p.Claimed = claims // created meanwhile: claimed now
+			return claim(p, false)
 		}
 		if p, err = open(true); err != nil {
 			return p, err
@@ -170,6 +184,9 @@ func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, 
 	}
 	p.Reused = tinfo.DocCount+tinfo.DelCount > 0
 	if rules.Reuse {
+		if l, ok := p.Target.(dbcopy.Local); ok && claims && rules.CheckClaim {
+			p.Claimed = dbcopy.Claimed(ctx, sinfo, l)
+		}
 		return p, nil
 	}
 	if !p.Reused {
@@ -181,6 +198,7 @@ func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, 
 			return p, nil // our own earlier run: resume
 		}
 		if l, ok := p.Target.(dbcopy.Local); ok && dbcopy.Claimed(ctx, sinfo, l) {
+			p.Claimed = true
 			return p, nil
 		}
 	}

@@ -148,21 +148,16 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 	if err != nil {
 		return nil, err
 	}
-	var onTarget map[string]bool
-	if tnames, err := fleet.ListDBs(ctx, s.tsrv, 1000); err == nil {
-		onTarget = make(map[string]bool, len(tnames))
-		for _, n := range tnames {
-			onTarget[n] = true
-		}
-	}
+	onTarget := listTarget(ctx, s.tsrv, &RunControl{}) // a failure: every database asked for
 	s.mu.Lock()
 	for _, n := range dbs {
 		s.dbLocked(n).running = true // the catch-up's
 	}
 	s.mu.Unlock()
-	c := &copier{o: o.Copy, budget: s.budget, observer: s.observer}
+	j := o.Copy.job(s.ssrv, s.tsrv, s.budget, onTarget)
+	j.observer = s.observer
 	o.Copy.Progress.Start(len(dbs), NewStallWatch(src, dst).Waiting)
-	job := withProgress(o.Copy.Progress, c.dbJob(s.ssrv, s.tsrv, onTarget))
+	job := withProgress(o.Copy.Progress, j.fleetJob())
 	sum, runErr := fleet.Run(ctx, dbs, func(ctx context.Context, name string, p *progress.DB) (fleet.DBResult, error) {
 		m := o.Metrics.DB(name)
 		m.BeginRun()

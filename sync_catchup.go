@@ -41,8 +41,9 @@ func (s *syncer) wakeJob(ctx context.Context, name string, _ *progress.DB) (flee
 	} else {
 		o := s.o.Copy
 		o.Verify = VerifyNone
-		c := &copier{o: o, budget: s.budget, observer: s.observer}
-		r, err = withProgress(NoProgress, c.dbJob(s.ssrv, s.tsrv, nil))(ctx, name, nil)
+		j := o.job(s.ssrv, s.tsrv, s.budget, nil)
+		j.observer = s.observer
+		r, err = withProgress(NoProgress, j.fleetJob())(ctx, name, nil)
 	}
 	s.mu.Lock()
 	s.sum.Runs++
