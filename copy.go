@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
-	"github.com/sofadb/sofa/internal/progress"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -106,52 +104,8 @@ func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, err
 	return &sum, nil
 }
 
-// withProgress wraps job so that p hears of each database: Begin before
-// it, End after it (failed as fleet.Run decides: an error not caused by
-// the cancellation, or a panic).
-func withProgress(p Progress, job dbJob) fleet.Job {
-	return func(ctx context.Context, name string, _ *progress.DB) (r fleet.DBResult, err error) {
-		d := &countedProgress{DBProgress: p.Begin(name)}
-		ok := false
-		defer func() {
-			interrupted := ok && err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
-			if ip, is := p.(InterruptedProgress); is && interrupted {
-				ip.EndInterrupted(name, d.DBProgress)
-				return
-			}
-			p.End(name, d.DBProgress, !ok || err != nil && !interrupted)
-		}()
-		r, err = job(ctx, name, d)
-		ok = true
-		if r.DocsRead == 0 && r.DocsWritten == 0 && r.Bytes == 0 {
-			// nothing reported (stopped early): what progress was told
-			r.DocsRead, r.DocsWritten = d.read.Load(), d.written.Load()
-			r.DocWriteFailures, r.Bytes = d.failures.Load(), d.bytes.Load()
-		}
-		return r, err
-	}
-}
-
-// countedProgress passes counters on and keeps their sums.
-type countedProgress struct {
-	DBProgress
-	read, written, failures, bytes atomic.Int64
-}
-
-func (c *countedProgress) AddDocsRead(n int64) { c.read.Add(n); c.DBProgress.AddDocsRead(n) }
-func (c *countedProgress) AddDocsWritten(n int64) {
-	c.written.Add(n)
-	c.DBProgress.AddDocsWritten(n)
-}
-func (c *countedProgress) AddDocWriteFailures(n int64) {
-	c.failures.Add(n)
-	c.DBProgress.AddDocWriteFailures(n)
-}
-func (c *countedProgress) AddBytes(n int64) { c.bytes.Add(n); c.DBProgress.AddBytes(n) }
-
-// dbJob is the job of one database; its progress argument is a DBProgress
-// passed through withProgress.
-type dbJob func(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error)
+// dbJob is the job of one database (fleet.Job).
+type dbJob = fleet.Job
 
 // job maps the options onto the per-database job between the servers
 // ssrv and tsrv: each target database created with the source's

@@ -66,7 +66,7 @@ func TestBackupJob_StoredCountCheck(t *testing.T) {
 			task.From = overcounted{ep.Server}
 		}
 		before := ep.Server.Stats.Requests.Load()
-		r, err := j.run(ctx, task, noDBProgress{})
+		r, err := j.run(ctx, task, fleet.NoDBProgress)
 		fleet.Decide(ctx, &r, err)
 		switch {
 		case db == "short" && (r.Status != fleet.StatusPartial || len(r.Failures) != 1 || r.Failures[0].Error != "verify" || !strings.Contains(r.Failures[0].Reason, "3 leaf revisions stored, fewer than the 5 documents")):

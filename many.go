@@ -56,9 +56,9 @@ func (o *RunControl) progress() Progress {
 func (o *RunControl) runDBs(ctx context.Context, dbs []string, job dbJob, waiting func(bool) string, eps ...*Endpoint) (fleet.Summary, error) {
 	p := o.progress()
 	p.Start(len(dbs), waiting)
-	return fleet.Run(ctx, dbs, withProgress(p, job), fleet.Options{
+	return fleet.Run(ctx, dbs, job, fleet.Options{
 		Limiters: limiters(eps...), MaxDBs: o.MaxDBs, Fixed: o.Fixed,
-		IdealDuration: o.IdealDuration, Logger: o.Logger,
+		IdealDuration: o.IdealDuration, Progress: p, Logger: o.Logger,
 	})
 }
 

@@ -102,7 +102,7 @@ func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, 
 			name = tgt.DBName
 		}
 		t0 := time.Now()
-		r, err := j.run(ctx, dbTask{Opened: dbr, Source: dbr.Name(), Target: name, Incremental: incremental}, noDBProgress{})
+		r, err := j.run(ctx, dbTask{Opened: dbr, Source: dbr.Name(), Target: name, Incremental: incremental}, fleet.NoDBProgress)
 		r.Name = name
 		r.Duration = fleet.Duration(time.Since(t0))
 		fleet.Decide(ctx, &r, err)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
-	"github.com/sofadb/sofa/internal/progress"
 	"github.com/sofadb/sofa/metrics"
 	"github.com/sofadb/sofa/replicate"
 )
@@ -157,15 +156,15 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 	j := o.Copy.job(s.ssrv, s.tsrv, s.budget, onTarget)
 	j.observer = s.observer
 	o.Copy.Progress.Start(len(dbs), NewStallWatch(src, dst).Waiting)
-	job := withProgress(o.Copy.Progress, j.fleetJob())
-	sum, runErr := fleet.Run(ctx, dbs, func(ctx context.Context, name string, p *progress.DB) (fleet.DBResult, error) {
+	job := j.fleetJob()
+	sum, runErr := fleet.Run(ctx, dbs, func(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error) {
 		m := o.Metrics.DB(name)
 		m.BeginRun()
 		r, err := job(ctx, name, p)
 		s.ended(ctx, name, r, nil, err, time.Time{})
 		return r, err
 	}, fleet.Options{Limiters: limiters(src, dst), MaxDBs: o.Copy.MaxDBs, Fixed: o.Copy.Fixed,
-		IdealDuration: o.Copy.IdealDuration, Logger: o.Copy.Logger})
+		IdealDuration: o.Copy.IdealDuration, Progress: o.Copy.Progress, Logger: o.Copy.Logger})
 	s.sum.CatchUp = &sum
 	for _, r := range sum.DBs {
 		if r.Status == fleet.StatusNotStarted {
