@@ -44,7 +44,7 @@ type Options struct {
 	// DefaultMax429Wait (10 min).
 	Max429Wait time.Duration
 	// ChangesPage is the number of `_changes` rows asked per request
-	// (DB.ChangesPage overrides it). Zero: DefaultChangesPage; negative:
+	// (DBOptions.ChangesPage overrides it). Zero: DefaultChangesPage; negative:
 	// one unpaged request.
 	ChangesPage int
 	// MaxConns caps TCP connections per host. Zero: DefaultMaxConns (32).
