@@ -179,18 +179,5 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 	}
 	c.engine.setMemoryLimit(64 << 20)
 	sum, err := plan.Run(ctx, tgt)
-	if sum != nil {
-		if c.out.jsonOut {
-			printJSON(os.Stdout, sum)
-		} else {
-			printFleetSummary(os.Stderr, sum, c.out.quiet)
-		}
-	}
-	switch {
-	case err != nil:
-		return libErr(err)
-	case sum.DBsOK != sum.DBsTotal:
-		return &exitError{code: exitPartial, err: fmt.Errorf("%d of %d databases were not restored completely (listed above)", sum.DBsTotal-sum.DBsOK, sum.DBsTotal)}
-	}
-	return nil
+	return finishDBs(sum, err, c.out, "restored")
 }
