@@ -12,10 +12,11 @@ import (
 	"github.com/sofadb/sofa/replicate"
 )
 
-// The many-database code shared by Copy, Backup and Restore: the run
-// control of their options, the preparation of each target database, and
-// the run of one job per database under the scheduler (fleet.Run), whose
-// statuses fleet.Decide sets.
+// The many-database code shared by Copy, Sync, Backup and Restore: the
+// run control of their options, the preparation of each target database
+// (prepareTarget), and the run of one job per database under the
+// scheduler (fleet.Run), whose statuses fleet.Decide sets. The job itself
+// is in dbjob.go, its check in dbcheck.go.
 
 // RunControl are the options of a many-database run: how many databases
 // at once, and what is told of it. Embedded in CopyOptions, BackupOptions
