@@ -91,9 +91,10 @@ type preparedTarget struct {
 	Created bool
 	// Reused: it held documents before.
 	Reused bool
-	// Claimed: an earlier run of this copy created and claimed it (with
-	// CheckClaim, or when it resumes one): what a created database is
-	// owed (properties, `_security`) may still be owed.
+	// Claimed: it holds this copy's claim from an earlier run (found with
+	// CheckClaim, or when a run resumes), or another run of this copy
+	// created it meanwhile: what a created database is owed (properties,
+	// `_security`) may still be owed.
 	Claimed bool
 }
 
