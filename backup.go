@@ -9,7 +9,6 @@ import (
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
-	"github.com/sofadb/sofa/internal/dbcopy"
 	"github.com/sofadb/sofa/replicate"
 	"github.com/sofadb/sofa/storage"
 	"github.com/sofadb/sofa/storage/s3"
@@ -57,7 +56,10 @@ type BackupOptions struct {
 // into the archive dst through the engine, the archive's database writer
 // being the target: every leaf revision with its history, attachments
 // once each, `_security`, `_revs_limit` and properties. The source is
-// never written. The archive is committed (visible under its name) only
+// never written. A database whose group holds fewer leaf revisions than
+// the documents the source counted before its backup is not whole
+// either (a check without a request: the writer counts what it stored).
+// The archive is committed (visible under its name) only
 // when the run finished; an interrupted backup (the error matches
 // ctx.Err()) leaves none. A database not backed up whole is marked so in
 // the archive and not ok in the Summary. When the archive itself could
@@ -138,11 +140,7 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		sink.Abort()
 		return nil, fmt.Errorf("write archive: %w", err)
 	}
-	budget := replicate.NewBudget(o.Engine.MaxInflightBytes)
-	job := func(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error) {
-		return o.backupDB(ctx, srv, w, name, p, budget)
-	}
-	sum, runErr := o.runDBs(ctx, dbs, job, NewStallWatch(src).Waiting, src)
+	sum, runErr := o.runDBs(ctx, dbs, o.job(srv, w, listTarget(ctx, w, &o.RunControl)).fleetJob(), NewStallWatch(src).Waiting, src)
 	if sum.Interrupted || runErr != nil {
 		sink.Abort()
 		if runErr == nil {
@@ -196,45 +194,15 @@ func readSince(ctx context.Context, st storage.Store, name string, logf func(str
 	return archive.ReadSince(r)
 }
 
-// backupDB copies one database into the archive through the engine: the
-// archive's database writer is the Target.
-func (o *BackupOptions) backupDB(ctx context.Context, srv *couch.Server, w *archive.Writer, name string, p DBProgress, budget *replicate.Budget) (fleet.DBResult, error) {
-	r := fleet.DBResult{Name: name}
-	sdb := srv.OpenDB(name, couch.DBOptions{ReadOnly: true}) // a backup never writes to the source
-	sinfo, err := sdb.Info(ctx)
-	if err != nil {
-		return r, fmt.Errorf("source: %w", err)
-	}
-	p.SetDocsTotal(sinfo.DocCount + sinfo.DelCount)
-	dbw, err := w.Database(name)
-	if err != nil {
-		return r, err
-	}
-	dbw.SetSourceInfo(sinfo)
-	opts := o.Engine
-	opts.CopyMetadata = true
-	opts.Budget = budget
-	opts.Counters = &replicate.Counters{}
-	opts.SourceReadOnly = true
-	opts.Warn = func(s string) { o.logf("%s: %s", name, s) }
-	if o.DebugLogf != nil {
-		opts.Debug = func(format string, args ...any) { o.DebugLogf(name+": "+format, args...) }
-	}
-	stop := dbcopy.FeedProgress(opts.Counters, p)
-	res, err := replicate.Run(ctx, sdb, dbw, opts)
-	stop()
-	dbcopy.FillResult(&r, res)
-	if err != nil {
-		dbw.Abort(err.Error())
-		return r, err
-	}
-	if len(res.Failures) > 0 {
-		// The archive must not present this database as whole.
-		f := res.Failures[0]
-		return r, dbw.Abort(fmt.Sprintf("%d revisions not backed up (first: id %q rev %s: %s: %s)", len(res.Failures), f.ID, f.Rev, f.Error, f.Reason))
-	}
-	if err := dbw.Close(); err != nil {
-		return r, err
-	}
-	return r, nil
+// job maps the options onto the per-database job from the server srv
+// into the archive w: the source is never written (checkpoints go into
+// the archive's manifest, for the next incremental backup), each
+// database's group is written with `_revs_limit` and `_security`, and
+// its leaf revisions are counted against the source's doc counts. A group
+// not backed up whole is marked so (aborted with the reason).
+func (o *BackupOptions) job(srv *couch.Server, w *archive.Writer, onTarget map[string]bool) *pairJob {
+	engine := o.Engine
+	engine.CopyMetadata = true
+	return &pairJob{src: srv, tgt: w, engine: engine, budget: replicate.NewBudget(o.Engine.MaxInflightBytes),
+		verify: VerifyCheap, sourceReadOnly: true, warnLogOnly: true, onTarget: onTarget, rc: &o.RunControl}
 }

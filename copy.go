@@ -4,15 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
-	"github.com/sofadb/sofa/internal/dbcopy"
-	"github.com/sofadb/sofa/internal/progress"
 	"github.com/sofadb/sofa/replicate"
-	"github.com/sofadb/sofa/verify"
 )
 
 // Summary is the result of a many-database operation: one result per
@@ -91,35 +86,17 @@ func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, err
 	if src.Kind() != KindServer || dst.Kind() != KindServer {
 		return nil, optionErr("copy: %s to %s: both must be server URLs (one database: package replicate)", src, dst)
 	}
-	switch o.Verify {
-	case "":
-		o.Verify = VerifyCheap
-	case VerifyCheap, VerifyFull, VerifyNone:
-	default:
-		return nil, optionErr("--verify %q: want cheap, full or none", o.Verify)
-	}
-	if o.Selection.Skip == nil {
-		o.Selection.Skip = ReplicateSkip
+	o, err := copyDefaults(o)
+	if err != nil {
+		return nil, err
 	}
 	dbs, err := SelectDBs(ctx, src, o.Selection, "source")
 	if err != nil {
 		return nil, err
 	}
 	ssrv, tsrv := src.couch.Server, dst.couch.Server
-	// The target's databases, listed once: a database it lacks is created
-	// straight away, without asking for it first (one request less per
-	// database on a first run). Without the list every one is asked for.
-	var onTarget map[string]bool
-	if tnames, err := fleet.ListDBs(ctx, tsrv, 1000); err == nil {
-		onTarget = make(map[string]bool, len(tnames))
-		for _, n := range tnames {
-			onTarget[n] = true
-		}
-	} else {
-		o.logf("target: list databases: %v (asking for each database instead)", err)
-	}
-	c := &copier{o: o, budget: replicate.NewBudget(o.Engine.MaxInflightBytes)}
-	sum, runErr := o.runDBs(ctx, dbs, c.dbJob(ssrv, tsrv, onTarget), NewStallWatch(src, dst).Waiting, src, dst)
+	j := o.job(ssrv, tsrv, replicate.NewBudget(o.Engine.MaxInflightBytes), listTarget(ctx, tsrv, &o.RunControl))
+	sum, runErr := o.runDBs(ctx, dbs, j.fleetJob(), NewStallWatch(src, dst).Waiting, src, dst)
 	sum.RequestsByKind = map[string]map[string]int64{"source": ssrv.Stats.Kinds(), "target": tsrv.Stats.Kinds()}
 	if runErr != nil {
 		return &sum, fmt.Errorf("copy: %w", runErr)
@@ -127,206 +104,41 @@ func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, err
 	return &sum, nil
 }
 
-// withProgress wraps job so that p hears of each database: Begin before
-// it, End after it (failed as fleet.Run decides: an error not caused by
-// the cancellation, or a panic).
-func withProgress(p Progress, job dbJob) fleet.Job {
-	return func(ctx context.Context, name string, _ *progress.DB) (r fleet.DBResult, err error) {
-		d := &countedProgress{DBProgress: p.Begin(name)}
-		ok := false
-		defer func() {
-			interrupted := ok && err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
-			if ip, is := p.(InterruptedProgress); is && interrupted {
-				ip.EndInterrupted(name, d.DBProgress)
-				return
-			}
-			p.End(name, d.DBProgress, !ok || err != nil && !interrupted)
-		}()
-		r, err = job(ctx, name, d)
-		ok = true
-		if r.DocsRead == 0 && r.DocsWritten == 0 && r.Bytes == 0 {
-			// nothing reported (stopped early): what progress was told
-			r.DocsRead, r.DocsWritten = d.read.Load(), d.written.Load()
-			r.DocWriteFailures, r.Bytes = d.failures.Load(), d.bytes.Load()
-		}
-		return r, err
-	}
+// dbJob is the job of one database (fleet.Job).
+type dbJob = fleet.Job
+
+// job maps the options onto the per-database job between the servers
+// ssrv and tsrv: each target database created with the source's
+// properties (or an existing one accepted: empty, holding this copy's
+// checkpoint or claim, _users, or ReuseExisting), `_revs_limit` set
+// first and `_security` last, then checked (Verify). budget is shared by
+// the databases in flight; onTarget (nil: unknown) holds the target's
+// databases listed at the start.
+func (o *CopyOptions) job(ssrv, tsrv *couch.Server, budget *replicate.Budget, onTarget map[string]bool) *pairJob {
+	engine := o.Engine
+	engine.CopyMetadata = true
+	return &pairJob{src: ssrv, tgt: tsrv, engine: engine, budget: budget, verify: o.Verify,
+		q: o.Q, n: o.N, reuse: o.ReuseExisting, sourceReadOnly: !o.SourceCheckpoints, batchInfo: true,
+		lenientRevpos: tsrv.Vendor == couch.VendorPouchDB, onTarget: onTarget, rc: &o.RunControl,
+		rules: func(t dbTask, r *targetRules) { r.Reuse = r.Reuse || t.Target == couch.UsersDB }}
 }
 
-// countedProgress passes counters on and keeps their sums.
-type countedProgress struct {
-	DBProgress
-	read, written, failures, bytes atomic.Int64
-}
-
-func (c *countedProgress) AddDocsRead(n int64) { c.read.Add(n); c.DBProgress.AddDocsRead(n) }
-func (c *countedProgress) AddDocsWritten(n int64) {
-	c.written.Add(n)
-	c.DBProgress.AddDocsWritten(n)
-}
-func (c *countedProgress) AddDocWriteFailures(n int64) {
-	c.failures.Add(n)
-	c.DBProgress.AddDocWriteFailures(n)
-}
-func (c *countedProgress) AddBytes(n int64) { c.bytes.Add(n); c.DBProgress.AddBytes(n) }
-
-// dbJob is the job of one database; its progress argument is a DBProgress
-// passed through withProgress.
-type dbJob func(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error)
-
-type copier struct {
-	o      CopyOptions
-	budget *replicate.Budget
-	// observer, if set, gives each database's replicate.Observer (Sync's
-	// metrics).
-	observer func(db string) replicate.Observer
-}
-
-// dbJob copies one database: create the target with the source's
-// properties (or accept an existing one that is empty, holds this job's
-// checkpoint, or ReuseExisting), copy documents with `_revs_limit` set
-// first and `_security` last, then check it.
-//
-// onTarget, when not nil, holds the names the target listed at the start.
-func (c *copier) dbJob(src, tgt *couch.Server, onTarget map[string]bool) dbJob {
-	return func(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error) {
-		r := fleet.DBResult{Name: name}
-		sdb := src.DB(name)
-		// Batched with the other jobs' (one _dbs_info where the server
-		// has it).
-		sinfo, err := sdb.InfoBatched(ctx)
-		if err != nil {
-			return r, fmt.Errorf("source: %w", err)
-		}
-		p.SetDocsTotal(sinfo.DocCount + sinfo.DelCount)
-		pt, err := prepareTarget(ctx, tgt, name, sinfo, targetRules{
-			Props:  couch.CreateOptions{Partitioned: sinfo.Partitioned, Q: c.o.Q, N: c.o.N},
-			Absent: onTarget != nil && !onTarget[name],
-			Reuse:  c.o.ReuseExisting || name == couch.UsersDB,
-		})
-		if err != nil {
-			return r, dbcopy.AsInterrupted(ctx, err)
-		}
-		tdb := tgt.OpenDB(name, couch.DBOptions{Fresh: pt.Created})
-		opts := c.o.Engine
-		opts.CopyMetadata = true
-		opts.SourceReadOnly = !c.o.SourceCheckpoints
-		opts.SourceInfo = &sinfo
-		if pt.Created {
-			opts.TargetCreated = tdb.Created()
-		}
-		opts.Budget = c.budget
-		if c.o.DebugLogf != nil {
-			opts.Debug = func(format string, args ...any) { c.o.DebugLogf(name+": "+format, args...) }
-		}
-		opts.Counters = &replicate.Counters{}
-		if c.observer != nil {
-			opts.Observer = c.observer(name)
-		}
-		var warnMu sync.Mutex
-		opts.Warn = func(s string) {
-			c.o.logf("%s: %s", name, s)
-			warnMu.Lock()
-			r.Warnings = append(r.Warnings, s)
-			warnMu.Unlock()
-		}
-		stop := dbcopy.FeedProgress(opts.Counters, p)
-		res, err := replicate.Run(ctx, sdb, tdb, opts)
-		stop()
-		dbcopy.FillResult(&r, res)
-		if err != nil {
-			return r, err
-		}
-		if len(res.Failures) == 0 {
-			// The counts read before the copy are a lower bound of what
-			// the target must hold: the copy read the source's changes
-			// feed to its end after reading them, so every document
-			// counted then is on the target. No second GET /db: comparing
-			// the seq reached with the update_seq read with the counts
-			// does not work on CouchDB, which spells one position in
-			// several ways and counts _security writes in update_seq.
-			opts.Warn = func(s string) { c.o.logf("%s: %s", name, s) } // r is the caller's now
-			if err := c.verifyCopy(ctx, sdb, tdb, opts, &sinfo, &r); err != nil {
-				return r, err
-			}
-		}
-		return r, nil
-	}
-}
-
-// verifyCounts is the cheap check after each database: the target holds
-// at least the source's live and deleted documents (the source may have
-// grown meanwhile, the target may have had more). s are the source's
-// counts read before the copy.
-func verifyCounts(ctx context.Context, tdb *couch.DB, s replicate.DBInfo) error {
-	// Batched with the other databases' checks: one _dbs_info for many
-	// where the server has it.
-	t, err := tdb.InfoBatched(ctx)
+// listTarget lists the target server's databases once, so that a
+// database it lacks is created straight away, without asking for it
+// first (one request less per database on a first run); nil (every one
+// is asked for) when the listing fails. An archive being written lists
+// none: every database is new.
+func listTarget(ctx context.Context, ts replicate.TargetServer, rc *RunControl) map[string]bool {
+	names, err := fleet.ListDBs(ctx, ts, 1000)
 	if err != nil {
-		return fmt.Errorf("verify: target: %w", err)
-	}
-	if t.DelCountUnknown || s.DelCountUnknown {
-		// PouchDB Server reports no doc_del_count: its absence is not a
-		// zero, compare live documents only.
-		if t.DocCount < s.DocCount {
-			return fmt.Errorf("verify: target holds %d live documents, source %d (deleted ones not reported by one side)", t.DocCount, s.DocCount)
-		}
+		rc.logf("target: list databases: %v (asking for each database instead)", err)
 		return nil
 	}
-	if t.DocCount+t.DelCount < s.DocCount+s.DelCount {
-		return fmt.Errorf("verify: target holds %d documents (%d deleted), source %d (%d deleted)", t.DocCount, t.DelCount, s.DocCount, s.DelCount)
+	on := make(map[string]bool, len(names))
+	for _, n := range names {
+		on[n] = true
 	}
-	return nil
-}
-
-// verifyCopy checks one database after a copy that reported no failures.
-// cheap compares doc counts and goes on to a full comparison only on a
-// mismatch; full always compares every leaf revision. A copy found
-// different is copied once more from the beginning of the source's
-// changes feed (checkpoints ignored, so revisions the first pass skipped
-// are found again; _revs_diff keeps it cheap) and compared again; what
-// still differs is reported per document in r.Failures (error
-// "verify_<kind>"), which marks the database partial. The target may hold
-// more than the source (ReuseExisting): only what it lacks counts.
-// srcCounts are the source's doc counts read before the copy.
-func (c *copier) verifyCopy(ctx context.Context, sdb, tdb *couch.DB, opts replicate.Options, srcCounts *replicate.DBInfo, r *fleet.DBResult) error {
-	switch c.o.Verify {
-	case VerifyNone:
-		return nil
-	case VerifyCheap:
-		err := verifyCounts(ctx, tdb, *srcCounts)
-		if err == nil {
-			return nil
-		}
-		c.o.logf("%s: %v; comparing every document", sdb.Name(), err)
-	}
-	vopts := verify.Options{Mode: verify.Full, Metadata: true, AllowExtra: true,
-		LenientRevpos: tdb.Server().Vendor == couch.VendorPouchDB}
-	rep, err := verify.Compare(ctx, sdb, tdb, vopts)
-	if err != nil {
-		return err
-	}
-	if rep.Equal() {
-		return nil
-	}
-	c.o.logf("%s: %s after the copy; copying it once more", sdb.Name(), rep)
-	opts.NoCheckpoints = true
-	opts.Counters = &replicate.Counters{}
-	res, err := replicate.Run(ctx, sdb, tdb, opts)
-	dbcopy.FillResult(r, res)
-	if err != nil {
-		return err
-	}
-	if rep, err = verify.Compare(ctx, sdb, tdb, vopts); err != nil {
-		return err
-	}
-	for _, d := range rep.Differences {
-		r.Failures = append(r.Failures, replicate.DocError{ID: d.ID, Rev: d.Rev, Error: "verify_" + string(d.Kind), Reason: d.Detail})
-	}
-	if n := rep.Truncated(); n > 0 {
-		r.Failures = append(r.Failures, replicate.DocError{Error: "verify", Reason: fmt.Sprintf("%d more differences not listed (run sofa verify --full)", n)})
-	}
-	return nil
+	return on
 }
 
 // CopyDBOptions configure CopyDB.
@@ -360,42 +172,28 @@ func CopyDB(ctx context.Context, src, dst *Endpoint, o CopyDBOptions) (*replicat
 		return nil, optionErr("copy: %s to %s: both must be database URLs", src, dst)
 	}
 	sdb := src.couch.Server.DB(src.couch.DBName)
-	tdb := dst.couch.Server.DB(dst.couch.DBName)
 	sinfo, err := sdb.Info(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}
-	opts := o.Engine
-	opts.CopyMetadata = o.CopySecurity
-	opts.SourceReadOnly = !o.SourceCheckpoints
-	if _, err := tdb.Info(ctx); err != nil {
-		if !errors.Is(err, replicate.ErrNotFound) {
-			return nil, fmt.Errorf("target: %w", err)
-		}
-		if !o.CreateTarget {
-			return nil, fmt.Errorf("target database %s does not exist (use --create-target)%.0w", tdb, ErrNoTarget)
-		}
-		meta, err := sdb.Metadata(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("source: %w", err)
-		}
-		switch err := tdb.Server().CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: meta.Partitioned}); {
-		case err == nil:
-			opts.TargetCreated = tdb.Created()
-			opts.SourceMetadata = &meta
-			// Claimed before any document: a rerun after an interruption
-			// knows the database is its own and still owes it _security.
-			if err := dbcopy.ClaimNew(ctx, sinfo, tdb); err != nil {
-				return nil, err
-			}
-		case !errors.Is(err, couch.ErrExists):
-			return nil, fmt.Errorf("target: %w", err)
-		}
-		opts.CopyMetadata = true
-	} else if o.CreateTarget && dbcopy.Claimed(ctx, sinfo, tdb) {
-		// Created by an earlier run of this copy that did not finish:
-		// its properties are set like a created target's.
-		opts.CopyMetadata = true
+	// An existing target is written into; a missing one is created only
+	// when asked, with the source's properties, and claimed before any
+	// document: a rerun after an interruption knows the database is its
+	// own and still owes it `_revs_limit` and `_security`.
+	rules := targetRules{Props: couch.CreateOptions{Partitioned: sinfo.Partitioned}, Reuse: true, CheckClaim: o.CreateTarget}
+	if !o.CreateTarget {
+		rules.Missing = fmt.Errorf("target database %s does not exist (use --create-target)%.0w", dst.couch.Server.DB(dst.couch.DBName), ErrNoTarget)
 	}
-	return replicate.Run(ctx, sdb, tdb, opts)
+	pt, err := prepareTarget(ctx, dst.couch.Server, dst.couch.DBName, sinfo, rules)
+	if err != nil {
+		return nil, err
+	}
+	opts := o.Engine
+	opts.CopyMetadata = o.CopySecurity || pt.Created || pt.Claimed
+	opts.SourceReadOnly = !o.SourceCheckpoints
+	opts.SourceInfo = &sinfo
+	if ct, ok := pt.Target.(createdTarget); ok && pt.Created {
+		opts.TargetCreated = ct.Created()
+	}
+	return replicate.Run(ctx, sdb, pt.Target, opts)
 }

@@ -82,3 +82,40 @@ func ExampleVerify() {
 	}
 	fmt.Println(res.Equal)
 }
+
+// Restore a chain of archives (a full one, then its incrementals in
+// order) into a server, checking each database's counts afterwards.
+func ExampleRestore() {
+	ctx := context.Background()
+	var chain []*sofa.Endpoint
+	for _, loc := range []string{"full.sofa", "inc1.sofa", "inc2.sofa"} {
+		ar, err := sofa.Open(ctx, loc, sofa.OpenOptions{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		chain = append(chain, ar)
+	}
+	dst, err := sofa.Open(ctx, "http://admin:secret@new.example.com:5984", sofa.OpenOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	sum, err := sofa.Restore(ctx, chain, dst, sofa.RestoreOptions{Verify: sofa.VerifyCheap})
+	if err != nil {
+		log.Fatal(err) // a chain that does not hold together is an *OptionError
+	}
+	fmt.Println(sum.DBsOK, "of", sum.DBsTotal, "restored")
+}
+
+// An archive location is opened without being read (a backup creates
+// it); a location's credentials never appear in its name.
+func ExampleOpen_archive() {
+	ar, err := sofa.Open(context.Background(), "nightly.sofa", sofa.OpenOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(ar, ar.Kind() == sofa.KindArchive)
+	fmt.Println(sofa.Redact("http://admin:secret@db.example.com:5984/orders"))
+	// Output:
+	// nightly.sofa true
+	// http://admin@db.example.com:5984/orders
+}

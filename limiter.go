@@ -6,7 +6,9 @@ import (
 	"sync"
 
 	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/internal/limit"
+	"github.com/sofadb/sofa/limitstats"
 )
 
 // Defaults of LimitOptions.
@@ -47,6 +49,15 @@ func (l *Limiter) Name() string { return l.l.Name() }
 // InFlight is the number of requests in flight now.
 func (l *Limiter) InFlight() int { return l.l.InFlight() }
 
+// Load returns the requests in flight, those waiting for a slot and the
+// current limit (fleet.Limiter).
+func (l *Limiter) Load() (inFlight, waiting, limit int) { return l.l.Load() }
+
+// Stats returns the limiter's totals and decisions.
+func (l *Limiter) Stats() limitstats.Stats { return l.l.Stats() }
+
+var _ fleet.Limiter = (*Limiter)(nil)
+
 // pacer adapts a per-host limit.Limiter to couch.Pacer.
 type pacer struct{ l *limit.Limiter }
 
@@ -60,12 +71,13 @@ func (p pacer) Acquire(ctx context.Context) (func(couch.Outcome), error) {
 	}, nil
 }
 
-// limiters returns the distinct internal limiters of endpoints.
-func limiters(eps ...*Endpoint) []*limit.Limiter {
-	var out []*limit.Limiter
+// limiters returns the limiters of endpoints (fleet.Run keeps one of
+// each).
+func limiters(eps ...*Endpoint) []fleet.Limiter {
+	var out []fleet.Limiter
 	for _, e := range eps {
 		if e.limiter != nil {
-			out = append(out, e.limiter.l)
+			out = append(out, e.limiter)
 		}
 	}
 	return out

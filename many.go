@@ -12,10 +12,11 @@ import (
 	"github.com/sofadb/sofa/replicate"
 )
 
-// The many-database code shared by Copy, Backup and Restore: the run
-// control of their options, the preparation of each target database, and
-// the run of one job per database under the scheduler (fleet.Run), whose
-// statuses fleet.Decide sets.
+// The many-database code shared by Copy, Sync, Backup and Restore: the
+// run control of their options, the preparation of each target database
+// (prepareTarget), and the run of one job per database under the
+// scheduler (fleet.Run), whose statuses fleet.Decide sets. The job itself
+// is in dbjob.go, its check in dbcheck.go.
 
 // RunControl are the options of a many-database run: how many databases
 // at once, and what is told of it. Embedded in CopyOptions, BackupOptions
@@ -56,9 +57,9 @@ func (o *RunControl) progress() Progress {
 func (o *RunControl) runDBs(ctx context.Context, dbs []string, job dbJob, waiting func(bool) string, eps ...*Endpoint) (fleet.Summary, error) {
 	p := o.progress()
 	p.Start(len(dbs), waiting)
-	return fleet.Run(ctx, dbs, withProgress(p, job), fleet.Options{
+	return fleet.Run(ctx, dbs, job, fleet.Options{
 		Limiters: limiters(eps...), MaxDBs: o.MaxDBs, Fixed: o.Fixed,
-		IdealDuration: o.IdealDuration, Logger: o.Logger,
+		IdealDuration: o.IdealDuration, Progress: p, Logger: o.Logger,
 	})
 }
 
@@ -75,6 +76,12 @@ type targetRules struct {
 	// Replace, when set, deletes an existing database and creates it
 	// again before anything is written (restore --replace).
 	Replace func(ctx context.Context) error
+	// Missing, when set, is the error of a database that does not exist:
+	// it is not created (one database copied without --create-target).
+	Missing error
+	// CheckClaim, with Reuse, asks an existing database whether this copy
+	// claimed it (preparedTarget.Claimed).
+	CheckClaim bool
 }
 
 // preparedTarget is a target database ready to be written.
@@ -84,6 +91,11 @@ type preparedTarget struct {
 	Created bool
 	// Reused: it held documents before.
 	Reused bool
+	// Claimed: it holds this copy's claim from an earlier run (found with
+	// CheckClaim, or when a run resumes), or another run of this copy
+	// created it meanwhile: what a created database is owed (properties,
+	// `_security`) may still be owed.
+	Claimed bool
 }
 
 // prepareTarget creates the target database name with the rules' Props,
@@ -99,7 +111,7 @@ func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, 
 	open := func(created bool) (preparedTarget, error) {
 		t, err := ts.OpenTarget(ctx, name, created)
 		if err != nil {
-			return preparedTarget{}, fmt.Errorf("target: %w", err)
+			return preparedTarget{}, err // an archive's: it says so
 		}
 		return preparedTarget{Target: t, Created: created}, nil
 	}
@@ -153,12 +165,16 @@ func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, 
 		return claim(p, true)
 	}
 	if errors.Is(err, replicate.ErrNotFound) {
+		if rules.Missing != nil {
+			return p, rules.Missing
+		}
 		created, err := create()
 		if err != nil {
 			return p, err
 		}
 		if !created {
-			return claim(p, false) // created meanwhile
+			p.Claimed = claims // created meanwhile: claimed now
+			return claim(p, false)
 		}
 		if p, err = open(true); err != nil {
 			return p, err
@@ -170,6 +186,9 @@ func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, 
 	}
 	p.Reused = tinfo.DocCount+tinfo.DelCount > 0
 	if rules.Reuse {
+		if l, ok := p.Target.(dbcopy.Local); ok && claims && rules.CheckClaim {
+			p.Claimed = dbcopy.Claimed(ctx, sinfo, l)
+		}
 		return p, nil
 	}
 	if !p.Reused {
@@ -181,6 +200,7 @@ func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, 
 			return p, nil // our own earlier run: resume
 		}
 		if l, ok := p.Target.(dbcopy.Local); ok && dbcopy.Claimed(ctx, sinfo, l) {
+			p.Claimed = true
 			return p, nil
 		}
 	}

@@ -1,5 +1,7 @@
 package sofa
 
+import "github.com/sofadb/sofa/fleet"
+
 // Progress receives the progress of a many-database operation. Its
 // methods are called from several goroutines at once.
 type Progress interface {
@@ -17,18 +19,10 @@ type Progress interface {
 // InterruptedProgress is implemented by a Progress that counts the
 // databases stopped by an interruption apart: EndInterrupted is then
 // called for them instead of End.
-type InterruptedProgress interface {
-	EndInterrupted(db string, p DBProgress)
-}
+type InterruptedProgress = fleet.InterruptedProgress
 
 // DBProgress receives the counters of one database as they grow.
-type DBProgress interface {
-	SetDocsTotal(n int64)
-	AddDocsRead(n int64)
-	AddDocsWritten(n int64)
-	AddDocWriteFailures(n int64)
-	AddBytes(n int64)
-}
+type DBProgress = fleet.DBProgress
 
 // NoProgress reports nothing.
 var NoProgress Progress = noProgress{}
@@ -36,13 +30,5 @@ var NoProgress Progress = noProgress{}
 type noProgress struct{}
 
 func (noProgress) Start(int, func(bool) string) {}
-func (noProgress) Begin(string) DBProgress      { return noDBProgress{} }
+func (noProgress) Begin(string) DBProgress      { return fleet.NoDBProgress }
 func (noProgress) End(string, DBProgress, bool) {}
-
-type noDBProgress struct{}
-
-func (noDBProgress) SetDocsTotal(int64)        {}
-func (noDBProgress) AddDocsRead(int64)         {}
-func (noDBProgress) AddDocsWritten(int64)      {}
-func (noDBProgress) AddDocWriteFailures(int64) {}
-func (noDBProgress) AddBytes(int64)            {}

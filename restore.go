@@ -36,6 +36,15 @@ type RestoreOptions struct {
 	Replace bool
 	// Q and N are the shards and replicas of created databases.
 	Q, N int
+	// Verify checks each database after it is restored ("": VerifyNone,
+	// no request added): VerifyCheap compares the target's doc counts
+	// with those the archive recorded at backup time, and on a mismatch
+	// every document as VerifyFull does; VerifyFull compares every
+	// document and leaf revision with the archive, restores a database
+	// found different once more and reports what still differs. An
+	// archive read in order (stdin) cannot be read twice: its databases
+	// are checked by their counts only.
+	Verify VerifyMode
 	// RunControl: databases at once (from an archive that can be read
 	// at offsets; from stdin one after the other), progress and logs.
 	RunControl
@@ -111,6 +120,13 @@ func PlanRestore(ctx context.Context, archives []*Endpoint, o RestoreOptions) (*
 func (o RestoreOptions) check() (RestoreOptions, fleet.Filter, error) {
 	if o.Replace && o.ReuseExisting {
 		return o, fleet.Filter{}, optionErr("--replace and --reuse-existing exclude each other: --replace deletes and recreates existing databases, --reuse-existing writes into them")
+	}
+	switch o.Verify {
+	case "":
+		o.Verify = VerifyNone
+	case VerifyCheap, VerifyFull, VerifyNone:
+	default:
+		return o, fleet.Filter{}, optionErr("--verify %q: want cheap, full or none", o.Verify)
 	}
 	if o.Selection.Shard.Sharded() {
 		return o, fleet.Filter{}, optionErr("--shard %s: a restore takes the set of a sharded backup, not a shard", o.Selection.Shard)

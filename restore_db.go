@@ -5,123 +5,111 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/couch"
-	"github.com/sofadb/sofa/fleet"
-	"github.com/sofadb/sofa/internal/dbcopy"
 	"github.com/sofadb/sofa/replicate"
 )
 
-// restoreDB restores one database group into the database name of tsrv:
-// the target prepared (created, or an existing one accepted), the
-// documents copied with design documents last and `_security` after them.
-func (c *restorer) restoreDB(ctx context.Context, dbr *archive.DBReader, tsrv *couch.Server, name string, incremental bool, p DBProgress) (r fleet.DBResult, err error) {
-	r = fleet.DBResult{Name: name}
-	meta, err := dbr.Metadata(ctx)
-	if err != nil {
-		return r, err
-	}
-	sinfo, err := dbr.Info(ctx)
-	if err != nil {
-		return r, err
-	}
-	p.SetDocsTotal(sinfo.DocCount + sinfo.DelCount)
-	rules := targetRules{
-		Props:  couch.CreateOptions{Partitioned: meta.Partitioned, Q: c.o.Q, N: c.o.N},
-		Absent: c.onTarget != nil && !c.onTarget[name],
-		Reuse:  c.o.ReuseExisting || incremental || systemDB(name),
-	}
-	if c.o.Replace && !incremental && !systemDB(name) {
-		rules.Replace = func(ctx context.Context) error { return c.recreate(ctx, tsrv.DB(name)) }
-	}
-	pt, err := prepareTarget(ctx, tsrv, name, sinfo, rules)
-	if err != nil {
-		return r, dbcopy.AsInterrupted(ctx, err)
-	}
-	if pt.Created {
-		defer func() {
-			if ae := (*archive.Error)(nil); err != nil && errors.As(err, &ae) {
-				left := "incomplete"
-				if r.DocsWritten == 0 {
-					left = "empty"
-				}
-				err = fmt.Errorf("%w (the database %s, created by this restore, is left %s on the target)", err, name, left)
+// job maps the options onto the per-database job into the server tsrv,
+// from the archives each task names: databases created with their
+// archived properties, claimed before any document, `_revs_limit` set
+// first, design documents written after the others and `_security`
+// last (restoreHooks); an incremental archive, _users and _replicator
+// are written into whatever the target holds, and --replace recreates an
+// existing database first.
+func (c *restorer) job(tsrv *couch.Server) *pairJob {
+	engine := c.o.Engine
+	engine.CopyMetadata = true
+	return &pairJob{tgt: tsrv, engine: engine, budget: c.budget, verify: c.o.Verify,
+		q: c.o.Q, n: c.o.N, reuse: c.o.ReuseExisting,
+		sourceReadOnly: true, // an archive takes no checkpoint
+		lenientRevpos:  tsrv.Vendor == couch.VendorPouchDB, onTarget: c.onTarget, rc: &c.o.RunControl,
+		rules: func(t dbTask, r *targetRules) {
+			sys := systemDB(t.Target)
+			r.Reuse = r.Reuse || t.Incremental || sys
+			if c.o.Replace && !t.Incremental && !sys {
+				r.Replace = func(ctx context.Context) error { return c.recreate(ctx, tsrv.DB(t.Target)) }
 			}
-		}()
-	}
-	tdb := tsrv.OpenDB(name, couch.DBOptions{Fresh: pt.Created})
-	var src replicate.Source = dbr
+		},
+		hooks: restoreHooks{c}}
+}
+
+// restoreHooks are what a restore adds to the copy of each database:
+// design documents held back until the others are written and
+// `_security` set after them (restoreTarget), the archive's own verdict
+// on the database (a backup that failed part way), and, into a database
+// that held documents, the winner log that tells which documents were not
+// rolled back.
+type restoreHooks struct{ c *restorer }
+
+func (h restoreHooks) pair(ctx context.Context, c *dbCopy, src replicate.Source, again bool) (replicate.Source, replicate.Target, func(context.Context) error, func(), error) {
+	done := func() {}
+	dbr, _ := src.(*archive.DBReader)
 	var winners *winnerLog
-	if pt.Reused && !incremental {
+	if dbr != nil && c.target.Reused && !c.task.Incremental && !again {
 		// The target held documents before: note the archive's winning
 		// revisions to tell afterwards which documents were not rolled back.
+		var err error
 		if winners, err = newWinnerLog(dbr); err != nil {
-			return r, err
+			return nil, nil, nil, nil, err
 		}
-		defer winners.Close()
-		src = winners
+		src, done = winners, winners.Close
 	}
-	target := &restoreTarget{DesignLast: replicate.NewDesignLast(tdb)}
-	opts := c.o.Engine
-	opts.CopyMetadata = true
-	opts.SourceReadOnly = true // an archive takes no checkpoint
-	opts.Counters = &replicate.Counters{}
-	opts.Budget = c.budget
-	var warnMu sync.Mutex
-	warn := func(s string) {
-		c.o.logf("%s: %s", name, s)
-		warnMu.Lock()
-		r.Warnings = append(r.Warnings, s)
-		warnMu.Unlock()
+	target := &restoreTarget{DesignLast: replicate.NewDesignLast(c.target.Target)}
+	if !again {
+		h.c.o.logf("restoring %s", c.task.Target)
 	}
-	opts.Warn = warn
-	if c.o.DebugLogf != nil {
-		opts.Debug = func(format string, args ...any) { c.o.DebugLogf(name+": "+format, args...) }
-	}
-	if pt.Created {
-		opts.TargetCreated = tdb.Created()
-	}
-	c.o.logf("restoring %s", name)
-	stop := dbcopy.FeedProgress(opts.Counters, p)
-	res, err := replicate.Run(ctx, src, target, opts)
-	stop()
-	dbcopy.FillResult(&r, res)
-	if err != nil {
-		return r, err
-	}
-	fails, err := target.Finish(ctx)
-	if res != nil && len(fails) > 0 {
-		r.Failures = append(r.Failures, fails...)
-		r.DocWriteFailures += int64(len(fails))
-		r.DocsWritten -= int64(len(fails))
-	}
-	if err != nil {
-		return r, err
-	}
-	if err := target.setSecurity(ctx); errors.Is(err, replicate.ErrMetadataRefused) {
-		warn(err.Error())
-	} else if err != nil {
-		return r, fmt.Errorf("target: %w", err)
-	}
-	if s, ok := dbr.Summary(); ok && s.Error != "" {
-		return r, fmt.Errorf("the backup of this database failed part way: %s", s.Error)
-	}
-	if winners != nil {
-		failed := map[string]bool{}
-		for _, f := range r.Failures {
-			failed[f.ID] = true
+	end := func(ctx context.Context) error {
+		r := c.r
+		fails, err := target.Finish(ctx)
+		if len(fails) > 0 {
+			r.Failures = append(r.Failures, fails...)
+			r.DocWriteFailures += int64(len(fails))
+			r.DocsWritten -= int64(len(fails))
 		}
-		kept, total, err := winners.notWinning(ctx, tdb, failed)
 		if err != nil {
-			return r, fmt.Errorf("target: compare winning revisions: %w", err)
+			return err
 		}
-		if kept > 0 {
-			warn(fmt.Sprintf("not rolled back: %d of %d documents of the archive have a winning revision on the target that is not the archive's (the archive's revision was already there or lost to a newer one); --replace restores the archive's state", kept, total))
+		if err := target.setSecurity(ctx); errors.Is(err, replicate.ErrMetadataRefused) {
+			c.warn(err.Error())
+		} else if err != nil {
+			return fmt.Errorf("target: %w", err)
 		}
+		if dbr != nil {
+			if s, ok := dbr.Summary(); ok && s.Error != "" {
+				return fmt.Errorf("the backup of this database failed part way: %s", s.Error)
+			}
+		}
+		if winners != nil {
+			failed := map[string]bool{}
+			for _, f := range r.Failures {
+				failed[f.ID] = true
+			}
+			kept, total, err := winners.notWinning(ctx, c.target.Target, failed)
+			if err != nil {
+				return fmt.Errorf("target: compare winning revisions: %w", err)
+			}
+			if kept > 0 {
+				c.warn(fmt.Sprintf("not rolled back: %d of %d documents of the archive have a winning revision on the target that is not the archive's (the archive's revision was already there or lost to a newer one); --replace restores the archive's state", kept, total))
+			}
+		}
+		return nil
 	}
-	return r, nil
+	return src, target, end, done, nil
+}
+
+// failed says of a damaged archive that a database this restore created
+// is left incomplete (or empty) on the target.
+func (restoreHooks) failed(c *dbCopy, err error) error {
+	if ae := (*archive.Error)(nil); c.target.Created && errors.As(err, &ae) {
+		left := "incomplete"
+		if c.r.DocsWritten == 0 {
+			left = "empty"
+		}
+		return fmt.Errorf("%w (the database %s, created by this restore, is left %s on the target)", err, c.task.Target, left)
+	}
+	return err
 }
 
 // systemDB reports whether name is _users or _replicator, which a restore

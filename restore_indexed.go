@@ -17,8 +17,9 @@ import (
 // groupIndex locates the database groups of archive a, to read several
 // at once at their offsets: nil (and no error) when a can only be read in
 // order. The one place restore looks up offsets: an index stored with the
-// archive would be read here.
-func groupIndex(ctx context.Context, a *Endpoint, o *archive.ReaderOptions) (*archive.Index, io.Closer, error) {
+// archive would be read here. reread: each database may be read again
+// (Verify), which needs its offsets even where reading in order is faster.
+func groupIndex(ctx context.Context, a *Endpoint, o *archive.ReaderOptions, reread bool) (*archive.Index, io.Closer, error) {
 	if a.archive == storage.Stdio {
 		return nil, nil, nil
 	}
@@ -29,7 +30,7 @@ func groupIndex(ctx context.Context, a *Endpoint, o *archive.ReaderOptions) (*ar
 	// unknown size, or an object store holding few databases: read in
 	// order with the store's part-sized read-ahead, which beats a few
 	// groups' buffered reads at their offsets
-	if f.Size() < 0 || storage.PrefersSequential(f) && fewGroups(f) {
+	if f.Size() < 0 || !reread && storage.PrefersSequential(f) && fewGroups(f) {
 		f.Close()
 		return nil, nil, nil
 	}
@@ -82,7 +83,7 @@ func (c *restorer) indexes(ctx context.Context, archives []*Endpoint) ([]*archiv
 	// least 16 MiB.
 	ropts := &archive.ReaderOptions{BlobMemory: max(c.blobMemory()/int64(dbs), 1), MemberMemory: max(c.inflight()/4, 16<<20)}
 	for _, a := range archives {
-		x, f, err := groupIndex(ctx, a, ropts)
+		x, f, err := groupIndex(ctx, a, ropts, c.o.Verify != VerifyNone)
 		if err != nil || x == nil {
 			closeAll()
 			return nil, nil, err
@@ -137,19 +138,13 @@ func (c *restorer) runIndexed(ctx context.Context, archives []*Endpoint, idx []*
 	}
 	var mu sync.Mutex
 	var damage error
-	tsrv := dst.couch.Server
+	j := c.job(dst.couch.Server)
 	job := func(ctx context.Context, tname string, p DBProgress) (fleet.DBResult, error) {
 		r := fleet.DBResult{Name: tname}
 		for _, st := range steps[tname] {
 			path := archives[st.arch].archive
-			rr, err := func() (fleet.DBResult, error) {
-				dbr, err := idx[st.arch].OpenDB(st.g)
-				if err != nil {
-					return fleet.DBResult{}, err
-				}
-				defer dbr.Close()
-				return c.restoreDB(ctx, dbr, tsrv, tname, st.arch > 0 && len(st.g.Since) > 0, p)
-			}()
+			rr, err := j.run(ctx, dbTask{From: idx[st.arch], Source: st.g.Name, Target: tname,
+				Incremental: st.arch > 0 && len(st.g.Since) > 0}, p)
 			r.Merge(rr)
 			if ae := (*archive.Error)(nil); errors.As(err, &ae) {
 				err = fmt.Errorf("%s: %w", path, err)

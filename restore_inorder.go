@@ -20,9 +20,10 @@ func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selecte
 	o := c.o
 	sum := fleet.Summary{Started: time.Now()}
 	var fatalErr error
+	j := c.job(tgt.Server)
 	for i, a := range archives {
 		done := map[string]bool{}
-		if err := c.restoreArchive(ctx, a, i, skip, tgt, filter, o.Renames, &sum, done); err != nil {
+		if err := c.restoreArchive(ctx, j, a, i, skip, tgt, filter, o.Renames, &sum, done); err != nil {
 			fatalErr = err
 			// Every selected database the restore did not reach is
 			// listed: "not started" (from this archive on).
@@ -46,14 +47,14 @@ func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selecte
 }
 
 // restoreArchive restores every selected database of one archive, in
-// archive order. A damaged archive stops the restore (fatal): nothing after
+// archive order, each with the job j. A damaged archive stops the restore (fatal): nothing after
 // the damage is used, and the database being restored is reported failed.
 //
 // index is the archive's place in the chain; fullFrom (from checkChain)
 // says from which archive each database is restored.
 //
 // done receives the name of every database of the archive it started.
-func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, renames map[string]string, sum *fleet.Summary, done map[string]bool) error {
+func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, renames map[string]string, sum *fleet.Summary, done map[string]bool) error {
 	path := a.archive
 	f, err := a.store.Open(ctx, path)
 	if err != nil {
@@ -101,7 +102,7 @@ func (c *restorer) restoreArchive(ctx context.Context, a *Endpoint, index int, f
 			name = tgt.DBName
 		}
 		t0 := time.Now()
-		r, err := c.restoreDB(ctx, dbr, tgt.Server, name, incremental, noDBProgress{})
+		r, err := j.run(ctx, dbTask{Opened: dbr, Source: dbr.Name(), Target: name, Incremental: incremental}, fleet.NoDBProgress)
 		r.Name = name
 		r.Duration = fleet.Duration(time.Since(t0))
 		fleet.Decide(ctx, &r, err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/sofadb/sofa/archive"
-	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -81,7 +81,11 @@ func (l *winnerLog) Changes(ctx context.Context, since replicate.Seq, fn func(re
 // for its winners: kept counts the documents whose winner on the target
 // is not the archive's (ids in skip, already reported failed, aside),
 // total the documents compared.
-func (l *winnerLog) notWinning(ctx context.Context, tdb *couch.DB, skip map[string]bool) (kept, total int64, err error) {
+func (l *winnerLog) notWinning(ctx context.Context, t replicate.Target, skip map[string]bool) (kept, total int64, err error) {
+	tdb, ok := t.(winnersReader)
+	if !ok {
+		return 0, 0, errors.New("the target cannot tell its winning revisions")
+	}
 	if l.err == nil {
 		l.err = l.w.Flush()
 	}
@@ -133,6 +137,12 @@ func (l *winnerLog) notWinning(ctx context.Context, tdb *couch.DB, skip map[stri
 		}
 	}
 	return kept, total, check()
+}
+
+// winnersReader is a database that tells the winning revision of
+// documents (couch.DB.Winners).
+type winnersReader interface {
+	Winners(ctx context.Context, ids []string) (map[string]string, error)
 }
 
 // Close removes the temporary file.

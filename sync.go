@@ -8,7 +8,6 @@ import (
 
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
-	"github.com/sofadb/sofa/internal/progress"
 	"github.com/sofadb/sofa/metrics"
 	"github.com/sofadb/sofa/replicate"
 )
@@ -148,29 +147,24 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 	if err != nil {
 		return nil, err
 	}
-	var onTarget map[string]bool
-	if tnames, err := fleet.ListDBs(ctx, s.tsrv, 1000); err == nil {
-		onTarget = make(map[string]bool, len(tnames))
-		for _, n := range tnames {
-			onTarget[n] = true
-		}
-	}
+	onTarget := listTarget(ctx, s.tsrv, &RunControl{}) // a failure: every database asked for
 	s.mu.Lock()
 	for _, n := range dbs {
 		s.dbLocked(n).running = true // the catch-up's
 	}
 	s.mu.Unlock()
-	c := &copier{o: o.Copy, budget: s.budget, observer: s.observer}
+	j := o.Copy.job(s.ssrv, s.tsrv, s.budget, onTarget)
+	j.observer = s.observer
 	o.Copy.Progress.Start(len(dbs), NewStallWatch(src, dst).Waiting)
-	job := withProgress(o.Copy.Progress, c.dbJob(s.ssrv, s.tsrv, onTarget))
-	sum, runErr := fleet.Run(ctx, dbs, func(ctx context.Context, name string, p *progress.DB) (fleet.DBResult, error) {
+	job := j.fleetJob()
+	sum, runErr := fleet.Run(ctx, dbs, func(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error) {
 		m := o.Metrics.DB(name)
 		m.BeginRun()
 		r, err := job(ctx, name, p)
 		s.ended(ctx, name, r, nil, err, time.Time{})
 		return r, err
 	}, fleet.Options{Limiters: limiters(src, dst), MaxDBs: o.Copy.MaxDBs, Fixed: o.Copy.Fixed,
-		IdealDuration: o.Copy.IdealDuration, Logger: o.Copy.Logger})
+		IdealDuration: o.Copy.IdealDuration, Progress: o.Copy.Progress, Logger: o.Copy.Logger})
 	s.sum.CatchUp = &sum
 	for _, r := range sum.DBs {
 		if r.Status == fleet.StatusNotStarted {

@@ -9,14 +9,13 @@ import (
 
 	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/internal/dbcopy"
-	"github.com/sofadb/sofa/internal/progress"
 	"github.com/sofadb/sofa/metrics"
 	"github.com/sofadb/sofa/replicate"
 )
 
 // wakeJob catches one changed database up: the whole copy (create,
 // properties) the first time, a plain incremental replication after.
-func (s *syncer) wakeJob(ctx context.Context, name string, _ *progress.DB) (fleet.DBResult, error) {
+func (s *syncer) wakeJob(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error) {
 	select {
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
@@ -41,8 +40,9 @@ func (s *syncer) wakeJob(ctx context.Context, name string, _ *progress.DB) (flee
 	} else {
 		o := s.o.Copy
 		o.Verify = VerifyNone
-		c := &copier{o: o, budget: s.budget, observer: s.observer}
-		r, err = withProgress(NoProgress, c.dbJob(s.ssrv, s.tsrv, nil))(ctx, name, nil)
+		j := o.job(s.ssrv, s.tsrv, s.budget, nil)
+		j.observer = s.observer
+		r, err = j.fleetJob()(ctx, name, p)
 	}
 	s.mu.Lock()
 	s.sum.Runs++

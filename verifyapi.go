@@ -11,7 +11,6 @@ import (
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
-	"github.com/sofadb/sofa/internal/progress"
 	"github.com/sofadb/sofa/limitstats"
 	"github.com/sofadb/sofa/replicate"
 	"github.com/sofadb/sofa/verify"
@@ -147,7 +146,7 @@ func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*Verif
 	dbs := o.Selection.apply(an)
 	var mu sync.Mutex
 	out := map[string]VerifyDB{}
-	job := func(ctx context.Context, name string, p *progress.DB) (fleet.DBResult, error) {
+	job := func(ctx context.Context, name string, _ DBProgress) (fleet.DBResult, error) {
 		d := dbOutcome(ctx, name, as.DB(name), bs.DB(name), o.Compare)
 		mu.Lock()
 		out[name] = d

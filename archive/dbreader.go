@@ -94,12 +94,14 @@ func (d *DBReader) Summary() (s DBSummary, ok bool) {
 	return *d.end, true
 }
 
-// Info returns the source database's state recorded at backup time.
-// Identity is "sofa-archive:<archive id>/<name>".
+// Info returns the source database's state recorded at backup time,
+// Partitioned as Metadata says. Identity is
+// "sofa-archive:<archive id>/<name>".
 func (d *DBReader) Info(ctx context.Context) (replicate.DBInfo, error) {
+	m, _ := d.Metadata(ctx)
 	return replicate.DBInfo{
 		Name: d.meta.Name, DocCount: d.meta.DocCount, DelCount: d.meta.DelCount, DelCountUnknown: d.meta.DelCountUnknown,
-		UpdateSeq: seqOf(d.meta.UpdateSeq), InstanceStart: d.meta.InstanceStart,
+		UpdateSeq: seqOf(d.meta.UpdateSeq), InstanceStart: d.meta.InstanceStart, Partitioned: m.Partitioned,
 		Identity: "sofa-archive:" + d.r.hdr.ID + "/" + d.meta.Name,
 	}, nil
 }

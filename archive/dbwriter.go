@@ -102,6 +102,21 @@ func (d *DBWriter) SetSourceInfo(info replicate.DBInfo) {
 	}
 }
 
+// Stored returns the leaf revisions written so far, tombstones included
+// (replicate.StoredCounter); whole is false for an incremental backup of
+// the database (only its changes since the previous archive).
+func (d *DBWriter) Stored() (leaves int64, whole bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	since := d.summary.Since // as the group's meta member records it
+	if !d.started {
+		since = d.sinceLocked()
+	}
+	return d.summary.Revisions, len(since) == 0
+}
+
+var _ replicate.StoredCounter = (*DBWriter)(nil)
+
 // SetStartSeq is told by the replication engine the seq it starts from
 // once it has judged the checkpoints (replicate.StartSeqSetter). An
 // engine that starts from the beginning (it found the source database

@@ -27,8 +27,10 @@ func (x *Index) AllDBs(ctx context.Context, startAfter string, limit int) ([]str
 }
 
 // ServerCaps: an archive being read is read-only and keeps no
-// checkpoint; its groups can be read at once.
-func (x *Index) ServerCaps() replicate.ServerCaps { return replicate.ServerCaps{Seek: true} }
+// checkpoint; its groups can be read at once, each once per OpenSource.
+func (x *Index) ServerCaps() replicate.ServerCaps {
+	return replicate.ServerCaps{Seek: true, ReadOnce: true}
+}
 
 // OpenSource opens the group of database name (OpenDB); the Source is a
 // *DBReader, Close it when done.
@@ -49,8 +51,11 @@ func (w *Writer) AllDBs(ctx context.Context, startAfter string, limit int) ([]st
 
 // ServerCaps: an archive being written keeps its checkpoints in its
 // manifest, for the next incremental backup, not for a rerun; it cannot
-// be read back while written.
-func (w *Writer) ServerCaps() replicate.ServerCaps { return replicate.ServerCaps{} }
+// be read back while written, but each group counts the revisions it
+// stored (DBWriter.Stored).
+func (w *Writer) ServerCaps() replicate.ServerCaps {
+	return replicate.ServerCaps{StoredCounts: true}
+}
 
 // CreateDB does nothing: a database's group starts when it is opened as
 // a target.

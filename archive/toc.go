@@ -120,7 +120,7 @@ func ReadTOC(r io.ReaderAt, size int64) (*TOC, error) {
 	}
 	tail := make([]byte, FooterSize+tarTrailer)
 	if _, err := r.ReadAt(tail, size-int64(len(tail))); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoIndex, err)
+		return nil, fmt.Errorf("%w: %w", ErrNoIndex, err)
 	}
 	if len(bytes.Trim(tail[FooterSize:], "\x00")) != 0 || !bytes.HasPrefix(tail, []byte(`{"format":"`+FooterFormat+`"`)) {
 		return nil, ErrNoIndex

@@ -41,7 +41,7 @@ func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn 
 	failures := 0
 	progress := time.Now()
 	for {
-		page := d.ChangesPage
+		page := d.changesPage
 		if page == 0 {
 			page = d.srv.opts.ChangesPage
 		}

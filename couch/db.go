@@ -24,25 +24,16 @@ type DB struct {
 	srv  *Server
 	name string
 	path string // "/" + escaped name
-	// readOnly and fresh are set at open time (DBOptions).
+	// readOnly, fresh, inlineMax, changesPage and multipart are set at
+	// open time (DBOptions).
 	readOnly, fresh bool
-	// InlineMax is the largest total of identity-encoded attachment bytes
-	// of one revision that is inlined as base64 in `_bulk_docs`; larger or
-	// gzip-encoded attachments go as multipart/related PUT. Zero: 64 KiB
-	// on CouchDB; PouchDB Server always inlines (it takes no multipart).
-	InlineMax int64
-	// ChangesPage is the number of rows asked per `_changes` request
-	// (`limit`): pages let writes start before a large feed is computed
-	// whole. Zero: DefaultChangesPage; negative: one unpaged request.
-	ChangesPage int
-	// Multipart writes every revision that carries attachment bytes as a
-	// multipart/related PUT, whatever the server (CouchDB's replicator
-	// path; PouchDB Server takes it too for identity-encoded bytes).
-	Multipart   bool
-	mu          sync.Mutex
-	partitioned bool // props.partitioned from the last Info
-	infoRead    bool
-	localRevs   map[string]string // _local id (no prefix) -> _rev last written
+	inlineMax       int64
+	changesPage     int
+	multipart       bool
+	mu              sync.Mutex
+	partitioned     bool // props.partitioned from the last Info
+	infoRead        bool
+	localRevs       map[string]string // _local id (no prefix) -> _rev last written
 	// BulkGetUnsupported is set once `_bulk_get` failed; reads then use
 	// `open_revs` GETs.
 	bulkGetOff bool

@@ -57,7 +57,7 @@ func (s *Server) DBUpdates(ctx context.Context, since string, heartbeat time.Dur
 	resp, err := s.do(ctx, &request{Method: "GET", Path: "/_db_updates", Query: q, Stream: true, NoRetry: true})
 	if err != nil {
 		if st := StatusOf(err); st == 400 || st == 404 || st == 405 || st == 501 {
-			return fmt.Errorf("%s: GET /_db_updates: %w (%v)", s.URL(), ErrNoDBUpdates, err)
+			return fmt.Errorf("%s: GET /_db_updates: %w (%w)", s.URL(), ErrNoDBUpdates, err)
 		}
 		return s.describe(err)
 	}
@@ -98,7 +98,7 @@ func ParseDBUpdates(r io.Reader, fn func(DBUpdate) error) error {
 			Reason  string          `json:"reason"`
 		}
 		if err := json.Unmarshal(line, &row); err != nil {
-			return fmt.Errorf("_db_updates: bad row %.80q: %v: %w", line, err, io.ErrUnexpectedEOF)
+			return fmt.Errorf("_db_updates: bad row %.80q: %w: %w", line, err, io.ErrUnexpectedEOF)
 		}
 		switch {
 		case row.Error != "":
@@ -117,7 +117,7 @@ func ParseDBUpdates(r io.Reader, fn func(DBUpdate) error) error {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return fmt.Errorf("_db_updates: %w", err)
 		}
-		return fmt.Errorf("_db_updates: %v: %w", err, io.ErrUnexpectedEOF)
+		return fmt.Errorf("_db_updates: %w: %w", err, io.ErrUnexpectedEOF)
 	}
 	return fmt.Errorf("_db_updates: the stream ended: %w", io.ErrUnexpectedEOF)
 }

@@ -178,11 +178,26 @@ type DBOptions struct {
 	// Fresh marks a database this process has just created (still
 	// empty): properties it has by default are not written again.
 	Fresh bool
+	// InlineMax is the largest total of identity-encoded attachment bytes
+	// of one revision that is inlined as base64 in `_bulk_docs`; larger or
+	// gzip-encoded attachments go as multipart/related PUT. Zero: 64 KiB
+	// on CouchDB; PouchDB Server always inlines (it takes no multipart).
+	InlineMax int64
+	// ChangesPage is the number of rows asked per `_changes` request
+	// (`limit`): pages let writes start before a large feed is computed
+	// whole. Zero: the client's Options.ChangesPage, else
+	// DefaultChangesPage; negative: one unpaged request.
+	ChangesPage int
+	// Multipart writes every revision that carries attachment bytes as a
+	// multipart/related PUT, whatever the server (CouchDB's replicator
+	// path; PouchDB Server takes it too for identity-encoded bytes).
+	Multipart bool
 }
 
 // OpenDB returns a handle on the named database (decoded name) with o.
 func (s *Server) OpenDB(name string, o DBOptions) *DB {
-	return &DB{srv: s, name: name, path: "/" + EscapeDB(name), readOnly: o.ReadOnly, fresh: o.Fresh}
+	return &DB{srv: s, name: name, path: "/" + EscapeDB(name), readOnly: o.ReadOnly, fresh: o.Fresh,
+		inlineMax: o.InlineMax, changesPage: o.ChangesPage, multipart: o.Multipart}
 }
 
 // AllDBs lists database names after startAfter (exclusive, "" for the

@@ -91,13 +91,13 @@ func (d *DB) inlineable(doc *replicate.Doc) bool {
 	if n == 0 {
 		return true
 	}
-	if d.Multipart {
+	if d.multipart {
 		return false
 	}
 	if d.srv.Vendor == VendorPouchDB {
 		return true
 	}
-	max := d.InlineMax
+	max := d.inlineMax
 	if max == 0 {
 		max = 64 << 10
 	}

@@ -1,12 +1,13 @@
 // Package fleet copies many databases: it lists a server's databases
 // (ListDBs), selects them (Filter), and runs one replication job per
 // database (Run) with the number of databases in flight sized by the
-// per-host adaptive limiters of package internal/limit, paced over an ideal
-// duration if asked, with failures isolated per database and a
-// JSON-ready Summary at the end.
+// per-host adaptive limiters (Limiter: the sofa package's), paced over an
+// ideal duration if asked, with failures isolated per database, progress
+// told through Progress and a JSON-ready Summary at the end.
 //
 // fleet does not know how one database is copied: Run calls a Job, which
-// the caller builds around the replicate engine.
+// the caller builds around the replicate engine (package sofa's
+// per-database job).
 package fleet
 
 import (

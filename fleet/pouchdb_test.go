@@ -17,7 +17,6 @@ import (
 
 	"github.com/sofadb/sofa/internal/couchtest"
 	"github.com/sofadb/sofa/internal/limit"
-	"github.com/sofadb/sofa/internal/progress"
 )
 
 // httpLister is a minimal net/http Lister for tests (the couch client is
@@ -185,7 +184,7 @@ func (f *fixture) runLoad(t *testing.T, l *limit.Limiter) loadResult {
 			}
 		}
 	}
-	job := func(ctx context.Context, db string, p *progress.DB) (DBResult, error) {
+	job := func(ctx context.Context, db string, p DBProgress) (DBResult, error) {
 		ids := make(chan int, docsPerDB)
 		for i := range docsPerDB {
 			ids <- i
@@ -228,7 +227,7 @@ func (f *fixture) runLoad(t *testing.T, l *limit.Limiter) loadResult {
 		}
 	}()
 	start := time.Now()
-	sum, err := Run(t.Context(), f.dbs, job, Options{Limiters: []*limit.Limiter{l}, MaxDBs: 64, Fixed: l.Stats().Fixed})
+	sum, err := Run(t.Context(), f.dbs, job, Options{Limiters: []Limiter{l}, MaxDBs: 64, Fixed: l.Stats().Fixed})
 	dur := time.Since(start)
 	close(stop)
 	<-sampled

@@ -12,19 +12,18 @@ import (
 	"time"
 
 	"github.com/sofadb/sofa/internal/limit"
-	"github.com/sofadb/sofa/internal/progress"
 )
 
 // Job copies one database. It reports its counters in the DBResult (Run
-// fills Name, Duration, Status and Error) and may feed p as it goes (p is
-// never nil-checked: a nil *progress.DB ignores updates). A non-nil error
-// marks the database failed; documents it could not copy go in
-// DBResult.Failures and DocWriteFailures instead.
+// fills Name, Duration, Status and Error; counters left at zero are taken
+// from what the job told p) and may feed p as it goes (never nil). A
+// non-nil error marks the database failed; documents it could not copy
+// go in DBResult.Failures and DocWriteFailures instead.
 //
 // When ctx is cancelled (SIGINT) the job should stop reading, write the
 // checkpoint that covers what the target acknowledged (using
 // context.WithoutCancel for that last write) and return ctx.Err().
-type Job func(ctx context.Context, db string, p *progress.DB) (DBResult, error)
+type Job func(ctx context.Context, db string, p DBProgress) (DBResult, error)
 
 // DefaultMaxDBs caps databases in flight when Options.MaxDBs is zero.
 const DefaultMaxDBs = 64
@@ -36,7 +35,7 @@ type Options struct {
 	// through (typically the source's and the target's host; the same one
 	// twice is fine). Run reads their limits and demand to decide how many
 	// databases run at once. Empty means MaxDBs decides alone.
-	Limiters []*limit.Limiter
+	Limiters []Limiter
 	// MaxDBs caps databases in flight (--max-dbs). Zero means DefaultMaxDBs.
 	MaxDBs int
 	// Fixed runs MaxDBs databases at once whatever the limiters say
@@ -48,8 +47,9 @@ type Options struct {
 	// that, so a run behind schedule goes as fast as the limits allow. Zero
 	// means no pacing.
 	IdealDuration time.Duration
-	// Progress receives databases started and finished. Nil means none.
-	Progress *progress.Tracker
+	// Progress hears of each database started and finished. Nil means
+	// none.
+	Progress Progress
 	// Logger receives one line per database (debug when ok, warn
 	// otherwise) and concurrency decisions (debug). Nil means none.
 	Logger *slog.Logger
@@ -79,7 +79,6 @@ type Options struct {
 func Run(ctx context.Context, dbs []string, job Job, opts Options) (Summary, error) {
 	s := newScheduler(opts)
 	start := time.Now()
-	opts.Progress.SetTotal(len(dbs))
 	results := make([]DBResult, len(dbs))
 	started := make([]bool, len(dbs))
 	var wg sync.WaitGroup
@@ -122,7 +121,11 @@ func Run(ctx context.Context, dbs []string, job Job, opts Options) (Summary, err
 
 // runOne runs one job, isolating its panics, and completes its result.
 func runOne(ctx context.Context, db string, job Job, opts Options) (r DBResult) {
-	p := opts.Progress.Begin(db)
+	dp := NoDBProgress
+	if opts.Progress != nil {
+		dp = opts.Progress.Begin(db)
+	}
+	p := &counted{DBProgress: dp}
 	t0 := time.Now()
 	var err error
 	func() {
@@ -139,11 +142,16 @@ func runOne(ctx context.Context, db string, job Job, opts Options) (r DBResult) 
 	r.Name = db
 	r.Duration = Duration(time.Since(t0))
 	if r.DocsRead == 0 && r.DocsWritten == 0 && r.Bytes == 0 {
-		c := p.Counts()
-		r.DocsRead, r.DocsWritten, r.DocWriteFailures, r.Bytes = c.DocsRead, c.DocsWritten, c.DocWriteFailures, c.Bytes
+		// nothing reported (stopped early): what progress was told
+		r.DocsRead, r.DocsWritten = p.read.Load(), p.written.Load()
+		r.DocWriteFailures, r.Bytes = p.failures.Load(), p.bytes.Load()
 	}
 	Decide(ctx, &r, err)
-	opts.Progress.End(p, r.Status == StatusFailed)
+	if ip, ok := opts.Progress.(InterruptedProgress); ok && r.Status == StatusInterrupted {
+		ip.EndInterrupted(db, dp)
+	} else if opts.Progress != nil {
+		opts.Progress.End(db, dp, r.Status == StatusFailed)
+	}
 	if lg := opts.Logger; lg != nil {
 		lvl := slog.LevelDebug
 		if r.Status != StatusOK {
@@ -181,8 +189,8 @@ func Decide(ctx context.Context, r *DBResult, err error) {
 	}
 }
 
-func uniqueLimiters(ls []*limit.Limiter) []*limit.Limiter {
-	var out []*limit.Limiter
+func uniqueLimiters(ls []Limiter) []Limiter {
+	var out []Limiter
 	for _, l := range ls {
 		if l != nil && !contains(out, l) {
 			out = append(out, l)
@@ -191,7 +199,7 @@ func uniqueLimiters(ls []*limit.Limiter) []*limit.Limiter {
 	return out
 }
 
-func contains(ls []*limit.Limiter, l *limit.Limiter) bool {
+func contains(ls []Limiter, l Limiter) bool {
 	for _, x := range ls {
 		if x == l {
 			return true
@@ -203,7 +211,7 @@ func contains(ls []*limit.Limiter, l *limit.Limiter) bool {
 // scheduler decides how many databases run at once.
 type scheduler struct {
 	opts     Options
-	limiters []*limit.Limiter
+	limiters []Limiter
 	max      int
 	tick     time.Duration
 

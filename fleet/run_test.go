@@ -21,7 +21,7 @@ func TestRun_200JobsFailuresIsolated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dbs := names(200)
 		var running, peak atomic.Int32
-		job := func(ctx context.Context, db string, p *progress.DB) (DBResult, error) {
+		job := func(ctx context.Context, db string, p DBProgress) (DBResult, error) {
 			n := running.Add(1)
 			defer running.Add(-1)
 			for {
@@ -46,7 +46,8 @@ func TestRun_200JobsFailuresIsolated(t *testing.T) {
 			return DBResult{DocsRead: int64(i), DocsWritten: int64(i), MissingChecked: 1, MissingFound: 1}, nil
 		}
 		tr := progress.NewTracker()
-		sum, err := Run(t.Context(), dbs, job, Options{MaxDBs: 16, Progress: tr})
+		tr.SetTotal(len(dbs))
+		sum, err := Run(t.Context(), dbs, job, Options{MaxDBs: 16, Progress: trackerProgress{tr}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +108,7 @@ func TestRun_CancelStopsStartingAndLetsRunningFinish(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		var done atomic.Int32
 		var checkpointed sync.Map
-		job := func(ctx context.Context, db string, _ *progress.DB) (DBResult, error) {
+		job := func(ctx context.Context, db string, _ DBProgress) (DBResult, error) {
 			var i int
 			fmt.Sscanf(db, "db%d", &i)
 			select {
@@ -157,7 +158,7 @@ func TestRun_IdealDurationPacesStarts(t *testing.T) {
 		start := time.Now()
 		var mu sync.Mutex
 		starts := map[string]time.Duration{}
-		job := func(_ context.Context, db string, _ *progress.DB) (DBResult, error) {
+		job := func(_ context.Context, db string, _ DBProgress) (DBResult, error) {
 			mu.Lock()
 			starts[db] = time.Since(start)
 			mu.Unlock()
@@ -222,7 +223,7 @@ func TestRun_FollowsLimiter(t *testing.T) {
 		}
 		// Each database: 20 requests, 3 at a time (like an engine's
 		// workers).
-		job := func(ctx context.Context, db string, _ *progress.DB) (DBResult, error) {
+		job := func(ctx context.Context, db string, _ DBProgress) (DBResult, error) {
 			var wg sync.WaitGroup
 			errs := make(chan error, 3)
 			for range 3 {
@@ -239,7 +240,7 @@ func TestRun_FollowsLimiter(t *testing.T) {
 			close(errs)
 			return DBResult{}, <-errs
 		}
-		sum, err := Run(t.Context(), names(300), job, Options{MaxDBs: 64, Limiters: []*limit.Limiter{l, l}})
+		sum, err := Run(t.Context(), names(300), job, Options{MaxDBs: 64, Limiters: []Limiter{l, l}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,4 +266,16 @@ func TestRun_FollowsLimiter(t *testing.T) {
 		}
 		t.Logf("peak dbs %d, duration %s (best %s), rejected %d of %d", sum.Concurrency.Peak, time.Duration(sum.Duration), best, rejected, served+rejected)
 	})
+}
+
+// trackerProgress is a Progress over a progress.Tracker, as cmd/sofa's
+// display is.
+type trackerProgress struct{ t *progress.Tracker }
+
+func (p trackerProgress) Begin(db string) DBProgress { return p.t.Begin(db) }
+func (p trackerProgress) End(db string, d DBProgress, failed bool) {
+	p.t.End(d.(*progress.DB), failed)
+}
+func (p trackerProgress) EndInterrupted(db string, d DBProgress) {
+	p.t.EndInterrupted(d.(*progress.DB))
 }

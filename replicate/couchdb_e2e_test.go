@@ -330,7 +330,7 @@ func TestCouchDB_SeqInterval(t *testing.T) {
 
 	rec := recproxy.Start(t, srv.AdminURL())
 	sdb, tdb := openAt(t, rec.URL, src), openDB(t, srv, tgt)
-	sdb.ChangesPage = 300
+	sdb = sdb.Server().OpenDB(src, couch.DBOptions{ChangesPage: 300})
 	opts := replicate.Options{BatchSize: 128, Workers: 2, WriteBatchDocs: 128}
 	res := runOK(t, sdb, tdb, opts)
 	if res.Stats.DocsWritten != total {

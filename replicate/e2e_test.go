@@ -241,7 +241,7 @@ func TestReplicateOpenRevsFallbackAndMultipartWrites(t *testing.T) {
 	}
 	sdb := ep.Server.DB(src)
 	tdb := openDB(t, srv, tgt)
-	tdb.Multipart = true
+	tdb = tdb.Server().OpenDB(tgt, couch.DBOptions{Multipart: true})
 	res := runOK(t, sdb, tdb, replicate.Options{})
 	if got := p.Rule("no-bulk-get").Fired; got != 1 {
 		t.Errorf("_bulk_get refused %d times, want once (then open_revs)", got)

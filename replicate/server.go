@@ -38,6 +38,22 @@ type ServerCaps struct {
 	// Seek: several databases can be read at once, each from its own
 	// place; without it they are read in order, one after the other.
 	Seek bool
+	// ReadOnce: a database opened as a Source can be read once (its
+	// Changes called once): to read it again (a check, a second copy)
+	// it is opened again.
+	ReadOnce bool
+	// StoredCounts: a database opened as a Target counts what it stored
+	// (StoredCounter), so a copy into it is checked without reading it
+	// back (an archive being written).
+	StoredCounts bool
+}
+
+// StoredCounter is a Target that counts the leaf revisions it stored.
+type StoredCounter interface {
+	// Stored returns the leaf revisions stored so far (tombstones
+	// included); whole says they are the whole database, not only its
+	// changes after an earlier copy (an incremental backup).
+	Stored() (leaves int64, whole bool)
 }
 
 // Server is what every many-database endpoint has.

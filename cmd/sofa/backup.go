@@ -10,7 +10,6 @@ import (
 
 	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/archive"
-	"github.com/sofadb/sofa/storage"
 )
 
 type backupCmd struct {
@@ -130,12 +129,6 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	if sum == nil {
 		// nothing ran (the archive or the selection was refused), or the
 		// archive could not be written: one line, no summary
-		if errors.Is(err, storage.ErrIsDir) {
-			return usageErr("%w (--force only replaces an archive file)", err)
-		}
-		if errors.Is(err, storage.ErrExist) {
-			return usageErr("%w (use --force to overwrite it)", err)
-		}
 		return libErr(err)
 	}
 	runErr := finishDBs(sum, err, bc.out, "backed up")

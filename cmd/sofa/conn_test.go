@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -211,6 +212,20 @@ func TestConn_TLS(t *testing.T) {
 		t.Fatalf("--insecure should warn once on stderr, got %d warnings:\n%s", n, r.stderr)
 	}
 	couchtest.AssertEqual(t, srv.URL+"/src", srv.URL+"/dst3")
+	// the config file names the CA as well (and SOFA_CA_CERT, as every
+	// flag's variable)
+	conf := filepath.Join(dir, "sofa.toml")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("ca-cert = %q\n", ca.certPEM)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = cliRun(t, bin, "replicate", https+"/src", https+"/dst4", "--create-target", "--config", conf)
+	r.wantCode(t, 0)
+	couchtest.AssertEqual(t, srv.URL+"/src", srv.URL+"/dst4")
+	t.Setenv("SOFA_CA_CERT", other.certPEM)
+	r = cliRun(t, bin, "verify", https+"/src", https+"/dst4")
+	r.wantCode(t, 1)
+	oneLine(t, r, "certificate signed by unknown authority", pw)
+	t.Setenv("SOFA_CA_CERT", "")
 	// the environment sets it as well, and warns as loudly
 	t.Setenv("SOFA_INSECURE", "true")
 	r = cliRun(t, bin, "verify", https+"/src", https+"/dst3", "--quiet")

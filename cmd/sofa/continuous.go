@@ -41,7 +41,7 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 	if rc.cont.metricsAddr != "" {
 		addr, err := m.Serve(ctx, rc.cont.metricsAddr)
 		if err != nil {
-			return usageErr("--metrics-addr %s: %v", rc.cont.metricsAddr, err)
+			return usageErr("--metrics-addr %s: %w", rc.cont.metricsAddr, err)
 		}
 		if !rc.quiet {
 			fmt.Fprintf(os.Stderr, "sofa: metrics on http://%s/metrics, status on http://%s/status\n", addr, addr)
@@ -106,7 +106,7 @@ func (rc *replicateCmd) serveDBMetrics(ctx context.Context, name string) (replic
 	m := metrics.New()
 	addr, err := m.Serve(ctx, rc.cont.metricsAddr)
 	if err != nil {
-		return nil, usageErr("--metrics-addr %s: %v", rc.cont.metricsAddr, err)
+		return nil, usageErr("--metrics-addr %s: %w", rc.cont.metricsAddr, err)
 	}
 	if !rc.quiet {
 		fmt.Fprintf(os.Stderr, "sofa: metrics on http://%s/metrics, status on http://%s/status\n", addr, addr)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
 	"github.com/sofadb/sofa"
+	"github.com/sofadb/sofa/storage"
 )
 
 // Exit codes, one table for every verb (shown in --help).
@@ -60,8 +62,9 @@ func codeOf(err error) int {
 }
 
 // libErr maps an error of the library to its exit code: wrong options
-// or arguments are usage errors, an interruption is one, anything else
-// is fatal. An error that already carries its code keeps it.
+// or arguments are usage errors (an archive name that exists, or is a
+// directory, too), an interruption is one, anything else is fatal. An
+// error that already carries its code keeps it.
 func libErr(err error) error {
 	var e *exitError
 	var oe *sofa.OptionError
@@ -70,6 +73,10 @@ func libErr(err error) error {
 		return nil
 	case errors.As(err, &e):
 		return err
+	case errors.Is(err, storage.ErrIsDir):
+		return usageErr("%w (--force only replaces an archive file)", err)
+	case errors.Is(err, storage.ErrExist):
+		return usageErr("%w (use --force to overwrite it)", err)
 	case errors.As(err, &oe):
 		return &exitError{code: exitUsage, err: err}
 	case errors.Is(err, context.Canceled):

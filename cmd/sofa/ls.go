@@ -11,7 +11,6 @@ import (
 
 	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/archive"
-	"github.com/sofadb/sofa/fleet"
 )
 
 func newLsCmd() *cobra.Command {
@@ -59,14 +58,13 @@ database URL (doc_count, doc_del_count, update_seq).
 }
 
 func lsArchive(ctx context.Context, s3f *s3Flags, path string, jsonOut bool) error {
-	f, err := s3f.openArchive(ctx, path)
+	ep, err := sofa.Open(ctx, path, s3f.openOptions())
 	if err != nil {
-		return err
+		return libErr(err)
 	}
-	defer f.Close()
-	hdr, dbs, err := archive.List(f)
+	hdr, dbs, err := sofa.ListArchive(ctx, ep)
 	if err != nil {
-		return fatal(fmt.Errorf("%s: %w", path, err))
+		return fatal(err)
 	}
 	if jsonOut {
 		printJSON(os.Stdout, map[string]any{"header": hdr, "databases": dbs})
@@ -96,26 +94,9 @@ func lsServer(ctx context.Context, raw string, client clientFlags, jsonOut bool)
 	if err != nil {
 		return err
 	}
-	ep := sep.Couch()
-	names := []string{ep.DBName}
-	if ep.DBName == "" {
-		if names, err = fleet.ListDBs(ctx, ep.Server, 1000); err != nil {
-			return fatal(fmt.Errorf("list databases: %w", err))
-		}
-	}
-	type row struct {
-		Name      string `json:"name"`
-		DocCount  int64  `json:"doc_count"`
-		DelCount  int64  `json:"doc_del_count"`
-		UpdateSeq string `json:"update_seq"`
-	}
-	var rows []row
-	for _, n := range names {
-		info, err := ep.Server.DB(n).Info(ctx)
-		if err != nil {
-			return fatal(err)
-		}
-		rows = append(rows, row{n, info.DocCount, info.DelCount, info.UpdateSeq.String()})
+	rows, err := sofa.List(ctx, sep)
+	if err != nil {
+		return fatal(err)
 	}
 	if jsonOut {
 		printJSON(os.Stdout, rows)
@@ -151,14 +132,9 @@ func lsSet(ctx context.Context, s3f *s3Flags, set *sofa.ArchiveSet, jsonOut bool
 	}
 	for _, m := range set.Members {
 		if jsonOut {
-			f, err := s3f.openArchive(ctx, m.String())
+			hdr, dbs, err := sofa.ListArchive(ctx, m)
 			if err != nil {
-				return err
-			}
-			hdr, dbs, err := archive.List(f)
-			f.Close()
-			if err != nil {
-				return fatal(fmt.Errorf("%s: %w", m.Archive(), err))
+				return fatal(err)
 			}
 			out.Members = append(out.Members, member{m.Archive(), hdr, dbs})
 			continue

@@ -25,6 +25,7 @@ type restoreCmd struct {
 	withReplicator bool
 	allowPartial   bool
 	q, n           int
+	verifyMode     string
 	s3             s3Flags
 }
 
@@ -115,6 +116,7 @@ run or of another number of shards is always refused.
 	fs.BoolVar(&c.allowPartial, "allow-partial", false, "restore the members of a sharded backup's set that are present when some are missing")
 	fs.IntVar(&c.q, "q", 0, "shards (q) of created databases (0: the target's default)")
 	fs.IntVar(&c.n, "n", 0, "replicas (n) of created databases (0: the target's default)")
+	fs.StringVar(&c.verifyMode, "verify", "none", "check each database after restoring it: none, cheap (doc counts against those the archive recorded; on a mismatch every document is compared, the database restored once more, and each remaining difference reported), full (compare every document and leaf revision with the archive, same retry); an archive read from stdin is checked by its counts only")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
 	return cmd
 }
@@ -156,6 +158,7 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 		Selection:      sofa.Selection{Include: c.include, Exclude: c.exclude},
 		WithReplicator: c.withReplicator, Renames: renames,
 		ReuseExisting: c.reuseExisting, Replace: c.replace, Q: c.q, N: c.n,
+		Verify:     sofa.VerifyMode(c.verifyMode),
 		RunControl: c.control.runControl(&c.out, nil),
 	}
 	var plan *sofa.RestorePlan
@@ -176,18 +179,5 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 	}
 	c.engine.setMemoryLimit(64 << 20)
 	sum, err := plan.Run(ctx, tgt)
-	if sum != nil {
-		if c.out.jsonOut {
-			printJSON(os.Stdout, sum)
-		} else {
-			printFleetSummary(os.Stderr, sum, c.out.quiet)
-		}
-	}
-	switch {
-	case err != nil:
-		return libErr(err)
-	case sum.DBsOK != sum.DBsTotal:
-		return &exitError{code: exitPartial, err: fmt.Errorf("%d of %d databases were not restored completely (listed above)", sum.DBsTotal-sum.DBsOK, sum.DBsTotal)}
-	}
-	return nil
+	return finishDBs(sum, err, c.out, "restored")
 }

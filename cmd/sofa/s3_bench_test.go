@@ -13,13 +13,14 @@ import (
 	"github.com/sofadb/sofa/internal/s3test"
 )
 
-// TestS3_UploadScalingBench measures seed 004's claim on sofa: a backup
-// of about 200 MiB (SOFA_S3_BENCH_MIB) to versitygw through the fault
-// proxy capping each connection at 8 MB/s (SOFA_S3_BENCH_BPS) with 20 ms
-// added to each part, with --transfers 1, 2, 4 and 8: duration,
-// throughput, the ratio to 1 transfer, and peak RSS against the bound
-// (part size x (transfers + 1) over a local-file backup's peak). It
-// takes minutes: only with SOFA_S3_BENCH=1.
+// TestS3_UploadScalingBench measures the claim of BENCHMARKS.md section 7
+// (where one TCP connection cannot fill the uplink, parallel part
+// uploads scale) on sofa: a backup of about 200 MiB (SOFA_S3_BENCH_MIB)
+// to versitygw through the fault proxy capping each connection at 8 MB/s
+// (SOFA_S3_BENCH_BPS) with 20 ms added to each part, with --transfers 1,
+// 2, 4 and 8: duration, throughput, the ratio to 1 transfer, and peak
+// RSS against the bound (part size x (transfers + 1) over a local-file
+// backup's peak). It takes minutes: only with SOFA_S3_BENCH=1.
 func TestS3_UploadScalingBench(t *testing.T) {
 	if os.Getenv("SOFA_S3_BENCH") == "" {
 		t.Skip("a benchmark of minutes: set SOFA_S3_BENCH=1")

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"io"
-
 	"github.com/spf13/pflag"
 
 	"github.com/sofadb/sofa"
@@ -37,18 +34,4 @@ func (f *s3Flags) options() s3.Options {
 // openOptions are the sofa.OpenOptions of an archive location.
 func (f *s3Flags) openOptions() sofa.OpenOptions {
 	return sofa.OpenOptions{Store: archives, S3: f.options()}
-}
-
-// openArchive opens an archive (a file, stdin for "-", or an s3://
-// object read in place) for reading.
-func (f *s3Flags) openArchive(ctx context.Context, path string) (io.ReadCloser, error) {
-	a, err := sofa.Open(ctx, path, f.openOptions())
-	if err != nil {
-		return nil, libErr(err)
-	}
-	r, err := a.Store().Open(ctx, a.Archive())
-	if err != nil {
-		return nil, fatal(err)
-	}
-	return r, nil
 }

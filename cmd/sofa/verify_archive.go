@@ -116,14 +116,13 @@ func (vc *verifyCmd) verifySet(ctx context.Context, cmd *cobra.Command, set *sof
 // checkArchive checks one archive (see verifyArchive), saying which of
 // its databases are incomplete; the error carries the exit code.
 func (vc *verifyCmd) checkArchive(ctx context.Context, path string) (*archive.Report, error) {
-	f, err := vc.s3.openArchive(ctx, path)
+	ep, err := sofa.Open(ctx, path, vc.s3.openOptions())
 	if err != nil {
-		return nil, err
+		return nil, libErr(err)
 	}
-	defer f.Close()
-	rep, err := archive.Verify(f, nil)
+	rep, err := sofa.CheckArchive(ctx, ep)
 	if err != nil {
-		return nil, fatal(fmt.Errorf("%s: %w", path, err))
+		return nil, fatal(err)
 	}
 	var incomplete []string
 	for _, db := range rep.Databases {
@@ -136,7 +135,7 @@ func (vc *verifyCmd) checkArchive(ctx context.Context, path string) (*archive.Re
 	}
 	if len(incomplete) > 0 {
 		// Intact, but the backup did not hold everything: not sound.
-		return &rep, &exitError{code: exitPartial, err: fmt.Errorf("archive %s is intact but incomplete: %d of %d databases were not backed up completely", path, len(incomplete), len(rep.Databases))}
+		return rep, &exitError{code: exitPartial, err: fmt.Errorf("archive %s is intact but incomplete: %d of %d databases were not backed up completely", path, len(incomplete), len(rep.Databases))}
 	}
-	return &rep, nil
+	return rep, nil
 }

@@ -1,7 +1,5 @@
-// Package dbcopy holds the per-database mechanics shared by the
-// many-database operations of package sofa (and, until they move there,
-// the verbs of cmd/sofa): target claims, result bookkeeping, progress
-// feeding.
+// Package dbcopy holds the per-database mechanics of package sofa's
+// per-database job: target claims, result bookkeeping, progress feeding.
 package dbcopy
 
 import (

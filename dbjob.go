@@ -1,0 +1,303 @@
+package sofa
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/internal/dbcopy"
+	"github.com/sofadb/sofa/replicate"
+)
+
+// The one per-database job of the many-database operations. Copy (and
+// Sync's first copy of each database), Backup and Restore each map their
+// options onto a pairJob; its run copies one database between two
+// endpoints seen only through the contracts (replicate.SourceServer,
+// TargetServer and their ServerCaps): it opens the source database,
+// prepares the target (prepareTarget), copies with replicate.Run, checks
+// the copy as far as the pair allows (check) and fills the DBResult, whose
+// status fleet.Decide sets.
+
+// pairJob is the copy of each database from one server to another.
+type pairJob struct {
+	// src is the source server (a task may name its own: the archives of
+	// a restore chain); tgt the target server.
+	src replicate.SourceServer
+	tgt replicate.TargetServer
+	// engine are the verb's engine options; run sets the per-database
+	// ones (counters, budget, warnings, source info, created target).
+	engine replicate.Options
+	budget *replicate.Budget
+	// verify is how each copy is checked (see check).
+	verify VerifyMode
+	// q and n are the shards and replicas of created databases (zero:
+	// the target's default).
+	q, n int
+	// reuse writes into existing non-empty target databases.
+	reuse bool
+	// sourceReadOnly: nothing is written to the source (no checkpoint).
+	sourceReadOnly bool
+	// batchInfo reads each source database's info batched with the
+	// other databases' where the source can (couch.DB.InfoBatched: one
+	// `_dbs_info` for many).
+	batchInfo bool
+	// warnLogOnly: the engine's warnings go to the log, not into
+	// DBResult.Warnings (a backup's results have never listed them).
+	warnLogOnly bool
+	// lenientRevpos compares attachments without their revpos (a PouchDB
+	// Server target rewrites it).
+	lenientRevpos bool
+	// onTarget, when not nil, holds the target's databases listed at the
+	// start: one it lacks is created without being asked for first.
+	onTarget map[string]bool
+	// rules, if set, adjusts the target rules of each database.
+	rules func(t dbTask, r *targetRules)
+	// hooks, if set, wrap each copy (Restore's: restoreHooks).
+	hooks dbHooks
+	// observer, if set, gives each database's replicate.Observer (Sync's
+	// metrics).
+	observer func(db string) replicate.Observer
+	rc       *RunControl
+}
+
+// dbTask is one database of a pairJob.
+type dbTask struct {
+	// Source and Target are the database's names on each side.
+	Source, Target string
+	// From, if set, is the source server of this database instead of
+	// the job's (one archive of a chain).
+	From replicate.SourceServer
+	// Opened, if set, is the source, already opened by the caller (a
+	// database of an archive read in order): it is read once.
+	Opened replicate.Source
+	// Incremental: the source holds only the database's changes after
+	// an earlier archive of the chain.
+	Incremental bool
+}
+
+// dbCopy is one database's copy in progress.
+type dbCopy struct {
+	task   dbTask
+	sinfo  replicate.DBInfo // the source's, read before the copy
+	target preparedTarget
+	r      *fleet.DBResult
+	warn   func(string) // the engine's warnings
+}
+
+// dbHooks are what a verb adds around the copy of each database.
+type dbHooks interface {
+	// pair returns the source and target the engine copies between
+	// (again: the second copy after a check found differences), end, run
+	// once the engine returned without error (nil: nothing), and done,
+	// which releases what pair holds.
+	pair(ctx context.Context, c *dbCopy, src replicate.Source, again bool) (s replicate.Source, t replicate.Target, end func(context.Context) error, done func(), err error)
+	// failed returns err of a copy that failed, said as the verb says it.
+	failed(c *dbCopy, err error) error
+}
+
+// fleetJob is the job of each database named alike on both sides.
+func (j *pairJob) fleetJob() dbJob {
+	return func(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error) {
+		return j.run(ctx, dbTask{Source: name, Target: name}, p)
+	}
+}
+
+// run copies one database (see pairJob) and reports it to p.
+func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBResult, err error) {
+	r = fleet.DBResult{Name: t.Target}
+	src, release, err := j.openSource(ctx, t)
+	if err != nil {
+		return r, err
+	}
+	defer release()
+	c := &dbCopy{task: t, r: &r}
+	if c.sinfo, err = j.sourceInfo(ctx, src); err != nil {
+		return r, fmt.Errorf("source: %w", err)
+	}
+	p.SetDocsTotal(c.sinfo.DocCount + c.sinfo.DelCount)
+	rules := targetRules{
+		Props:  replicate.CreateOptions{Partitioned: c.sinfo.Partitioned, Q: j.q, N: j.n},
+		Absent: j.onTarget != nil && !j.onTarget[t.Target],
+		Reuse:  j.reuse,
+	}
+	if j.rules != nil {
+		j.rules(t, &rules)
+	}
+	if c.target, err = prepareTarget(ctx, j.tgt, t.Target, c.sinfo, rules); err != nil {
+		return r, dbcopy.AsInterrupted(ctx, err)
+	}
+	if j.hooks != nil {
+		defer func() {
+			if err != nil {
+				err = j.hooks.failed(c, err)
+			}
+		}()
+	}
+	if s, ok := c.target.Target.(sourceInfoSetter); ok {
+		s.SetSourceInfo(c.sinfo)
+	}
+	var warnMu sync.Mutex
+	c.warn = func(s string) {
+		j.rc.logf("%s: %s", t.Target, s)
+		if j.warnLogOnly {
+			return
+		}
+		warnMu.Lock()
+		r.Warnings = append(r.Warnings, s)
+		warnMu.Unlock()
+	}
+	opts := j.options(c)
+	stop := dbcopy.FeedProgress(opts.Counters, p)
+	err = j.copyOnce(ctx, c, src, opts, false)
+	stop()
+	if err == nil && len(r.Failures) == 0 {
+		// The check's own copy warns to the log only.
+		opts.Warn = func(s string) { j.rc.logf("%s: %s", t.Target, s) }
+		err = j.check(ctx, c, src, opts)
+	}
+	return r, endTarget(c.target.Target, &r, err)
+}
+
+// openSource opens the task's source database; release closes what it
+// opened.
+func (j *pairJob) openSource(ctx context.Context, t dbTask) (replicate.Source, func(), error) {
+	if t.Opened != nil {
+		return t.Opened, func() {}, nil
+	}
+	ss := t.From
+	if ss == nil {
+		ss = j.src
+	}
+	s, err := ss.OpenSource(ctx, t.Source, j.sourceReadOnly)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, func() { closeSource(s) }, nil
+}
+
+// sourceServer is the task's source server (nil: its source was opened
+// by the caller, and can be read once).
+func (j *pairJob) sourceServer(t dbTask) replicate.SourceServer {
+	switch {
+	case t.Opened != nil:
+		return nil
+	case t.From != nil:
+		return t.From
+	}
+	return j.src
+}
+
+func closeSource(s replicate.Source) {
+	if c, ok := s.(interface{ Close() error }); ok {
+		c.Close()
+	}
+}
+
+// batchedInfo is a database whose info can be read batched with other
+// databases' (couch.DB: `_dbs_info`).
+type batchedInfo interface {
+	InfoBatched(ctx context.Context) (replicate.DBInfo, error)
+}
+
+// sourceInfo reads the source database's info (counts, identity,
+// properties).
+func (j *pairJob) sourceInfo(ctx context.Context, src replicate.Source) (replicate.DBInfo, error) {
+	if b, ok := src.(batchedInfo); ok && j.batchInfo {
+		return b.InfoBatched(ctx)
+	}
+	return src.Info(ctx)
+}
+
+// sourceInfoSetter is a target that records the source's state (an
+// archive group: archive.DBWriter.SetSourceInfo).
+type sourceInfoSetter interface {
+	SetSourceInfo(replicate.DBInfo)
+}
+
+// createdTarget describes a database this client has just created
+// (couch.DB.Created): the engine then reads neither its info nor its
+// checkpoints.
+type createdTarget interface {
+	Created() *replicate.DBInfo
+}
+
+// options are the engine's options for the copy c.
+func (j *pairJob) options(c *dbCopy) replicate.Options {
+	opts := j.engine
+	opts.SourceReadOnly = j.sourceReadOnly
+	opts.SourceInfo = &c.sinfo
+	if ct, ok := c.target.Target.(createdTarget); ok && c.target.Created {
+		opts.TargetCreated = ct.Created()
+	}
+	opts.Budget = j.budget
+	opts.Counters = &replicate.Counters{}
+	if j.observer != nil {
+		opts.Observer = j.observer(c.task.Target)
+	}
+	if j.rc.DebugLogf != nil {
+		name := c.task.Target
+		opts.Debug = func(format string, args ...any) { j.rc.DebugLogf(name+": "+format, args...) }
+	}
+	opts.Warn = c.warn
+	return opts
+}
+
+// copyOnce runs the engine from src into the prepared target (through
+// the hooks' pair) and adds its counters and failures to c.r.
+func (j *pairJob) copyOnce(ctx context.Context, c *dbCopy, src replicate.Source, opts replicate.Options, again bool) error {
+	s, t := src, c.target.Target
+	var end func(context.Context) error
+	if j.hooks != nil {
+		var done func()
+		var err error
+		if s, t, end, done, err = j.hooks.pair(ctx, c, src, again); err != nil {
+			return err
+		}
+		defer done()
+	}
+	res, err := replicate.Run(ctx, s, t, opts)
+	dbcopy.FillResult(c.r, res)
+	if err != nil {
+		return err
+	}
+	if end != nil {
+		return end(ctx)
+	}
+	return nil
+}
+
+// groupTarget is a target that is ended once written: an archive group
+// (archive.DBWriter), which Abort marks as not whole.
+type groupTarget interface {
+	Close() error
+	Abort(reason string) error
+}
+
+// endTarget ends a group target: Close after a whole copy, Abort after a
+// failed one (err) or one that left revisions out (r.Failures), so that
+// the archive never presents the database as whole. It returns err, or
+// the group's own error.
+func endTarget(t replicate.Target, r *fleet.DBResult, err error) error {
+	g, ok := t.(groupTarget)
+	switch {
+	case !ok:
+		return err
+	case err != nil:
+		g.Abort(err.Error())
+		return err
+	case len(r.Failures) > 0:
+		return g.Abort(notWhole(r.Failures))
+	}
+	return g.Close()
+}
+
+// notWhole says why a group is not whole: the check's verdict, or the
+// revisions left out.
+func notWhole(fails []replicate.DocError) string {
+	f := fails[0]
+	if f.ID == "" {
+		return f.Reason
+	}
+	return fmt.Sprintf("%d revisions not backed up (first: id %q rev %s: %s: %s)", len(fails), f.ID, f.Rev, f.Error, f.Reason)
+}

@@ -1,0 +1,71 @@
+package fleet
+
+import (
+	"sync/atomic"
+
+	"github.com/sofadb/sofa/limitstats"
+)
+
+// DBProgress receives the counters of one database as they grow.
+type DBProgress interface {
+	SetDocsTotal(n int64)
+	AddDocsRead(n int64)
+	AddDocsWritten(n int64)
+	AddDocWriteFailures(n int64)
+	AddBytes(n int64)
+}
+
+// Progress hears of each database Run starts and ends. Its methods are
+// called from several goroutines at once.
+type Progress interface {
+	// Begin is called when a database starts; the DBProgress it returns
+	// receives its counters.
+	Begin(db string) DBProgress
+	// End is called when a database is done (status failed: failed).
+	End(db string, p DBProgress, failed bool)
+}
+
+// InterruptedProgress is implemented by a Progress that counts the
+// databases stopped by an interruption apart: EndInterrupted is then
+// called for them instead of End.
+type InterruptedProgress interface {
+	EndInterrupted(db string, p DBProgress)
+}
+
+// Limiter is what Run reads of a host's request limiter (the sofa
+// package's Limiter) to decide how many databases run at once.
+type Limiter interface {
+	// Name is the host's name (never with credentials).
+	Name() string
+	// Load returns the requests in flight, those waiting for a slot and
+	// the current limit.
+	Load() (inFlight, waiting, limit int)
+	// Stats returns the limiter's totals and decisions (Summary.Hosts).
+	Stats() limitstats.Stats
+}
+
+// NoDBProgress ignores every counter.
+var NoDBProgress DBProgress = noDBProgress{}
+
+type noDBProgress struct{}
+
+func (noDBProgress) SetDocsTotal(int64)        {}
+func (noDBProgress) AddDocsRead(int64)         {}
+func (noDBProgress) AddDocsWritten(int64)      {}
+func (noDBProgress) AddDocWriteFailures(int64) {}
+func (noDBProgress) AddBytes(int64)            {}
+
+// counted passes counters on and keeps their sums: a job that reports
+// none in its DBResult (it stopped early) gets what it told progress.
+type counted struct {
+	DBProgress
+	read, written, failures, bytes atomic.Int64
+}
+
+func (c *counted) AddDocsRead(n int64)    { c.read.Add(n); c.DBProgress.AddDocsRead(n) }
+func (c *counted) AddDocsWritten(n int64) { c.written.Add(n); c.DBProgress.AddDocsWritten(n) }
+func (c *counted) AddDocWriteFailures(n int64) {
+	c.failures.Add(n)
+	c.DBProgress.AddDocWriteFailures(n)
+}
+func (c *counted) AddBytes(n int64) { c.bytes.Add(n); c.DBProgress.AddBytes(n) }
