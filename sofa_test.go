@@ -126,6 +126,16 @@ func TestLibrary_CopyBackupVerify(t *testing.T) {
 	if err != nil || !vs.Equal || vs.DBsTotal != 2 {
 		t.Fatalf("verify servers: %+v, %v", vs, err)
 	}
+	// As for a copy, a selection that matches nothing is an error; one
+	// shard of a sharded run may be empty.
+	none := sofa.Selection{Include: []string{"nothing-*"}}
+	if _, err := sofa.Verify(ctx, src, dst, sofa.VerifyOptions{Selection: none}); err == nil || !strings.Contains(err.Error(), "no database matches") {
+		t.Fatalf("verify of an empty selection: %v", err)
+	}
+	none.Sharded = true
+	if vs, err := sofa.Verify(ctx, src, dst, sofa.VerifyOptions{Selection: none}); err != nil || vs.DBsTotal != 0 {
+		t.Fatalf("verify of an empty shard: %+v, %v", vs, err)
+	}
 
 	mem := &storage.Memory{}
 	ar, err := sofa.Open(ctx, "alpha.sofa", sofa.OpenOptions{Store: mem})
@@ -153,6 +163,9 @@ func TestLibrary_CopyBackupVerify(t *testing.T) {
 	vs, err = sofa.Verify(ctx, ar, copyDB, sofa.VerifyOptions{Compare: verify.Options{Mode: verify.Full}})
 	if err != nil || !vs.Equal || vs.DBsTotal != 1 {
 		t.Fatalf("verify archive against the copy: %+v, %v", vs, err)
+	}
+	if _, err := sofa.Verify(ctx, ar, copyDB, sofa.VerifyOptions{Selection: sofa.Selection{Include: []string{"zzz"}}}); err == nil || !strings.Contains(err.Error(), "no database of the archive matches") {
+		t.Fatalf("verify of no database of the archive: %v", err)
 	}
 
 	// One database: a missing target is refused unless CreateTarget.

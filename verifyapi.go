@@ -61,8 +61,10 @@ var ErrSeveralDatabases = errors.New("holds several databases: compare it with a
 // database of a with its namesake on b, many at once; selected databases
 // only b holds are differences too), or an archive with a server (each of
 // its databases with its namesake) or database (its one database). The
-// error is non-nil when nothing could be compared; per-database outcomes
-// (equal, different, failed, interrupted) are in the summary.
+// error is non-nil when nothing could be compared, a selection that
+// matches no database included (unless it is one shard of a sharded run);
+// per-database outcomes (equal, different, failed, interrupted) are in
+// the summary.
 func Verify(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*VerifySummary, error) {
 	if b.Kind() == KindArchive {
 		return nil, optionErr("verify: %s is an archive: give it first", b)
@@ -76,7 +78,11 @@ func Verify(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*VerifySummar
 		if err := o.Selection.Validate(); err != nil {
 			return nil, err
 		}
-		return verifyArchive(ctx, a, b, o.Compare, archiveFilter(o.Selection))
+		res, err := verifyArchive(ctx, a, b, o.Compare, archiveFilter(o.Selection))
+		if err == nil && res.DBsTotal == 0 && !res.Interrupted {
+			return nil, fmt.Errorf("%s: no database of the archive matches", a)
+		}
+		return res, err
 	case a.Kind() == KindServer && b.Kind() == KindServer:
 		return verifyServers(ctx, a, b, o)
 	case a.Kind() == KindDatabase && b.Kind() == KindDatabase:
@@ -184,6 +190,9 @@ func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*Verif
 	res.Hosts = sum.Hosts
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return &res, runErr
+	}
+	if res.DBsTotal == 0 && !o.Selection.mayBeEmpty() {
+		return nil, fmt.Errorf("a: no database matches (of %d listed; b: %d)", len(an), len(bn))
 	}
 	return &res, nil
 }
