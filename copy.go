@@ -180,6 +180,34 @@ type copier struct {
 	// observer, if set, gives each database's replicate.Observer (Sync's
 	// metrics).
 	observer func(db string) replicate.Observer
+	// keep, if set, receives the replication of each database copied
+	// with no error, kept open for later passes (Sync): the database is
+	// copied by a replicate.Session's first pass and its checkpoint
+	// instead of replicate.Run.
+	keep func(db string, s *replicate.Session)
+}
+
+// replicate copies sdb to tdb: replicate.Run, or with keep a Session's
+// first pass and its checkpoint (the same requests), the Session
+// returned for keep.
+func (c *copier) replicate(ctx context.Context, sdb, tdb *couch.DB, opts replicate.Options) (*replicate.Result, *replicate.Session, error) {
+	if c.keep == nil {
+		res, err := replicate.Run(ctx, sdb, tdb, opts)
+		return res, nil, err
+	}
+	sess, err := replicate.Open(ctx, sdb, tdb, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := sess.Pass(ctx)
+	if err != nil {
+		return res, nil, err // an interrupted pass wrote its checkpoint
+	}
+	if err := sess.Checkpoint(ctx); err != nil {
+		return res, nil, err
+	}
+	res.EndSeq = sess.Seq()
+	return res, sess, nil
 }
 
 // dbJob copies one database: create the target with the source's
@@ -189,7 +217,7 @@ type copier struct {
 //
 // onTarget, when not nil, holds the names the target listed at the start.
 func (c *copier) dbJob(src, tgt *couch.Server, onTarget map[string]bool) dbJob {
-	return func(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error) {
+	return func(ctx context.Context, name string, p DBProgress) (_ fleet.DBResult, err error) {
 		r := fleet.DBResult{Name: name}
 		sdb := src.DB(name)
 		// Batched with the other jobs' (one _dbs_info where the server
@@ -231,11 +259,18 @@ func (c *copier) dbJob(src, tgt *couch.Server, onTarget map[string]bool) dbJob {
 			warnMu.Unlock()
 		}
 		stop := dbcopy.FeedProgress(opts.Counters, p)
-		res, err := replicate.Run(ctx, sdb, tdb, opts)
+		res, sess, err := c.replicate(ctx, sdb, tdb, opts)
 		stop()
 		dbcopy.FillResult(&r, res)
 		if err != nil {
 			return r, err
+		}
+		if sess != nil {
+			defer func() {
+				if err == nil {
+					c.keep(name, sess)
+				}
+			}()
 		}
 		if len(res.Failures) == 0 {
 			// The counts read before the copy are a lower bound of what

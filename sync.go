@@ -160,7 +160,7 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 		s.dbLocked(n).running = true // the catch-up's
 	}
 	s.mu.Unlock()
-	c := &copier{o: o.Copy, budget: s.budget, observer: s.observer}
+	c := &copier{o: o.Copy, budget: s.budget, observer: s.observer, keep: s.keep}
 	o.Copy.Progress.Start(len(dbs), NewStallWatch(src, dst).Waiting)
 	job := withProgress(o.Copy.Progress, c.dbJob(s.ssrv, s.tsrv, onTarget))
 	sum, runErr := fleet.Run(ctx, dbs, func(ctx context.Context, name string, p *progress.DB) (fleet.DBResult, error) {
@@ -180,6 +180,7 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 		}
 	}
 	if runErr != nil {
+		s.checkpointAll(ctx)
 		return s.finish(), fmt.Errorf("sync: %w", runErr)
 	}
 	o.Metrics.SetCaughtUp()
@@ -188,7 +189,9 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 		sum.DBsTotal, sum.DBsOK, sum.DBsPartial, sum.DBsFailed, s.sum.Mode)
 
 	bg.Go(func() { s.watchBehind(wctx) })
+	bg.Go(func() { s.checkpointLoop(wctx) })
 	s.dispatch(ctx)
+	s.checkpointAll(ctx)
 	return s.finish(), ctx.Err()
 }
 
