@@ -9,9 +9,15 @@ import (
 	"github.com/sofadb/sofa/replicate"
 )
 
-// checkpointsAtOnce bounds the checkpoint writes Sync's timer (and its
-// shutdown) has in flight; each also goes through the target's limiter.
-const checkpointsAtOnce = 8
+// Checkpoint writes in flight at once: the timer's one at a time, so
+// that checkpoints never crowd out the wakes (a database written once per
+// interval costs one checkpoint per wake: with one in flight they take
+// at most one of the target's limiter slots, and wait when the target is
+// busy); at the end of a run a few, through the target's limiter.
+const (
+	timerCheckpointsAtOnce = 1
+	finalCheckpointsAtOnce = 8
+)
 
 // checkpointInterval is the time between two checkpoints of one
 // database: the engine's CheckpointInterval.
@@ -37,15 +43,15 @@ func (s *syncer) checkpointLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		s.checkpointDue(ctx, time.Now().Add(-every))
+		s.checkpointDue(ctx, time.Now().Add(-every), timerCheckpointsAtOnce)
 	}
 }
 
 // checkpointDue checkpoints the dirty Sessions last checkpointed before
-// cutoff (all dirty ones with a zero cutoff), a few at a time, and
+// cutoff (all dirty ones with a zero cutoff), atOnce at a time, and
 // returns how many it wrote. A failed checkpoint is logged and tried
 // again at the next tick.
-func (s *syncer) checkpointDue(ctx context.Context, cutoff time.Time) int {
+func (s *syncer) checkpointDue(ctx context.Context, cutoff time.Time, atOnce int) int {
 	type due struct {
 		name string
 		sess *replicate.Session
@@ -58,7 +64,7 @@ func (s *syncer) checkpointDue(ctx context.Context, cutoff time.Time) int {
 		}
 	}
 	s.mu.Unlock()
-	sem := make(chan struct{}, checkpointsAtOnce)
+	sem := make(chan struct{}, atOnce)
 	var wg sync.WaitGroup
 	var written atomic.Int64
 	for _, d := range list {
@@ -89,7 +95,7 @@ func (s *syncer) checkpointDue(ctx context.Context, cutoff time.Time) int {
 func (s *syncer) checkpointAll(ctx context.Context) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if n := s.checkpointDue(fctx, time.Time{}); n > 0 {
+	if n := s.checkpointDue(fctx, time.Time{}, finalCheckpointsAtOnce); n > 0 {
 		s.o.Copy.logf("final checkpoints of %d databases written", n)
 	}
 }
