@@ -270,6 +270,7 @@ func (s *syncer) deletedOnSource(ctx context.Context, name string) {
 	s.mu.Lock()
 	d := s.dbLocked(name)
 	d.running, d.again, d.synced, d.noticed, d.againAt = false, false, false, time.Time{}, time.Time{}
+	d.sess = nil // a database created again under the name is another one
 	already := d.deleted
 	d.deleted = true
 	if !already {
