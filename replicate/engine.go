@@ -493,13 +493,20 @@ func newTracker() *tracker {
 
 func (t *tracker) started(n int64, seq Seq) {
 	t.mu.Lock()
-	t.seqs[n] = seq
+	if !t.stuck {
+		t.seqs[n] = seq
+	}
 	t.mu.Unlock()
 }
 
 func (t *tracker) done(n int64, failed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.stuck {
+		// The prefix never moves again: nothing more to remember (a
+		// continuous run goes on for days after a failure).
+		return
+	}
 	t.fin[n] = true
 	if failed {
 		t.failed[n] = true
@@ -507,6 +514,9 @@ func (t *tracker) done(n int64, failed bool) {
 	for !t.stuck && t.fin[t.next] {
 		if t.failed[t.next] {
 			t.stuck = true
+			clear(t.seqs)
+			clear(t.fin)
+			clear(t.failed)
 			break
 		}
 		if s := t.seqs[t.next]; len(s) > 0 {

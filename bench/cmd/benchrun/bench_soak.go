@@ -211,7 +211,10 @@ writes:
 			Extra: map[string]any{"rss_slope_mib_per_h": slope(xs, rss) / (1 << 20), "heap_slope_mib_per_h": slope(xs, heap) / (1 << 20),
 				"rss_slope_2nd_half_mib_per_h": slope(xs[h:], rss[h:]) / (1 << 20), "heap_slope_2nd_half_mib_per_h": slope(xs[h:], heap[h:]) / (1 << 20),
 				"rss_first_mib": first.rss / (1 << 20), "rss_last_mib": last.rss / (1 << 20), "heap_first_mib": first.heap / (1 << 20), "heap_last_mib": last.heap / (1 << 20),
-				"goroutines_first": first.goroutines, "goroutines_last": last.goroutines, "samples": len(s), "oracle": verdict}}
+				"goroutines_first": first.goroutines, "goroutines_last": last.goroutines, "samples": len(s), "oracle": verdict,
+				"sample_minutes":  minutes(s, func(v sample) float64 { return v.at.Minutes() }),
+				"sample_rss_mib":  minutes(s, func(v sample) float64 { return v.rss / (1 << 20) }),
+				"sample_heap_mib": minutes(s, func(v sample) float64 { return v.heap / (1 << 20) })}}
 		r.CPUMS = p.rep.cpuMS()
 		e.sink.write(r)
 	}
@@ -221,6 +224,15 @@ writes:
 		return fmt.Errorf("soak: the target differs: %s", verdict)
 	}
 	return nil
+}
+
+// minutes maps the samples through f, rounded to 0.01.
+func minutes[S any](s []S, f func(S) float64) []float64 {
+	out := make([]float64, len(s))
+	for i, v := range s {
+		out[i] = float64(int64(f(v)*100+0.5)) / 100
+	}
+	return out
 }
 
 // slope is the least-squares slope of ys over xs (0 with fewer than two
