@@ -250,8 +250,12 @@ func (e *env) lagFleet(ctx context.Context, src, tgt *server) error {
 	}
 	fr.Extra["mode"] = mode
 	wp50, wp99 := histQuantile(m0, m1, "sofa_catchup_lag_seconds", 0.5), histQuantile(m0, m1, "sofa_catchup_lag_seconds", 0.99)
-	t.note("sofa's own account of a wake (sofa_catchup_lag_seconds: the _db_updates row or poll that noticed a change to the end of the catch-up that wrote it): p50 <= %s s, p99 <= %s s (bucket bounds); the rest of the lag is the source's notice (CouchDB buffers _db_updates for up to [global_changes] max_write_delay, 500 ms by default)",
-		strconv.FormatFloat(wp50, 'g', 3, 64), strconv.FormatFloat(wp99, 'g', 3, 64))
+	rest := "the rest of the lag is the source's notice (CouchDB buffers _db_updates for up to [global_changes] max_write_delay, 500 ms by default)"
+	if mode == "poll" {
+		rest = "the rest of the lag is the wait for the next poll (--poll-interval)"
+	}
+	t.note("sofa's own account of a wake (sofa_catchup_lag_seconds: the _db_updates row or poll that noticed a change to the end of the catch-up that wrote it): p50 <= %s s, p99 <= %s s (bucket bounds); %s",
+		strconv.FormatFloat(wp50, 'g', 3, 64), strconv.FormatFloat(wp99, 'g', 3, 64), rest)
 	fr.Extra["wake_lag_p50_s_le"], fr.Extra["wake_lag_p99_s_le"] = wp50, wp99
 	e.sink.write(fr)
 	t.print(os.Stdout)
