@@ -24,7 +24,8 @@ import (
 // splits the lag of a continuous replication into its parts, per
 // document, at SOFA_LAG_RATE writes/s (default 1,000; 32 writers paced
 // as in bench/cmd/benchrun's lag benchmark) for SOFA_LAG_SECONDS
-// (default 10) with SOFA_LAG_FLUSH (default 50 ms): the source's feed
+// (default 10) with SOFA_LAG_FLUSH (default 50 ms) and SOFA_LAG_WORKERS
+// (default: the engine's): the source's feed
 // (the writer's acknowledgement to the row reaching the engine, read by a
 // wrapper around the source's Follow), batching (the row's arrival to its
 // _bulk_docs being sent, wrapped around the target's WriteDocs), the
@@ -62,7 +63,7 @@ func TestContinuousLagBreakdown(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = replicate.Run(ctx, ws, wt, replicate.Options{Continuous: true, FlushInterval: flush})
+		_, _ = replicate.Run(ctx, ws, wt, replicate.Options{Continuous: true, FlushInterval: flush, Workers: envInt("SOFA_LAG_WORKERS", 0)})
 	}()
 	defer func() { cancel(); <-done }()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
@@ -157,6 +158,10 @@ func TestContinuousLagBreakdown(t *testing.T) {
 			gaps = append(gaps, g)
 		}
 	}
+	tl.mu.Lock()
+	spans, waits := tl.spans, tl.waits
+	tl.mu.Unlock()
+	t.Logf("per _bulk_docs: its rows arrived over %s; its first row waited %s", q(spans), q(waits))
 	t.Logf("source feed delivery: %d bursts for %d rows (%.1f rows each); gaps between bursts: %s", bursts, len(at), float64(len(at))/float64(bursts), q(gaps))
 }
 
@@ -166,6 +171,7 @@ type timeline struct {
 	feed, sent, acked, seen map[string]time.Time
 	writes                  int
 	sizes                   []int
+	spans, waits            []time.Duration // per _bulk_docs: its rows' arrivals, first to last; first arrival to sending
 	arrived                 chan struct{}
 }
 
@@ -204,6 +210,21 @@ func (d *timedTarget) WriteDocs(ctx context.Context, docs []*replicate.Doc) ([]r
 	d.tl.mu.Lock()
 	d.tl.writes++
 	d.tl.sizes = append(d.tl.sizes, len(docs))
+	var lo, hi time.Time
+	for _, doc := range docs {
+		if at, ok := d.tl.feed[doc.ID]; ok {
+			if lo.IsZero() || at.Before(lo) {
+				lo = at
+			}
+			if at.After(hi) {
+				hi = at
+			}
+		}
+	}
+	if !lo.IsZero() {
+		d.tl.spans = append(d.tl.spans, hi.Sub(lo))
+		d.tl.waits = append(d.tl.waits, t0.Sub(lo))
+	}
 	for _, doc := range docs {
 		first(d.tl.sent, doc.ID, t0)
 		first(d.tl.acked, doc.ID, t1)
