@@ -58,7 +58,12 @@ type pairJob struct {
 	// observer, if set, gives each database's replicate.Observer (Sync's
 	// metrics).
 	observer func(db string) replicate.Observer
-	rc       *RunControl
+	// keep, if set, receives the replication of each database copied
+	// with no error, kept open for later passes (Sync): the database is
+	// copied by a replicate.Session's first pass and its checkpoint
+	// (the same requests as replicate.Run) instead of replicate.Run.
+	keep func(db string, s *replicate.Session)
+	rc   *RunControl
 }
 
 // dbTask is one database of a pairJob.
@@ -83,6 +88,8 @@ type dbCopy struct {
 	target preparedTarget
 	r      *fleet.DBResult
 	warn   func(string) // the engine's warnings
+	// sess is the replication of the first copy, kept open (pairJob.keep).
+	sess *replicate.Session
 }
 
 // dbHooks are what a verb adds around the copy of each database.
@@ -156,7 +163,11 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 		opts.Warn = func(s string) { j.rc.logf("%s: %s", t.Target, s) }
 		err = j.check(ctx, c, src, opts)
 	}
-	return r, endTarget(c.target.Target, &r, err)
+	err = endTarget(c.target.Target, &r, err)
+	if err == nil && c.sess != nil {
+		j.keep(t.Target, c.sess)
+	}
+	return r, err
 }
 
 // openSource opens the task's source database; release closes what it
@@ -256,7 +267,7 @@ func (j *pairJob) copyOnce(ctx context.Context, c *dbCopy, src replicate.Source,
 		}
 		defer done()
 	}
-	res, err := replicate.Run(ctx, s, t, opts)
+	res, err := j.replicate(ctx, c, s, t, opts, again)
 	dbcopy.FillResult(c.r, res)
 	if err != nil {
 		return err
@@ -265,6 +276,29 @@ func (j *pairJob) copyOnce(ctx context.Context, c *dbCopy, src replicate.Source,
 		return end(ctx)
 	}
 	return nil
+}
+
+// replicate copies s to t: replicate.Run, or, for the first copy of a
+// job that keeps its replications (keep), a Session's first pass and its
+// checkpoint (the same requests), the Session held in c.sess.
+func (j *pairJob) replicate(ctx context.Context, c *dbCopy, s replicate.Source, t replicate.Target, opts replicate.Options, again bool) (*replicate.Result, error) {
+	if j.keep == nil || again {
+		return replicate.Run(ctx, s, t, opts)
+	}
+	sess, err := replicate.Open(ctx, s, t, opts)
+	if err != nil {
+		return nil, err
+	}
+	res, err := sess.Pass(ctx)
+	if err != nil {
+		return res, err // an interrupted pass wrote its checkpoint
+	}
+	if err := sess.Checkpoint(ctx); err != nil {
+		return res, err
+	}
+	res.EndSeq = sess.Seq()
+	c.sess = sess
+	return res, nil
 }
 
 // groupTarget is a target that is ended once written: an archive group

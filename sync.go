@@ -65,6 +65,21 @@ type SyncOptions struct {
 // incremental from its checkpoint, under the same scheduler and adaptive
 // limiters as Copy.
 //
+// Each database's replication is kept open after its copy (a
+// replicate.Session: replication id, checkpoint state, seq reached), so
+// that a catch-up ("wake") costs only what its changes need: `_changes`
+// from the seq reached (new documents inline), `_revs_diff` and
+// `_bulk_get` for updated ones, `_bulk_docs`. A wake writes no
+// checkpoint: a database's checkpoint is written Copy.Engine.
+// CheckpointInterval after the wake that moved it (one at a time, so
+// checkpoints never crowd out wakes) and, for every database, when Sync
+// returns. A database deleted or created on the source (its
+// `_db_updates` rows; when polled: another instance_start_time, an
+// integer update_seq gone back, or its first revision gone), or any
+// database after a gap in the watch, is opened again at its next wake:
+// its checkpoint is read and judged as by a one-shot copy (a recreated
+// database starts over).
+//
 // No feed is held per database: a CouchDB source is watched through one
 // `GET /_db_updates?feed=continuous` (resumed from its last row after a
 // failure; from "now" plus every database marked changed when no row was
@@ -76,8 +91,9 @@ type SyncOptions struct {
 // the target unless DeleteMissing. A failed catch-up is retried after
 // RetryInterval (doubling).
 //
-// Sync returns when ctx ends: the running copies write their final
-// checkpoints, and the error matches ctx.Err(). An error before that
+// Sync returns when ctx ends: the running copies and every database
+// with unrecorded progress write their final checkpoints, and the error
+// matches ctx.Err(). An error before that
 // means nothing is running (bad options, the source cannot be listed).
 func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary, error) {
 	if src.Kind() != KindServer || dst.Kind() != KindServer {
@@ -154,7 +170,7 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 	}
 	s.mu.Unlock()
 	j := o.Copy.job(s.ssrv, s.tsrv, s.budget, onTarget)
-	j.observer = s.observer
+	j.observer, j.keep = s.observer, s.keep
 	o.Copy.Progress.Start(len(dbs), NewStallWatch(src, dst).Waiting)
 	job := j.fleetJob()
 	sum, runErr := fleet.Run(ctx, dbs, func(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error) {
@@ -174,6 +190,7 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 		}
 	}
 	if runErr != nil {
+		s.checkpointAll(ctx)
 		return s.finish(), fmt.Errorf("sync: %w", runErr)
 	}
 	o.Metrics.SetCaughtUp()
@@ -182,7 +199,9 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 		sum.DBsTotal, sum.DBsOK, sum.DBsPartial, sum.DBsFailed, s.sum.Mode)
 
 	bg.Go(func() { s.watchBehind(wctx) })
+	bg.Go(func() { s.checkpointLoop(wctx) })
 	s.dispatch(ctx)
+	s.checkpointAll(ctx)
 	return s.finish(), ctx.Err()
 }
 

@@ -14,7 +14,12 @@ import (
 )
 
 // wakeJob catches one changed database up: the whole copy (create,
-// properties) the first time, a plain incremental replication after.
+// properties) the first time; after that one pass of the database's
+// replicate.Session, kept from its last copy (so a wake costs the
+// changes' requests only: `_changes`, `_revs_diff`, `_bulk_get`,
+// `_bulk_docs`), or, when there is none (dropped: the database was
+// recreated, the watch had a gap), an incremental replication that opens
+// a new one.
 func (s *syncer) wakeJob(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error) {
 	select {
 	case s.slots <- struct{}{}:
@@ -24,7 +29,10 @@ func (s *syncer) wakeJob(ctx context.Context, name string, p DBProgress) (fleet.
 	}
 	s.mu.Lock()
 	d := s.dbs[name]
-	noticed, synced := d.noticed, d.synced
+	if d.stale {
+		d.sess, d.stale = nil, false
+	}
+	noticed, synced, sess, polled := d.noticed, d.synced, d.sess, d.polled
 	s.mu.Unlock()
 	m := s.o.Metrics.DB(name)
 	m.BeginRun()
@@ -33,15 +41,29 @@ func (s *syncer) wakeJob(ctx context.Context, name string, p DBProgress) (fleet.
 		res *replicate.Result
 		err error
 	)
-	if synced {
-		res, err = s.replicateOnce(ctx, name, m)
+	if sess != nil && polled != nil {
+		sess = s.checkRecreated(ctx, name, sess, polled)
+	}
+	switch {
+	case sess != nil:
+		res, err = sess.Pass(ctx)
 		r.Name = name
 		dbcopy.FillResult(&r, res)
-	} else {
+		s.logFailures(name, res)
+		if err != nil && errors.Is(err, replicate.ErrNotFound) {
+			s.dropSession(ctx, name, sess)
+		}
+		res = nil // not checkpointed: the Session's Observer says when it is
+	case synced:
+		res, err = s.reopen(ctx, name, m)
+		r.Name = name
+		dbcopy.FillResult(&r, res)
+		s.logFailures(name, res)
+	default:
 		o := s.o.Copy
 		o.Verify = VerifyNone
 		j := o.job(s.ssrv, s.tsrv, s.budget, nil)
-		j.observer = s.observer
+		j.observer, j.keep = s.observer, s.keep
 		r, err = j.fleetJob()(ctx, name, p)
 	}
 	s.mu.Lock()
@@ -56,9 +78,11 @@ func (s *syncer) wakeJob(ctx context.Context, name string, p DBProgress) (fleet.
 	return r, err
 }
 
-// replicateOnce is the incremental catch-up of a database this run has
-// copied before: its target exists and holds the checkpoint.
-func (s *syncer) replicateOnce(ctx context.Context, name string, m *metrics.DB) (*replicate.Result, error) {
+// reopen is the incremental catch-up of a database this run has copied
+// before but holds no Session for: its target exists and holds the
+// checkpoint, which a new Session reads and judges (a recreated source
+// database starts over) before its first pass. The Session is kept.
+func (s *syncer) reopen(ctx context.Context, name string, m *metrics.DB) (*replicate.Result, error) {
 	sdb, tdb := s.ssrv.DB(name), s.tsrv.DB(name)
 	sinfo, err := sdb.InfoBatched(ctx)
 	if err != nil {
@@ -74,16 +98,84 @@ func (s *syncer) replicateOnce(ctx context.Context, name string, m *metrics.DB) 
 	if s.o.Copy.DebugLogf != nil {
 		opts.Debug = func(format string, args ...any) { s.o.Copy.DebugLogf(name+": "+format, args...) }
 	}
-	res, err := replicate.Run(ctx, sdb, tdb, opts)
-	if err != nil && errors.Is(err, replicate.ErrNotFound) {
-		if _, terr := tdb.Info(ctx); errors.Is(terr, replicate.ErrNotFound) {
-			// The target's copy was deleted: the next run creates it.
-			s.mu.Lock()
-			s.dbs[name].synced = false
-			s.mu.Unlock()
+	sess, err := replicate.Open(ctx, sdb, tdb, opts)
+	var res *replicate.Result
+	if err == nil {
+		if res, err = sess.Pass(ctx); err == nil {
+			s.keep(name, sess)
 		}
 	}
+	if err != nil && errors.Is(err, replicate.ErrNotFound) {
+		s.targetGone(ctx, name)
+	}
 	return res, err
+}
+
+// keep records the Session of a database copied with no error.
+func (s *syncer) keep(name string, sess *replicate.Session) {
+	s.mu.Lock()
+	s.dbLocked(name).sess = sess
+	s.mu.Unlock()
+}
+
+// dropSession forgets the Session of name after a pass found a database
+// missing; with the target's gone, the next run creates it.
+func (s *syncer) dropSession(ctx context.Context, name string, sess *replicate.Session) {
+	s.mu.Lock()
+	if d := s.dbs[name]; d.sess == sess {
+		d.sess = nil
+	}
+	s.mu.Unlock()
+	s.targetGone(ctx, name)
+}
+
+// targetGone marks name to be created again when the target's copy was
+// deleted.
+func (s *syncer) targetGone(ctx context.Context, name string) {
+	if _, terr := s.tsrv.DB(name).Info(ctx); errors.Is(terr, replicate.ErrNotFound) {
+		s.mu.Lock()
+		s.dbs[name].synced = false
+		s.mu.Unlock()
+	}
+}
+
+// checkRecreated asks, before a pass of a polled source, whether the
+// source database was deleted and created again since the Session
+// started (its instance, an integer seq gone back, its anchor revision
+// gone: see replicate.Session.SourceRecreated); if so, the Session is
+// dropped (nil) and the database reopened, which starts over. A source
+// with _db_updates says so with its "deleted" and "created" rows instead.
+func (s *syncer) checkRecreated(ctx context.Context, name string, sess *replicate.Session, info *replicate.DBInfo) *replicate.Session {
+	gone, err := sess.SourceRecreated(ctx, info)
+	if err != nil {
+		s.o.Copy.logf("%s: could not check that the source database is the one followed: %v", name, err)
+		return sess
+	}
+	if !gone {
+		return sess
+	}
+	s.mu.Lock()
+	if d := s.dbs[name]; d.sess == sess {
+		d.sess = nil
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// logFailures logs the revisions a catch-up could not copy (at most 10
+// lines per run; they are counted in doc_write_failures, and the
+// checkpoint stays before them, so the next wake tries them again).
+func (s *syncer) logFailures(name string, res *replicate.Result) {
+	if res == nil {
+		return
+	}
+	for i, f := range res.Failures {
+		if i == 10 {
+			s.o.Copy.logf("%s: %d more revisions not copied", name, len(res.Failures)-i)
+			break
+		}
+		s.o.Copy.logf("%s: not copied: %s", name, f)
+	}
 }
 
 // ended records the end of a copy of name (initial or catch-up): the
@@ -178,6 +270,7 @@ func (s *syncer) deletedOnSource(ctx context.Context, name string) {
 	s.mu.Lock()
 	d := s.dbLocked(name)
 	d.running, d.again, d.synced, d.noticed, d.againAt = false, false, false, time.Time{}, time.Time{}
+	d.sess = nil // a database created again under the name is another one
 	already := d.deleted
 	d.deleted = true
 	if !already {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/metrics"
+	"github.com/sofadb/sofa/replicate"
 )
 
 // syncDB is one database's scheduling state (under syncer.mu).
@@ -22,6 +23,23 @@ type syncDB struct {
 	deleted bool      // gone from the source
 	retry   time.Duration
 	behind  bool
+	// sess is the database's replication kept from its last copy: a
+	// wake is one pass of it. stale: drop it at the next wake (the
+	// source database was deleted or created, or the watch had a gap).
+	sess  *replicate.Session
+	stale bool
+	// polled is the source's info from the last poll that saw it
+	// change (poll mode), checked against sess before a pass.
+	polled *replicate.DBInfo
+}
+
+// change is what the watch says about a database: when it noticed, and
+// whether the database may have been deleted or created since (its
+// Session is then not trusted), and, when polled, its info.
+type change struct {
+	at     time.Time
+	stale  bool
+	polled *replicate.DBInfo
 }
 
 func (s *syncer) dbLocked(name string) *syncDB {
@@ -36,7 +54,13 @@ func (s *syncer) dbLocked(name string) *syncDB {
 
 // mark says name changed at time at: it is queued unless it already is;
 // a running one gets one more run.
-func (s *syncer) mark(name string, at time.Time) {
+func (s *syncer) mark(name string, at time.Time) { s.note(name, change{at: at}) }
+
+// note is mark with what the watch knows of the change. No change is
+// lost: a database changed while its copy runs gets one more run after
+// it, and one already queued stays queued once.
+func (s *syncer) note(name string, c change) {
+	at := c.at
 	if !s.filter.Match(name) {
 		return
 	}
@@ -48,6 +72,12 @@ func (s *syncer) mark(name string, at time.Time) {
 		return
 	}
 	d := s.dbLocked(name)
+	if c.stale {
+		d.stale = true
+	}
+	if c.polled != nil {
+		d.polled = c.polled
+	}
 	if d.running {
 		d.again = true
 		if d.againAt.IsZero() || at.Before(d.againAt) {
@@ -94,7 +124,7 @@ func (s *syncer) markAll(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	for _, n := range names {
-		s.mark(n, now)
+		s.note(n, change{at: now, stale: true})
 	}
 }
 

@@ -37,7 +37,10 @@ func (s *syncer) watch(ctx context.Context, ready chan<- string) {
 			if u.Seq != "" {
 				since = u.Seq
 			}
-			s.mark(u.DBName, time.Now())
+			// A database deleted or created is not the one its Session
+			// follows (a recreation may show as both, or, coalesced, as
+			// an update after either).
+			s.note(u.DBName, change{at: time.Now(), stale: u.Type == "deleted" || u.Type == "created"})
 			return nil
 		})
 		if ctx.Err() != nil {
@@ -105,29 +108,38 @@ func (s *syncer) poll(ctx context.Context, ready chan<- string) {
 		s.event(SyncEvent{Kind: EventPolled, Detail: fmt.Sprint(len(cur))})
 		now := time.Now()
 		for n, v := range cur {
-			if prev[n] != v {
-				s.mark(n, now)
+			if p, ok := prev[n]; !ok || p.key != v.key {
+				// A database that appeared may be one deleted and created
+				// again between two polls.
+				s.note(n, change{at: now, stale: !ok, polled: v.info})
 			}
 		}
 		for n := range prev {
 			if _, ok := cur[n]; !ok {
-				s.mark(n, now)
+				s.note(n, change{at: now, stale: true})
 			}
 		}
 		prev = cur
 	}
 }
 
+// polledDB is one database in a poll: its update_seq and instance as a
+// key to compare, and its info (nil: it could not be read).
+type polledDB struct {
+	key  string
+	info *replicate.DBInfo
+}
+
 // snapshot maps each selected database of the source to its update_seq
 // and instance: `_all_dbs`, then `_dbs_info` in batches of 100 where the
 // server has it, one `GET /db` per database where not.
-func (s *syncer) snapshot(ctx context.Context) (map[string]string, error) {
+func (s *syncer) snapshot(ctx context.Context) (map[string]polledDB, error) {
 	names, err := fleet.ListDBs(ctx, s.ssrv, 1000)
 	if err != nil {
 		return nil, err
 	}
 	names = s.filter.Apply(names)
-	out := make(map[string]string, len(names))
+	out := make(map[string]polledDB, len(names))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 2*couch.DBsInfoMax)
@@ -136,10 +148,10 @@ func (s *syncer) snapshot(ctx context.Context) (map[string]string, error) {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			info, err := s.ssrv.DB(n).InfoBatched(ctx)
-			v := info.UpdateSeq.String() + "|" + info.InstanceStart
+			v := polledDB{key: info.UpdateSeq.String() + "|" + info.InstanceStart, info: &info}
 			if err != nil {
 				if !errors.Is(err, replicate.ErrNotFound) {
-					v = "?" // unknown: looked at as changed
+					v = polledDB{key: "?"} // unknown: looked at as changed
 				} else {
 					return
 				}

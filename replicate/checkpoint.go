@@ -110,6 +110,7 @@ func compareCheckpoints(src, tgt *checkpointDoc) Seq {
 
 // checkpointer writes checkpoints for one session.
 type checkpointer struct {
+	mu        sync.Mutex // held by run.checkpoint around a write
 	id        string
 	session   string
 	startTime time.Time

@@ -110,6 +110,7 @@ func (r *run) follow(ctx context.Context, since Seq, k *cutter) error {
 	if !ok {
 		return ErrNotFollowable
 	}
+	r.liveDocs.Store(true)
 	rows := make(chan feedRow, r.opts.BatchSize)
 	feedErr := make(chan error, 1)
 	fctx, cancel := context.WithCancel(ctx)

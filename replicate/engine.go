@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -57,6 +58,14 @@ type run struct {
 	// srcInfo is the source's info when the run started: the size of
 	// an initial copy's feed, and of its documents (see batchRows).
 	srcInfo DBInfo
+	// passFeed: a Session's later pass, whose first rows are read with
+	// their generation-1 documents inline where the source offers it
+	// (see readChanges).
+	passFeed bool
+	// liveDocs: rows are changes read as they happen (a continuous
+	// run's feed, a later pass): a generation-1 revision delivered with
+	// its row is written without asking _revs_diff (see process).
+	liveDocs atomic.Bool
 
 	mu       sync.Mutex
 	warnings []string
@@ -92,34 +101,52 @@ func (r *run) debug(format string, args ...any) {
 // failures are in Result.Failures and do not make an error. On context
 // cancellation it writes a checkpoint covering the acknowledged prefix and
 // returns ctx.Err().
+//
+// Run is Open, one pass and its checkpoint: see Session for a replication
+// kept open between passes.
 func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, error) {
+	s, res, err := open(ctx, src, tgt, opts)
+	if err != nil {
+		return res, err
+	}
+	return s.pass(ctx, true)
+}
+
+// open does what a replication does before reading the changes feed: the
+// databases' info, the replication id, the checkpoints read and judged,
+// the metadata set before the documents. On error the Result says what
+// was learnt (the replication id, warnings).
+func open(ctx context.Context, src Source, tgt Target, opts Options) (*Session, *Result, error) {
 	opts.defaults()
 	if _, ok := src.(Follower); opts.Continuous && !ok {
-		return &Result{}, ErrNotFollowable
+		return nil, &Result{}, ErrNotFollowable
 	}
 	t0 := time.Now()
 	r := &run{src: src, tgt: tgt, opts: opts, c: opts.Counters,
 		mem: opts.Budget.sem}
 	res := &Result{}
-	defer func() {
+	s := &Session{r: r, t0: t0, first: true}
+	fill := func() {
 		res.Stats = r.c.Snapshot()
 		res.Failures = r.fails.all()
 		res.Warnings = r.warnings
 		res.Duration = time.Since(t0)
-	}()
+	}
 
 	var sinfo DBInfo
 	var err error
 	if opts.SourceInfo != nil {
 		sinfo = *opts.SourceInfo
 	} else if sinfo, err = src.Info(ctx); err != nil {
-		return res, fmt.Errorf("source: %w", err)
+		fill()
+		return nil, res, fmt.Errorf("source: %w", err)
 	}
 	var tinfo DBInfo
 	if opts.TargetCreated != nil {
 		tinfo = *opts.TargetCreated
 	} else if tinfo, err = tgt.Info(ctx); err != nil {
-		return res, fmt.Errorf("target: %w", err)
+		fill()
+		return nil, res, fmt.Errorf("target: %w", err)
 	}
 	res.ReplicationID = ReplicationID(sinfo.Identity, tinfo.Identity, opts.ContentOptions...)
 	r.srcInfo = sinfo
@@ -135,21 +162,23 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 	// target the caller has just created holds none.
 	if !opts.NoCheckpoints && opts.TargetCreated == nil {
 		if cp.tgtLog, err = readCheckpoint(ctx, tgt, cp.id); err != nil {
-			return res, fmt.Errorf("target: read checkpoint: %w", err)
+			fill()
+			return nil, res, fmt.Errorf("target: read checkpoint: %w", err)
 		}
 		if cp.tgtLog != nil && !(opts.SourceReadOnly && cp.tgtLog.TargetOnly) {
 			if cp.srcLog, err = readCheckpoint(ctx, src, cp.id); err != nil {
-				return res, fmt.Errorf("source: read checkpoint: %w", err)
+				fill()
+				return nil, res, fmt.Errorf("source: read checkpoint: %w", err)
 			}
 		}
 		since = r.trustedSince(ctx, cp, sinfo, tinfo)
 	}
-	res.StartSeq = since
 	cp.startSeq = since
-	if s, ok := tgt.(StartSeqSetter); ok {
-		s.SetStartSeq(since)
+	if st, ok := tgt.(StartSeqSetter); ok {
+		st.SetStartSeq(since)
 	}
-	res.EndSeq = since
+	s.since = since
+	s.id = res.ReplicationID
 	// An empty target with no checkpoint lacks everything: skip
 	// _revs_diff until the estimate says otherwise.
 	if len(since) == 0 && tinfo.DocCount+tinfo.DelCount == 0 {
@@ -157,37 +186,23 @@ func Run(ctx context.Context, src Source, tgt Target, opts Options) (*Result, er
 		r.initialCopy = true
 	}
 
-	var meta Metadata
 	if opts.CopyMetadata {
+		meta := Metadata{}
 		if opts.SourceMetadata != nil {
 			meta = *opts.SourceMetadata
 		} else if meta, err = src.Metadata(ctx); err != nil {
-			return res, fmt.Errorf("source: %w", err)
+			fill()
+			return nil, res, fmt.Errorf("source: %w", err)
 		}
 		if err := tgt.SetMetadata(ctx, meta, BeforeDocs); errors.Is(err, ErrMetadataRefused) {
 			r.warn("target: " + err.Error())
 		} else if err != nil {
-			return res, fmt.Errorf("target: %w", err)
+			fill()
+			return nil, res, fmt.Errorf("target: %w", err)
 		}
+		r.meta = meta
 	}
-
-	r.meta = meta
-	through, err := r.pipeline(ctx, since, cp)
-	if len(through) > 0 {
-		res.EndSeq = through
-	}
-	res.TargetOnlyCheckpoints = cp.srcOff
-	if err != nil {
-		return res, err
-	}
-	if opts.CopyMetadata && !opts.Continuous {
-		if err := tgt.SetMetadata(ctx, meta, AfterDocs); errors.Is(err, ErrMetadataRefused) {
-			r.warn("target: " + err.Error())
-		} else if err != nil {
-			return res, fmt.Errorf("target: %w", err)
-		}
-	}
-	return res, nil
+	return s, res, nil
 }
 
 // trustedSince returns the checkpointed seq unless a database was
@@ -205,10 +220,7 @@ func (r *run) trustedSince(ctx context.Context, cp *checkpointer, sinfo, tinfo D
 		return nil
 	}
 	log := cp.tgtLog
-	changed := func(old, now string) bool {
-		return old != "" && now != "" && old != "0" && now != "0" && old != now
-	}
-	if log != nil && (changed(log.SourceInstance, sinfo.InstanceStart) || changed(log.TargetInstance, tinfo.InstanceStart)) {
+	if log != nil && (changedInstance(log.SourceInstance, sinfo.InstanceStart) || changedInstance(log.TargetInstance, tinfo.InstanceStart)) {
 		r.warn("a database was recreated since the last checkpoint: starting over from the beginning" + keptNote)
 		return nil
 	}
@@ -226,6 +238,11 @@ func (r *run) trustedSince(ctx context.Context, cp *checkpointer, sinfo, tinfo D
 		cp.setAnchor(log.Anchor)
 	}
 	return since
+}
+
+// changedInstance: two instance_start_times, both known, differ.
+func changedInstance(old, now string) bool {
+	return old != "" && now != "" && old != "0" && now != "0" && old != now
 }
 
 // keptNote ends the warnings about a recreated database: replication
@@ -257,13 +274,15 @@ func seqAhead(cp, cur Seq) bool {
 	return err1 == nil && err2 == nil && a > b
 }
 
-// pipeline runs the changes reader, the workers and the checkpointer. It
-// returns the seq covered by the last checkpoint written.
-func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer) (Seq, error) {
+// pipeline runs the changes reader, the workers and the checkpointer
+// from since, tr tracking the acknowledged batches. It returns the seq
+// covered by the last checkpoint written. final writes a last checkpoint
+// at the end (Run); without it one is written only when ctx is cancelled
+// (a Session's pass: the caller checkpoints).
+func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer, tr *tracker, final bool) (Seq, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	batches := make(chan *batch, r.opts.Workers)
-	tr := newTracker()
 	r.live = newLiveness(&r.opts, func(f string, a ...any) { r.logf(f, a...) })
 	go r.live.watch()
 	defer r.live.close()
@@ -326,24 +345,34 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer) (Seq, e
 		fctx, c2 = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer c2()
 	}
-	if !r.opts.NoCheckpoints {
+	if !r.opts.NoCheckpoints && (final || ctx.Err() != nil) {
 		if cerr := r.checkpoint(fctx, cp, tr); cerr != nil && err == nil {
 			err = cerr
 		}
+	}
+	if !r.opts.NoCheckpoints {
 		if tr.held() {
 			r.warn("the checkpoint stays before the first revision not copied, so the next run tries those revisions again")
 		}
 	}
+	cp.mu.Lock()
+	last := cp.lastSeq
+	cp.mu.Unlock()
 	if ctx.Err() != nil {
-		return cp.lastSeq, ctx.Err()
+		return last, ctx.Err()
 	}
-	return cp.lastSeq, err
+	return last, err
 }
 
+// checkpoint records the seq tr has acknowledged, if it moved since the
+// last checkpoint. Calls are serialized (a Session's pass and its
+// caller's timer may both checkpoint): a checkpoint never goes back.
 func (r *run) checkpoint(ctx context.Context, cp *checkpointer, tr *tracker) error {
 	if r.opts.NoCheckpoints {
 		return nil
 	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
 	seq := tr.through()
 	if len(seq) == 0 || string(seq) == string(cp.lastSeq) {
 		return nil
@@ -362,8 +391,12 @@ func (r *run) checkpoint(ctx context.Context, cp *checkpointer, tr *tracker) err
 func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr *tracker) error {
 	k := &cutter{r: r, out: out, tr: tr, rows: r.batchRows(), start: len(since) == 0, last: since}
 	changes := r.src.Changes
-	if ws, ok := r.src.(docsFeed); ok && r.initialCopy && ws.InlineDocsFeed(r.srcInfo.DocCount+r.srcInfo.DelCount) {
+	ws, inline := r.src.(docsFeed)
+	switch {
+	case inline && r.initialCopy && ws.InlineDocsFeed(r.srcInfo.DocCount+r.srcInfo.DelCount):
 		changes = ws.ChangesWithDocs
+	case inline && r.passFeed:
+		changes = r.inlineFirst(ws)
 	}
 	err := changes(ctx, since, func(c Change) error {
 		if k.add(c, time.Now()) {
@@ -396,6 +429,39 @@ func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr 
 	return r.follow(ctx, k.last, k)
 }
 
+// errInlineDone stops the inline feed of a pass (see inlineFirst).
+var errInlineDone = errors.New("inline rows read")
+
+// inlineFirst is a later pass's feed: its rows with their documents
+// inline (a new document needs no _bulk_get: a wake of a database with a
+// few new documents reads the source once), as long as the inline feed is
+// the cheaper way for the rows read so far (InlineDocsFeed); past that,
+// the plain feed from the last row's seq.
+func (r *run) inlineFirst(ws docsFeed) func(context.Context, Seq, func(Change) error) error {
+	return func(ctx context.Context, since Seq, fn func(Change) error) error {
+		var n int64
+		last := since
+		err := ws.ChangesWithDocs(ctx, since, func(c Change) error {
+			if err := fn(c); err != nil {
+				return err
+			}
+			n++
+			if len(c.Seq) > 0 {
+				last = c.Seq
+				if !ws.InlineDocsFeed(n + 1) {
+					return errInlineDone
+				}
+			}
+			return nil
+		})
+		if !errors.Is(err, errInlineDone) {
+			return err
+		}
+		r.debug("%d rows read inline; the rest from the plain feed after seq %s", n, last.String())
+		return r.src.Changes(ctx, last, fn)
+	}
+}
+
 // docsFeed is an optional Source ability: a changes feed whose rows carry
 // complete revisions when it can (CouchDB's include_docs for live
 // generation-1 leaves). InlineDocsFeed says whether that feed is the
@@ -405,62 +471,4 @@ func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr 
 type docsFeed interface {
 	ChangesWithDocs(ctx context.Context, since Seq, fn func(Change) error) error
 	InlineDocsFeed(rows int64) bool
-}
-
-// tracker keeps the seq up to which every batch is acknowledged: the
-// longest finished prefix of batch numbers. A batch in which some
-// revision was not copied stops the prefix for the rest of the run, so
-// that a later run reads those changes again and retries them.
-type tracker struct {
-	mu     sync.Mutex
-	seqs   map[int64]Seq
-	fin    map[int64]bool
-	failed map[int64]bool
-	next   int64
-	thru   Seq
-	stuck  bool
-}
-
-func newTracker() *tracker {
-	return &tracker{seqs: map[int64]Seq{}, fin: map[int64]bool{}, failed: map[int64]bool{}}
-}
-
-func (t *tracker) started(n int64, seq Seq) {
-	t.mu.Lock()
-	t.seqs[n] = seq
-	t.mu.Unlock()
-}
-
-func (t *tracker) done(n int64, failed bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.fin[n] = true
-	if failed {
-		t.failed[n] = true
-	}
-	for !t.stuck && t.fin[t.next] {
-		if t.failed[t.next] {
-			t.stuck = true
-			break
-		}
-		if s := t.seqs[t.next]; len(s) > 0 {
-			t.thru = s
-		}
-		delete(t.fin, t.next)
-		delete(t.seqs, t.next)
-		t.next++
-	}
-}
-
-// held reports whether a batch with failures stopped the prefix.
-func (t *tracker) held() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.stuck
-}
-
-func (t *tracker) through() Seq {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.thru
 }

@@ -63,3 +63,9 @@ func (f *failureList) all() []DocError {
 	defer f.mu.Unlock()
 	return append([]DocError(nil), f.list...)
 }
+
+func (f *failureList) reset() {
+	f.mu.Lock()
+	f.list = nil
+	f.mu.Unlock()
+}

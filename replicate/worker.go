@@ -40,7 +40,33 @@ func (s *diffSkipper) observe(missing, checked int) {
 func (r *run) process(ctx context.Context, b *batch) error {
 	revs := make(map[string][]string, len(b.changes))
 	checked := 0
+	// A new document read live with its row (generation 1, its only
+	// leaf) is taken as missing: the target can hold nothing older, and a
+	// write with new_edits=false of a revision it has is a no-op, so
+	// asking _revs_diff would only cost a round trip.
+	var known map[string]Missing
+	live := r.liveDocs.Load()
 	for _, c := range b.changes {
+		k, isKnown := known[c.ID]
+		if live && newLiveDoc(c) && revs[c.ID] == nil {
+			if !isKnown {
+				if known == nil {
+					known = map[string]Missing{}
+				}
+				known[c.ID] = Missing{Missing: c.Revs}
+				checked++
+				continue
+			}
+			if k.Missing[0] == c.Revs[0] {
+				continue // the same row again (a feed resumed)
+			}
+		}
+		if isKnown {
+			// Listed again with other revisions: every revision of the
+			// document is asked about.
+			revs[c.ID] = append(revs[c.ID], k.Missing...)
+			delete(known, c.ID)
+		}
 		for _, rev := range c.Revs {
 			if !contains(revs[c.ID], rev) {
 				revs[c.ID] = append(revs[c.ID], rev)
@@ -50,12 +76,15 @@ func (r *run) process(ctx context.Context, b *batch) error {
 	}
 	r.c.missingChecked.Add(int64(checked))
 	var missing map[string]Missing
-	if r.diff.skip() {
-		missing = make(map[string]Missing, len(revs))
+	switch {
+	case len(revs) == 0:
+		missing = make(map[string]Missing, len(known))
+	case r.diff.skip():
+		missing = make(map[string]Missing, len(revs)+len(known))
 		for id, rs := range revs {
 			missing[id] = Missing{Missing: rs}
 		}
-	} else {
+	default:
 		var err error
 		missing, err = r.tgt.RevsDiff(ctx, revs)
 		if err != nil {
@@ -65,7 +94,10 @@ func (r *run) process(ctx context.Context, b *batch) error {
 		for _, m := range missing {
 			n += len(m.Missing)
 		}
-		r.diff.observe(n, checked)
+		r.diff.observe(n, checked-len(known))
+	}
+	for id, m := range known {
+		missing[id] = m
 	}
 	found := 0
 	for _, m := range missing {
@@ -153,6 +185,12 @@ func (r *run) process(ctx context.Context, b *batch) error {
 		}
 	}
 	return w.flush(ctx)
+}
+
+// newLiveDoc: the row's only leaf is a generation-1 revision that came
+// with the row.
+func newLiveDoc(c Change) bool {
+	return len(c.Revs) == 1 && len(c.Docs) == 1 && c.Docs[0].Rev == c.Revs[0] && strings.HasPrefix(c.Revs[0], "1-")
 }
 
 func contains(list []string, s string) bool {

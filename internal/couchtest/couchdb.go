@@ -67,18 +67,21 @@ func launchCouch(ctx context.Context, opts Options) (*Server, error) {
 		iniFiles += " " + filepath.Join(rel, "etc", "default.d")
 	}
 	iniFiles += " " + filepath.Join(dir, "local.ini")
-	cmd := exec.Command(filepath.Join(rel, "bin", "couchdb"))
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"COUCHDB_ARGS_FILE="+filepath.Join(dir, "vm.args"),
-		"COUCHDB_INI_FILES="+iniFiles,
-		"ERL_CRASH_DUMP="+filepath.Join(dir, "erl_crash.dump"),
-		"HOME="+dir,
-	)
-	cmd.Stdout = s.logs
-	cmd.Stderr = s.logs
-	cmd.SysProcAttr = procAttr()
-	if err := s.run(ctx, cmd, "couchdb", "/_up"); err != nil {
+	s.newCmd = func() *exec.Cmd {
+		cmd := exec.Command(filepath.Join(rel, "bin", "couchdb"))
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(),
+			"COUCHDB_ARGS_FILE="+filepath.Join(dir, "vm.args"),
+			"COUCHDB_INI_FILES="+iniFiles,
+			"ERL_CRASH_DUMP="+filepath.Join(dir, "erl_crash.dump"),
+			"HOME="+dir,
+		)
+		cmd.Stdout = s.logs
+		cmd.Stderr = s.logs
+		cmd.SysProcAttr = procAttr()
+		return cmd
+	}
+	if err := s.run(ctx, s.newCmd(), "couchdb", "/_up"); err != nil {
 		return nil, err
 	}
 	if err := s.waitSystemDBs(ctx); err != nil {

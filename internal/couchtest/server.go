@@ -51,6 +51,11 @@ type Options struct {
 	// server named by SOFA_COUCHDB_URL (and restored when it is handed
 	// back). PouchDB Server takes none: a non-empty Config is an error there.
 	Config map[string]string
+
+	// OnDisk starts PouchDB Server with its databases in files (LevelDB
+	// in the instance's directory) instead of --in-memory, so that
+	// Restart keeps them. CouchDB is always on disk.
+	OnDisk bool
 }
 
 // Server is one running server (a pouchdb-server or CouchDB process, or a
@@ -82,6 +87,12 @@ type Server struct {
 	mu   sync.Mutex
 	stop bool  // Stop was called
 	werr error // result of cmd.Wait
+	// newCmd makes the server's command again (Restart); nil: the
+	// server cannot be restarted (PouchDB Server in memory). name and
+	// readyPath are run's.
+	newCmd          func() *exec.Cmd
+	name, readyPath string
+	restarting      bool
 }
 
 // StartServer launches node_modules/.bin/pouchdb-server (found by walking up
@@ -174,15 +185,23 @@ func launch(ctx context.Context, bin string, opts Options) (*Server, error) {
 		logs:          newTailBuffer(8 << 10),
 		done:          make(chan struct{}),
 	}
-	cmd := exec.Command(bin,
-		"--in-memory", "--no-stdout-logs", "--no-color",
-		"--host", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--config", cfg)
-	cmd.Dir = dir
-	cmd.Stdout = s.logs
-	cmd.Stderr = s.logs
-	cmd.SysProcAttr = procAttr()
-	if err := s.run(ctx, cmd, "pouchdb-server", "/"); err != nil {
+	newCmd := func() *exec.Cmd {
+		args := []string{"--no-stdout-logs", "--no-color",
+			"--host", "127.0.0.1", "--port", strconv.Itoa(port), "--config", cfg}
+		if !opts.OnDisk {
+			args = append([]string{"--in-memory"}, args...)
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir // on disk: the databases' directories are here
+		cmd.Stdout = s.logs
+		cmd.Stderr = s.logs
+		cmd.SysProcAttr = procAttr()
+		return cmd
+	}
+	if opts.OnDisk {
+		s.newCmd = newCmd
+	}
+	if err := s.run(ctx, newCmd(), "pouchdb-server", "/"); err != nil {
 		return nil, err
 	}
 	if err := s.setupAuth(ctx, opts); err != nil {
@@ -197,23 +216,43 @@ func launch(ctx context.Context, bin string, opts Options) (*Server, error) {
 // uuid this instance was configured with. On failure the process is
 // stopped and its directory removed.
 func (s *Server) run(ctx context.Context, cmd *exec.Cmd, name, readyPath string) error {
-	if err := cmd.Start(); err != nil {
+	s.name, s.readyPath = name, readyPath
+	if err := s.spawn(cmd); err != nil {
 		os.RemoveAll(s.dir)
-		return fmt.Errorf("couchtest: start %s: %w", name, err)
+		return err
 	}
-	s.cmd = cmd
-	go func() {
-		err := cmd.Wait()
-		s.mu.Lock()
-		s.werr = err
-		s.mu.Unlock()
-		close(s.done)
-	}()
 	if err := s.waitReady(ctx, name, readyPath); err != nil {
 		s.Stop()
 		return err
 	}
 	return nil
+}
+
+// spawn starts cmd as the server's process, with a done channel of its
+// own closed when it exits.
+func (s *Server) spawn(cmd *exec.Cmd) error {
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("couchtest: start %s: %w", s.name, err)
+	}
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.cmd, s.done, s.werr = cmd, done, nil
+	s.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		s.mu.Lock()
+		s.werr = err
+		s.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// doneCh is the running process's done channel.
+func (s *Server) doneCh() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
 }
 
 func (s *Server) waitReady(ctx context.Context, name, readyPath string) error {
@@ -228,7 +267,7 @@ func (s *Server) waitReady(ctx context.Context, name, readyPath string) error {
 			return nil
 		}
 		select {
-		case <-s.done:
+		case <-s.doneCh():
 			return fmt.Errorf("couchtest: %s exited before answering: %w; output: %s", name, s.waitErr(), s.logs.String())
 		case <-ctx.Done():
 			return fmt.Errorf("couchtest: %s at %s did not answer: %w; output: %s", name, base, ctx.Err(), s.logs.String())
@@ -331,6 +370,8 @@ func (s *Server) DBURL(db string) string { return s.AdminURL() + "/" + EscapeDB(
 // start script execs, or pouchdb-server's node), for reading its CPU time
 // and resident set; 0 for a server named by SOFA_COUCHDB_URL.
 func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.cmd == nil || s.cmd.Process == nil {
 		return 0
 	}
@@ -342,13 +383,13 @@ func (s *Server) Pid() int {
 // while it runs or after Stop.
 func (s *Server) Err() error {
 	select {
-	case <-s.done:
+	case <-s.doneCh():
 	default:
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stop {
+	if s.stop || s.restarting {
 		return nil
 	}
 	return fmt.Errorf("couchtest: %s at %s exited unexpectedly: %w; output: %s", s.Kind, s.baseURL(), s.werr, s.logs.String())
@@ -379,10 +420,13 @@ func (s *Server) Stop() error {
 	if already {
 		return crashed
 	}
-	if s.cmd != nil && s.cmd.Process != nil {
-		killGroup(s.cmd.Process.Pid)
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		killGroup(cmd.Process.Pid)
 		select {
-		case <-s.done:
+		case <-done:
 		case <-time.After(10 * time.Second):
 		}
 	}

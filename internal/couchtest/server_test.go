@@ -172,3 +172,35 @@ func TestStartServer_MissingNodeModules(t *testing.T) {
 		t.Errorf("err = %v, want a one-line hint to run make deps", err)
 	}
 }
+
+// TestServer_RestartKeepsDataAndPort: Restart brings the server back on
+// the same URL with its databases (PouchDB Server on disk); an in-memory
+// PouchDB Server refuses to restart.
+func TestServer_RestartKeepsDataAndPort(t *testing.T) {
+	ctx := t.Context()
+	s := StartWith(t, Options{OnDisk: true})
+	c := s.Client()
+	if err := c.CreateDB(ctx, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutDoc(ctx, "kept", "d", map[string]any{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	pid := s.Pid()
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s.Pid() == pid || s.Err() != nil {
+		t.Errorf("after Restart: pid %d (was %d), Err %v", s.Pid(), pid, s.Err())
+	}
+	var doc map[string]any
+	if err := c.GetJSON(ctx, "/kept/d", &doc); err != nil || doc["v"] != float64(1) {
+		t.Errorf("the document after Restart: %v, %v", doc, err)
+	}
+	if s.Kind == PouchDB {
+		mem := StartWith(t, Options{})
+		if err := mem.Restart(ctx); err == nil || !strings.Contains(err.Error(), "OnDisk") {
+			t.Errorf("Restart of an in-memory PouchDB Server: %v, want a refusal naming OnDisk", err)
+		}
+	}
+}

@@ -62,6 +62,9 @@ func benchLag(ctx context.Context, e *env) error {
 		name, args := e.node("pouchdb-live.js", src.URL+"/"+db, tgt.URL+"/"+db)
 		return e.startProc(ctx, name, args...)
 	}})
+	if !e.cfg.lagOne {
+		return e.lagFleet(ctx, src, tgt)
+	}
 	servers := []*server{src, tgt}
 	lt := &table{title: fmt.Sprintf("lag: one database, writes of ~100 B documents, %d writers (%s each steady phase)", e.cfg.lagWriters, e.cfg.lagPhase),
 		head: []string{"replicator", "phase", "docs", "lag p50 ms", "lag p99 ms", "lag max ms", "write p50 ms", "write p99 ms", "writes/s", "repl cpu s", "servers cpu s"}}

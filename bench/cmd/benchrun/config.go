@@ -77,6 +77,10 @@ type config struct {
 	lagFlush     time.Duration
 	lagDBs       int
 	lagFleetRate int
+	lagOne       bool
+	// soak: databases, writes/s, duration, sampling interval.
+	soakDBs, soakRate        int
+	soakDuration, soakSample time.Duration
 
 	// backup
 	backupSizes     intList
@@ -110,7 +114,8 @@ func defaultConfig() *config {
 		timeout: 20 * time.Minute,
 		s3MiB:   1024, s3BPS: 8_000_000, s3Latency: 20 * time.Millisecond, s3Transfers: intList{1, 2, 4, 8}, s3PartSize: 16 << 20, s3Restore: true,
 		lagRates: intList{100, 1000}, lagPhase: 10 * time.Second, lagWriters: 32, lagBurst: 10000,
-		lagIdle: 5 * time.Second, lagFlush: 50 * time.Millisecond, lagDBs: 1000, lagFleetRate: 100,
+		lagIdle: 5 * time.Second, lagFlush: 50 * time.Millisecond, lagDBs: 1000, lagFleetRate: 100, lagOne: true,
+		soakDBs: 20, soakRate: 50, soakDuration: 20 * time.Minute, soakSample: time.Minute,
 	}
 }
 
@@ -168,6 +173,11 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.lagFlush, "lag-flush", c.lagFlush, "lag: the lower sofa --flush-interval measured besides the default")
 	fs.IntVar(&c.lagDBs, "lag-dbs", c.lagDBs, "lag: databases of the whole-server case (0 skips)")
 	fs.IntVar(&c.lagFleetRate, "lag-fleet-rate", c.lagFleetRate, "lag: writes/s spread over the databases of the whole-server case")
+	fs.BoolVar(&c.lagOne, "lag-one", c.lagOne, "lag: run the one-database cases (false: the whole-server case only)")
+	fs.IntVar(&c.soakDBs, "soak-dbs", c.soakDBs, "soak: databases of the whole-server run (one more is followed by a one-database run)")
+	fs.IntVar(&c.soakRate, "soak-rate", c.soakRate, "soak: writes/s spread over every database")
+	fs.DurationVar(&c.soakDuration, "soak-duration", c.soakDuration, "soak: how long the writes go on")
+	fs.DurationVar(&c.soakSample, "soak-sample", c.soakSample, "soak: time between two samples of each sofa's RSS and Go heap")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "kill any one tool run after this long")
 }
 
@@ -181,6 +191,7 @@ func (c *config) shrink() {
 	c.seedsAttsScale, c.seedsLargeScale = 0.1, 0.005
 	c.s3MiB, c.s3Transfers, c.s3PartSize = 48, intList{1, 4}, 5<<20
 	c.lagPhase, c.lagBurst, c.lagIdle, c.lagDBs = 2*time.Second, 500, time.Second, 20
+	c.soakDBs, c.soakRate, c.soakDuration, c.soakSample = 3, 10, 20*time.Second, 5*time.Second
 }
 
 // pair is one a/b setting of a sweep.

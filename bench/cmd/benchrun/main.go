@@ -4,7 +4,7 @@
 // appends every measurement to a JSON-lines file. scripts/bench.sh builds
 // and runs it; BENCHMARKS.md describes each benchmark.
 //
-//	benchrun [flags] [replicate|latency|fleet|controller|backup|seeds|s3|lag ...]
+//	benchrun [flags] [replicate|latency|fleet|controller|backup|seeds|s3|lag|soak ...]
 //
 // With no names every benchmark runs. Each tool run is a child process
 // measured with wait4 (wall time, CPU time of the process tree, peak RSS of
@@ -46,6 +46,7 @@ var benchmarks = []benchmark{
 	{"seeds", benchSeeds, true},
 	{"s3", benchS3, true},
 	{"lag", benchLag, true},
+	{"soak", benchSoak, true},
 }
 
 func main() {

@@ -1,0 +1,71 @@
+package replicate
+
+import "sync"
+
+// tracker keeps the seq up to which every batch is acknowledged: the
+// longest finished prefix of batch numbers. A batch in which some
+// revision was not copied stops the prefix for the rest of the run, so
+// that a later run reads those changes again and retries them.
+type tracker struct {
+	mu     sync.Mutex
+	seqs   map[int64]Seq
+	fin    map[int64]bool
+	failed map[int64]bool
+	next   int64
+	thru   Seq
+	stuck  bool
+}
+
+func newTracker() *tracker {
+	return &tracker{seqs: map[int64]Seq{}, fin: map[int64]bool{}, failed: map[int64]bool{}}
+}
+
+func (t *tracker) started(n int64, seq Seq) {
+	t.mu.Lock()
+	if !t.stuck {
+		t.seqs[n] = seq
+	}
+	t.mu.Unlock()
+}
+
+func (t *tracker) done(n int64, failed bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stuck {
+		// The prefix never moves again: nothing more to remember (a
+		// continuous run goes on for days after a failure).
+		return
+	}
+	t.fin[n] = true
+	if failed {
+		t.failed[n] = true
+	}
+	for !t.stuck && t.fin[t.next] {
+		if t.failed[t.next] {
+			t.stuck = true
+			clear(t.seqs)
+			clear(t.fin)
+			clear(t.failed)
+			break
+		}
+		if s := t.seqs[t.next]; len(s) > 0 {
+			t.thru = s
+		}
+		delete(t.fin, t.next)
+		delete(t.seqs, t.next)
+		t.next++
+	}
+}
+
+// held reports whether a batch with failures stopped the prefix.
+func (t *tracker) held() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stuck
+}
+
+func (t *tracker) through() Seq {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.thru
+}
