@@ -44,7 +44,8 @@ type Options struct {
 	// DefaultMax429Wait (10 min).
 	Max429Wait time.Duration
 	// ChangesPage is the number of `_changes` rows asked per request
-	// (DB.ChangesPage overrides it). Zero: DefaultChangesPage; negative:
+	// (DB.ChangesPage overrides it). Zero: the server's Caps.ChangesPage
+	// (DefaultChangesPage, 10,000 on Apache CouchDB); negative:
 	// one unpaged request.
 	ChangesPage int
 	// MaxConns caps TCP connections per host. Zero: DefaultMaxConns (32).
@@ -501,18 +502,6 @@ func (b *idleBody) Read(p []byte) (int, error) {
 		b.t.Reset(b.d)
 	}
 	return n, err
-}
-
-// bufferBody replaces resp.Body by an in-memory copy of it; the error is
-// the read error, if any (the original body is closed either way).
-func bufferBody(resp *http.Response) error {
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return err
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(b))
-	return nil
 }
 
 var errAttemptTimeout = errors.New("request timed out")
