@@ -15,7 +15,9 @@ import (
 	"github.com/sofadb/sofa/replicate"
 )
 
-// DefaultChangesPage is the `_changes` page size (rows per request).
+// DefaultChangesPage is the `_changes` page size (rows per request) on
+// PouchDB Server and any server whose Caps say nothing else (Apache
+// CouchDB: 10,000, see Caps.ChangesPage).
 const DefaultChangesPage = 2000
 
 // DB is one database on a Server. It implements replicate.Source and
@@ -33,7 +35,8 @@ type DB struct {
 	InlineMax int64
 	// ChangesPage is the number of rows asked per `_changes` request
 	// (`limit`): pages let writes start before a large feed is computed
-	// whole. Zero: DefaultChangesPage; negative: one unpaged request.
+	// whole. Zero: the server's Caps.ChangesPage; negative: one unpaged
+	// request.
 	ChangesPage int
 	// Multipart writes every revision that carries attachment bytes as a
 	// multipart/related PUT, whatever the server (CouchDB's replicator
