@@ -109,6 +109,13 @@ func benchReplicate(ctx context.Context, e *env) error {
 		tools = append(tools, boundTool("bound-copy.js", "bound-copy-inline", p,
 			"time = timed copy (_changes?include_docs=true pages, _bulk_docs new_edits=false per page, batch/parallel as named): the inline-feed pipeline, for choosing couch.Caps.InlineDocsUpTo", "--inline"))
 	}
+	kept := tools[:0]
+	for _, t := range tools {
+		if e.cfg.wants(t.name) {
+			kept = append(kept, t)
+		}
+	}
+	tools = kept
 	byTool := map[string][]record{}
 	for run := 1; run <= e.cfg.runs; run++ {
 		for _, t := range tools {
