@@ -176,6 +176,9 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 		}
 		if p.name == "sofa" {
 			peers = append(peers, sofaBackupVariants(e.cfg.sofaVariants)...)
+			if e.cfg.sofaAlt != "" {
+				peers = append(peers, sofaAltBackup(e.cfg.sofaAlt))
+			}
 		}
 	}
 	for _, p := range peers {
@@ -406,8 +409,23 @@ func sofaBackupVariants(variants string) []backupPeer {
 	return out
 }
 
-// isSofa: the tool is sofa or one of its variants.
-func isSofa(name string) bool { return name == "sofa" || strings.HasPrefix(name, "sofa ") }
+// sofaAltBackup is another sofa binary (-sofa-alt, e.g. an earlier
+// build) backing up and restoring beside sofa; not a peer.
+func sofaAltBackup(bin string) backupPeer {
+	base := backupPeersPouch()[0]
+	swap := func(f func(e *env, a, b string, dbs []string) (string, []string)) func(e *env, a, b string, dbs []string) (string, []string) {
+		return func(e *env, a, b string, dbs []string) (string, []string) {
+			_, args := f(e, a, b, dbs)
+			return bin, args
+		}
+	}
+	return backupPeer{name: "sofa-alt", note: "sofa binary " + bin, compressed: true, dump: swap(base.dump), load: swap(base.load)}
+}
+
+// isSofa: the tool is sofa, one of its variants or sofa-alt.
+func isSofa(name string) bool {
+	return name == "sofa" || name == "sofa-alt" || strings.HasPrefix(name, "sofa ")
+}
 
 // backupReadBound runs bench/bound-read.js over the source's databases:
 // its time is its timed reading only.
