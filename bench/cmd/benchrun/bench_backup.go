@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -233,7 +234,7 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 			mibBytes(dump.ArchiveBytes), mibBytes(dump.GzipBytes)}, rs...), shortVerify(load))...)
 	}
 	// The read bound: every revision read from the source as plainly as
-	// possible and thrown away (bench/bound-read.js).
+	// possible and thrown away (bench/cmd/boundread).
 	var bound record
 	if e.cfg.wants("bound-read") {
 		bound = e.backupReadBound(ctx, src, caseName, names)
@@ -427,13 +428,23 @@ func isSofa(name string) bool {
 	return name == "sofa" || name == "sofa-alt" || strings.HasPrefix(name, "sofa ")
 }
 
-// backupReadBound runs bench/bound-read.js over the source's databases:
-// its time is its timed reading only.
+// backupReadBound runs bench/cmd/boundread over the source's databases
+// (built into the scratch directory on first use): its time is its timed
+// reading only.
 func (e *env) backupReadBound(ctx context.Context, src *server, caseName string, dbs []string) record {
 	b := record{Bench: "backup", Case: caseName, Tool: "bound-read",
 		Note: "time = timed reading of every leaf revision (_changes pages of 10,000, _bulk_get?revs=true&attachments=true of 500, 4 in flight, databases one after another), answers discarded unparsed"}
-	name, args := e.node("bound-read.js", append([]string{src.URL}, dbs...)...)
-	r, o := e.runTool(ctx, b, []*server{src}, name, args...)
+	bin := filepath.Join(e.tmp, "boundread")
+	if _, err := os.Stat(bin); err != nil {
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./bench/cmd/boundread")
+		build.Dir, build.Stderr = e.root, os.Stderr
+		if err := build.Run(); err != nil {
+			b.Error = "build bench/cmd/boundread: " + err.Error()
+			e.sink.write(b)
+			return b
+		}
+	}
+	r, o := e.runTool(ctx, b, []*server{src}, bin, append([]string{src.URL}, dbs...)...)
 	pr := applyPeer(&r, o)
 	r.TimeMS = int64(pr.MS)
 	e.sink.write(r)
