@@ -283,6 +283,18 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 			t.note("archive size: sofa / %s gzipped = %s%s", p.name, ratio(s.dump.ArchiveBytes, d.GzipBytes), lossy)
 		}
 	}
+	var work []string
+	for _, p := range peers {
+		if d := results[p.name].dump; d.ServerReductions > 0 {
+			work = append(work, fmt.Sprintf("%s %.0f", p.name, float64(d.ServerReductions)/1e6))
+		}
+	}
+	if bound.ServerReductions > 0 {
+		work = append(work, fmt.Sprintf("bound-read %.0f", float64(bound.ServerReductions)/1e6))
+	}
+	if len(work) > 0 {
+		t.note("backup: the source's work in millions of Erlang reductions (load-independent): %s", strings.Join(work, ", "))
+	}
 	for _, p := range peers[1:] {
 		if pr := results[p.name]; !pr.dump.OK {
 			t.note("%s: backup failed: %s", p.name, pr.dump.Error)

@@ -179,6 +179,15 @@ func benchReplicate(ctx context.Context, e *env) error {
 		t.note("pouchdb/sofa      = %s (PouchDB's replicator at its best: %s)", check(ratio(pouch, sofa), pouch, sofa, ">=", 3), pouchName)
 	}
 	t.note("inline/plain copy = %s (%s vs %s: > 1 means the plain feed + _bulk_get pipeline is faster on this server)", ratio(ibound, cbound), iboundName, cboundName)
+	var work []string
+	for _, tl := range tools {
+		if m := med[tl.name]; m.ServerReductions > 0 {
+			work = append(work, fmt.Sprintf("%s %.0f", tl.name, float64(m.ServerReductions)/1e6))
+		}
+	}
+	if len(work) > 0 {
+		t.note("both servers' work in millions of Erlang reductions (load-independent; medians): %s", strings.Join(work, ", "))
+	}
 	t.note("bound times are their timed part only; server cpu = both servers; verify = the test oracle (internal/couchtest.CompareDBs)")
 	t.print(os.Stdout)
 	e.stopServer(src)
