@@ -25,17 +25,33 @@ type Caps struct {
 	// small databases only, such as the many one-document databases of a
 	// whole-server copy.
 	InlineDocsUpTo int64
+	// ChangesPage is the number of `_changes` rows asked per request when
+	// neither DBOptions.ChangesPage nor Options.ChangesPage says otherwise.
+	//
+	// Apache CouchDB streams a feed as it reads it and pays for every
+	// page it starts (decoding the since seq, opening each shard's feed
+	// from it): for 100,000 rows, pages of 2,000 cost the server 1.8-2.4
+	// CPU-s, pages of 10,000 1.4-1.9 and one unpaged feed 1.5-1.6
+	// (measured on one CouchDB 3.5, seq_interval 100, a loaded 2-core
+	// machine). The seq_interval rows carry a seq every 100 rows anyway,
+	// so a broken page resumes near where it broke whatever its size.
+	// PouchDB Server keeps DefaultChangesPage.
+	ChangesPage int
 }
 
-// couchInlineDocsUpTo is Caps.InlineDocsUpTo on Apache CouchDB.
-const couchInlineDocsUpTo = 100
+// couchInlineDocsUpTo and couchChangesPage are Caps.InlineDocsUpTo and
+// Caps.ChangesPage on Apache CouchDB.
+const (
+	couchInlineDocsUpTo = 100
+	couchChangesPage    = 10000
+)
 
 // Caps returns the server's capabilities (see Caps).
 func (s *Server) Caps() Caps {
 	if s.Vendor == VendorPouchDB {
-		return Caps{InlineDocsUpTo: math.MaxInt64}
+		return Caps{InlineDocsUpTo: math.MaxInt64, ChangesPage: DefaultChangesPage}
 	}
-	return Caps{InlineDocsUpTo: couchInlineDocsUpTo}
+	return Caps{InlineDocsUpTo: couchInlineDocsUpTo, ChangesPage: couchChangesPage}
 }
 
 // InlineDocsFeed reports whether ChangesWithDocs is the cheaper way to

@@ -46,7 +46,7 @@ func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn 
 			page = d.srv.opts.ChangesPage
 		}
 		if page == 0 {
-			page = DefaultChangesPage
+			page = d.srv.Caps().ChangesPage
 		}
 		q := "style=all_docs&feed=normal" + extra + "&since=" + url.QueryEscape(last.String())
 		// seq_interval: CouchDB computes a clustered seq only every so

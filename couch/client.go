@@ -39,7 +39,8 @@ type Options struct {
 	// DefaultMax429Wait (10 min).
 	Max429Wait time.Duration
 	// ChangesPage is the number of `_changes` rows asked per request
-	// (DBOptions.ChangesPage overrides it). Zero: DefaultChangesPage; negative:
+	// (DBOptions.ChangesPage overrides it). Zero: the server's Caps.ChangesPage
+	// (DefaultChangesPage, 10,000 on Apache CouchDB); negative:
 	// one unpaged request.
 	ChangesPage int
 	// MaxConns caps TCP connections per host. Zero: DefaultMaxConns (32).

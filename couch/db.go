@@ -15,7 +15,9 @@ import (
 	"github.com/sofadb/sofa/replicate"
 )
 
-// DefaultChangesPage is the `_changes` page size (rows per request).
+// DefaultChangesPage is the `_changes` page size (rows per request) on
+// PouchDB Server and any server whose Caps say nothing else (Apache
+// CouchDB: 10,000, see Caps.ChangesPage).
 const DefaultChangesPage = 2000
 
 // DB is one database on a Server. It implements replicate.Source and

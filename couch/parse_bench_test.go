@@ -3,9 +3,12 @@ package couch
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/sofadb/sofa/internal/dataset"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -71,6 +74,58 @@ func BenchmarkParseBulkGet1k(b *testing.B) {
 			return nil
 		})
 		if err != nil || docs != 1000 {
+			b.Fatal(docs, err)
+		}
+	}
+}
+
+// synthBulkGet is a JSON _bulk_get answer of the first n revisions of
+// the benchmarks' synthetic 1 KiB documents (internal/dataset), as CouchDB
+// 3.5 sends it, wrapped in an answer as Client.do hands it over.
+func synthBulkGet(tb testing.TB, n int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"results":[`)
+	i := 0
+	err := dataset.Synth{Name: "bench", Docs: n, MinSize: 1024, Seed: 1}.DB().Each(func(rev []byte) error {
+		d, err := replicate.ParseDoc(rev)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		i++
+		fmt.Fprintf(&b, `{"id":%q,"docs":[{"ok":`, d.ID)
+		b.Write(rev)
+		b.WriteString(`}]}`)
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b.WriteString(`]}`)
+	return b.Bytes()
+}
+
+// BenchmarkParseBulkGetSynth500 parses one _bulk_get answer of 500
+// synthetic 1 KiB revisions as the fetch path does: read into an answer
+// (Client.do), then ReadBulkGet.
+func BenchmarkParseBulkGetSynth500(b *testing.B) {
+	body := synthBulkGet(b, 500)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		resp := &http.Response{Body: io.NopCloser(bytes.NewReader(body)), ContentLength: -1}
+		if err := bufferBody(resp); err != nil {
+			b.Fatal(err)
+		}
+		docs := 0
+		_, err := ReadBulkGet(resp.Body, nil, func(*replicate.Doc) error {
+			docs++
+			return nil
+		})
+		resp.Body.Close()
+		if err != nil || docs != 500 {
 			b.Fatal(docs, err)
 		}
 	}

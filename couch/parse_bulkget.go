@@ -30,7 +30,9 @@ import (
 // gives an *Error with Status 0 (Name and Reason set); a cut or malformed answer gives an error
 // wrapping the cause.
 func ReadBulkGet(r io.Reader, reqs []replicate.RevRequest, fn func(*replicate.Doc) error) ([]replicate.DocError, error) {
-	p := bulkGetParser{dec: newDecoder(r), reqs: reqs, fn: fn}
+	// An answer is parsed in place: every revision is copied out by
+	// replicate.ParseDocValid, every other value kept is a new string.
+	p := bulkGetParser{dec: newDecoder(inPlace(r)), reqs: reqs, fn: fn}
 	err := p.parse()
 	if err != nil && !p.fnErr {
 		if ce, ok := err.(*Error); ok {
@@ -200,7 +202,7 @@ func (p *bulkGetParser) entry() error {
 				return err
 			}
 			gotOK = true
-			doc, perr := replicate.ParseDoc(v)
+			doc, perr := replicate.ParseDocValid(v)
 			if perr != nil {
 				isErr = true
 				de.Error, de.Reason = "bad_doc", perr.Error()

@@ -341,7 +341,7 @@ func completeDoc(c *replicate.Change, doc []byte) []*replicate.Doc {
 	if doc == nil || len(c.Revs) != 1 || c.Deleted || replicate.Generation(c.Revs[0]) != 1 {
 		return nil
 	}
-	d, err := replicate.ParseDoc(doc)
+	d, err := replicate.ParseDocValid(doc)
 	if err != nil || d.ID != c.ID || d.Rev != c.Revs[0] || d.Deleted {
 		return nil
 	}

@@ -323,18 +323,6 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// bufferBody replaces resp.Body by an in-memory copy of it; the error is
-// the read error, if any (the original body is closed either way).
-func bufferBody(resp *http.Response) error {
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return err
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(b))
-	return nil
-}
-
 var errAttemptTimeout = errors.New("request timed out")
 
 type countingBody struct {

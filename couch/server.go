@@ -185,8 +185,8 @@ type DBOptions struct {
 	InlineMax int64
 	// ChangesPage is the number of rows asked per `_changes` request
 	// (`limit`): pages let writes start before a large feed is computed
-	// whole. Zero: the client's Options.ChangesPage, else
-	// DefaultChangesPage; negative: one unpaged request.
+	// whole. Zero: the client's Options.ChangesPage, else the server's
+	// Caps.ChangesPage; negative: one unpaged request.
 	ChangesPage int
 	// Multipart writes every revision that carries attachment bytes as a
 	// multipart/related PUT, whatever the server (CouchDB's replicator

@@ -27,10 +27,18 @@ var decoders = sync.Pool{New: func() any { return new(pooledDecoder) }}
 // accepts); a target that refuses them reports that one revision.
 var docOpts = []jsontext.Options{jsontext.AllowInvalidUTF8(true)}
 
-func getDecoder(b []byte) *pooledDecoder {
+// bodyOpts check a whole body in ParseDoc: names may repeat there, as the
+// body is carried as it is (the envelope's names are checked by scanDoc;
+// `_revisions` and `_attachments` are decoded with docOpts).
+var bodyOpts = []jsontext.Options{jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true)}
+
+func getDecoder(b []byte, opts ...jsontext.Options) *pooledDecoder {
+	if opts == nil {
+		opts = docOpts
+	}
 	pd := decoders.Get().(*pooledDecoder)
 	pd.buf = *bytes.NewBuffer(b)
-	pd.dec.Reset(&pd.buf, docOpts...)
+	pd.dec.Reset(&pd.buf, opts...)
 	return pd
 }
 

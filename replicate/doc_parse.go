@@ -14,94 +14,33 @@ import (
 // ParseDoc reads one revision's JSON object (as found in a `_bulk_get` or
 // `open_revs` answer or an archive). It parses only the envelope: `_id`,
 // `_rev`, `_deleted`, `_revisions` and `_attachments`; the rest stays raw.
-// Inline attachment `data` (base64) is decoded into Attachment.Data. The
-// returned Doc does not alias raw.
+// Each envelope name may appear once at the top level; other names may
+// repeat (the body is carried as it is). Inline attachment `data` (base64)
+// is decoded into Attachment.Data. The returned Doc does not alias raw.
 func ParseDoc(raw []byte) (*Doc, error) {
 	raw = bytes.TrimSpace(raw)
-	pd := getDecoder(raw)
-	defer putDecoder(pd)
-	dec := &pd.dec
-	tok, err := dec.ReadToken()
+	pd := getDecoder(raw, bodyOpts...)
+	_, err := pd.dec.ReadValue()
+	if err == nil {
+		if _, err = pd.dec.ReadToken(); err != io.EOF {
+			err = fmt.Errorf("data after the object")
+		} else {
+			err = nil
+		}
+	}
+	putDecoder(pd)
 	if err != nil {
 		return nil, fmt.Errorf("parse doc: %w", err)
 	}
-	if tok.Kind() != '{' {
-		return nil, fmt.Errorf("parse doc: not a JSON object")
-	}
-	d := &Doc{}
-	attStart, attEnd := int64(-1), int64(-1)
-	for dec.PeekKind() != '}' {
-		memberStart := dec.InputOffset()
-		kt, err := dec.ReadToken()
-		if err != nil {
-			return nil, fmt.Errorf("parse doc: %w", err)
-		}
-		key := kt.String()
-		switch key {
-		case "_id", "_rev":
-			vt, err := dec.ReadToken()
-			if err != nil {
-				return nil, fmt.Errorf("parse doc: %s: %w", key, err)
-			}
-			if vt.Kind() != '"' {
-				return nil, fmt.Errorf("parse doc: %s is not a string", key)
-			}
-			if key == "_id" {
-				d.ID = vt.String()
-			} else {
-				d.Rev = vt.String()
-			}
-		case "_deleted":
-			v, err := dec.ReadValue()
-			if err != nil {
-				return nil, fmt.Errorf("parse doc: _deleted: %w", err)
-			}
-			d.Deleted = string(v) == "true"
-		case "_revisions":
-			v, err := dec.ReadValue()
-			if err != nil {
-				return nil, fmt.Errorf("parse doc: _revisions: %w", err)
-			}
-			if err := parseRevisions(v, &d.Revisions); err != nil {
-				return nil, err
-			}
-		case "_attachments":
-			v, err := dec.ReadValue()
-			if err != nil {
-				return nil, fmt.Errorf("parse doc: _attachments: %w", err)
-			}
-			atts, err := parseAttachments(v)
-			if err != nil {
-				return nil, err
-			}
-			d.Atts = atts
-			attStart, attEnd = memberStart, dec.InputOffset()
-		default:
-			if err := dec.SkipValue(); err != nil {
-				return nil, fmt.Errorf("parse doc: %s: %w", key, err)
-			}
-		}
-	}
-	if _, err := dec.ReadToken(); err != nil {
-		return nil, fmt.Errorf("parse doc: %w", err)
-	}
-	if _, err := dec.ReadToken(); err != io.EOF {
-		return nil, fmt.Errorf("parse doc: data after the object")
-	}
-	if d.ID == "" {
-		return nil, fmt.Errorf("parse doc: no _id")
-	}
-	if attStart < 0 {
-		d.Body = append([]byte(nil), raw...)
-	} else {
-		d.Body = spliceOut(raw, int(attStart), int(attEnd))
-	}
-	if len(d.Revisions.IDs) == 0 && d.Rev != "" {
-		if g := Generation(d.Rev); g > 0 {
-			d.Revisions = Revisions{Start: g, IDs: []string{d.Rev[bytes.IndexByte([]byte(d.Rev), '-')+1:]}}
-		}
-	}
-	return d, nil
+	return scanDoc(raw)
+}
+
+// ParseDocValid is ParseDoc for raw known to be one valid JSON value, as
+// jsontext.Decoder.ReadValue returns it (a `_bulk_get` answer's revision,
+// a changes row's doc): raw is walked once, not checked again. Given
+// anything else it returns an error or a wrong Doc, but never panics.
+func ParseDocValid(raw []byte) (*Doc, error) {
+	return scanDoc(bytes.TrimSpace(raw))
 }
 
 // spliceOut returns raw without the object member spanning [start, end),

@@ -154,7 +154,7 @@ func (r *run) process(ctx context.Context, b *batch) error {
 		}
 		seen[c.ID] = true
 		for _, rev := range m.Missing {
-			if !covered[c.ID+"\x00"+rev] {
+			if len(covered) == 0 || !covered[c.ID+"\x00"+rev] {
 				reqs = append(reqs, RevRequest{ID: c.ID, Rev: rev, AttsSince: m.PossibleAncestors})
 			}
 		}

@@ -24,6 +24,7 @@ func main() {
 }
 
 func run(args []string) (code int) {
+	defer startProfiles()()
 	// A panic is a bug: one line (the stack only with --debug), exit 1.
 	defer func() {
 		if p := recover(); p != nil {

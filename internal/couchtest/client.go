@@ -26,7 +26,15 @@ type Client struct {
 	HTTP *http.Client
 }
 
-var defaultHTTP = &http.Client{Timeout: 2 * time.Minute}
+// defaultHTTP drops idle connections after 4 s: PouchDB Server (Node.js)
+// closes them after 5 s, and a POST sent on a connection it is closing
+// fails with EOF and is not retried (a test that idled 6 s then loaded
+// more documents failed so on a loaded machine).
+var defaultHTTP = func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.IdleConnTimeout = 4 * time.Second
+	return &http.Client{Timeout: 2 * time.Minute, Transport: t}
+}()
 
 // NewClient returns a Client for rawURL; credentials given as userinfo move
 // to User and Password, so they never show up in errors.

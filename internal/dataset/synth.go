@@ -3,6 +3,7 @@ package dataset
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 )
@@ -175,7 +176,9 @@ func Presets() []string {
 }
 
 // Preset returns a named synthetic database, its document count multiplied
-// by scale (0 or >= 1 keeps the full count; at least one document stays).
+// by scale (rounded up, at least one document; 0 or 1 keeps the count: a
+// scale above 1 grows it, so atts_db at scale 10 has the 1,100 documents
+// of the original benchmark).
 // The first four follow the databases of the CouchDB "new replicator"
 // benchmark (Filipe Manana, 2011), atts_db cut from 1,100 to 110 documents
 // each carrying all three attachments; revtree exercises the revision tree:
@@ -197,6 +200,10 @@ func Preset(name string, scale float64) (s Synth, ok bool) {
 		return Synth{}, false
 	}
 	s.Name, s.Seed = name, defaultSynthSeed
-	s.Docs = Options{Scale: scale}.keep(s.Docs)
+	if scale > 1 {
+		s.Docs = int(math.Ceil(float64(s.Docs) * scale))
+	} else {
+		s.Docs = Options{Scale: scale}.keep(s.Docs)
+	}
 	return s, true
 }

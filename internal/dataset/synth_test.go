@@ -139,6 +139,9 @@ func TestPreset(t *testing.T) {
 	if s, _ := Preset(PresetAtts, 1); s.Docs != 110 || len(s.Atts) != 3 || s.Atts[2] != 2<<20 {
 		t.Errorf("atts_db = %+v", s)
 	}
+	if s, _ := Preset(PresetAtts, 10); s.Docs != 1100 {
+		t.Errorf("atts_db at scale 10 has %d docs, want seeds/001's 1,100", s.Docs)
+	}
 	if s, _ := Preset(PresetLarge1KB, 0.5); s.Docs != 170_649 {
 		t.Errorf("large1kb at 0.5 = %d docs", s.Docs)
 	}

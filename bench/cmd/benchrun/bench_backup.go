@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -169,7 +170,18 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 		head: []string{"tool", "backup", "time s", "cpu s", "rss MiB", "size MiB", "gzip MiB", "restore", "time s", "cpu s", "rss MiB", "verify"}}
 	type pair struct{ dump, load record }
 	results := map[string]pair{}
-	peers := backupPeers(src.couch())
+	var peers []backupPeer
+	for _, p := range backupPeers(src.couch()) {
+		if p.name == "sofa" || e.cfg.wants(p.name) {
+			peers = append(peers, p)
+		}
+		if p.name == "sofa" {
+			peers = append(peers, sofaBackupVariants(e.cfg.sofaVariants)...)
+			if e.cfg.sofaAlt != "" {
+				peers = append(peers, sofaAltBackup(e.cfg.sofaAlt))
+			}
+		}
+	}
 	for _, p := range peers {
 		if err := ctx.Err(); err != nil {
 			return sofaRSS, err
@@ -196,7 +208,7 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 			name, args := p.load(e, out, tgt.URL, names)
 			var o *outcome
 			load, o = e.runTool(ctx, b, []*server{tgt}, name, args...)
-			if p.name == "sofa" {
+			if isSofa(p.name) {
 				applySofa(&load, o)
 			} else {
 				applyPeers(&load, o, len(names))
@@ -221,6 +233,13 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 		t.add(append(append([]string{p.name, status(dump), secs(dump.TimeMS), secs(dump.CPUMS), mib(dump.MaxRSSKB),
 			mibBytes(dump.ArchiveBytes), mibBytes(dump.GzipBytes)}, rs...), shortVerify(load))...)
 	}
+	// The read bound: every revision read from the source as plainly as
+	// possible and thrown away (bench/cmd/boundread).
+	var bound record
+	if e.cfg.wants("bound-read") {
+		bound = e.backupReadBound(ctx, src, caseName, names)
+		t.add("bound-read", status(bound), secs(bound.TimeMS), secs(bound.CPUMS), mib(bound.MaxRSSKB), "-", "-", "-", "-", "-", "-", "-")
+	}
 	// Ratios against the fastest peer whose backup finished, and the
 	// fastest whose round trip restored an equal copy.
 	s := results["sofa"]
@@ -233,6 +252,9 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 		}
 		var fin, lossless record
 		for _, p := range peers[1:] {
+			if isSofa(p.name) {
+				continue
+			}
 			r := get(results[p.name])
 			ok := r.Error == "" && r.TimeMS > 0 && (phase == "backup" && r.OK || phase == "restore" && r.Exit == 0)
 			if ok && (fin.TimeMS == 0 || r.TimeMS < fin.TimeMS) {
@@ -245,16 +267,33 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 		st := okTime(get(s))
 		t.note("%s: fastest peer that finished (%s) / sofa = %s", phase, firstNonEmpty(fin.Tool, "none"), check(ratio(fin.TimeMS, st), fin.TimeMS, st, ">=", 2))
 		t.note("%s: fastest peer whose restore verified equal (%s) / sofa = %s", phase, firstNonEmpty(lossless.Tool, "none"), check(ratio(lossless.TimeMS, st), lossless.TimeMS, st, ">=", 2))
+		if phase == "backup" && okTime(bound) > 0 {
+			b := okTime(bound)
+			t.note("backup: sofa / read bound = %s; fastest peer (%s) / read bound = %s: where that is below 2, no backup can be 2x the fastest peer here without reading the source faster than the bound",
+				ratio(st, b), firstNonEmpty(fin.Tool, "none"), ratio(fin.TimeMS, b))
+		}
 	}
 	for _, p := range peers[1:] {
 		d := results[p.name].dump
-		if d.OK && d.GzipBytes > 0 && s.dump.ArchiveBytes > 0 {
+		if !isSofa(p.name) && d.OK && d.GzipBytes > 0 && s.dump.ArchiveBytes > 0 {
 			lossy := ""
 			if !results[p.name].load.OK {
 				lossy = " (its output did not restore to an equal copy: not comparable)"
 			}
 			t.note("archive size: sofa / %s gzipped = %s%s", p.name, ratio(s.dump.ArchiveBytes, d.GzipBytes), lossy)
 		}
+	}
+	var work []string
+	for _, p := range peers {
+		if d := results[p.name].dump; d.ServerReductions > 0 {
+			work = append(work, fmt.Sprintf("%s %.0f", p.name, float64(d.ServerReductions)/1e6))
+		}
+	}
+	if bound.ServerReductions > 0 {
+		work = append(work, fmt.Sprintf("bound-read %.0f", float64(bound.ServerReductions)/1e6))
+	}
+	if len(work) > 0 {
+		t.note("backup: the source's work in millions of Erlang reductions (load-independent): %s", strings.Join(work, ", "))
 	}
 	for _, p := range peers[1:] {
 		if pr := results[p.name]; !pr.dump.OK {
@@ -271,7 +310,7 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 // applyBackupOutput fills a backup record from the tool's output lines
 // and the files it wrote under out.
 func (e *env) applyBackupOutput(r *record, o *outcome, p backupPeer, out string, dbs []string) {
-	if p.name == "sofa" {
+	if isSofa(p.name) {
 		applySofa(r, o)
 		r.ArchiveBytes = fileSize(filepath.Join(out, "server.sofa"))
 		r.GzipBytes = r.ArchiveBytes
@@ -360,4 +399,67 @@ func shortVerify(r record) string {
 		return r.Verify[:70] + "..."
 	}
 	return r.Verify
+}
+
+// sofaBackupVariants are extra sofa runs of the backup benchmark, one per
+// -sofa-variants argument set added to the backup's arguments (the
+// restore of each runs with the defaults); they are not peers.
+func sofaBackupVariants(variants string) []backupPeer {
+	var out []backupPeer
+	for _, v := range strings.Split(variants, ";") {
+		extra := strings.Fields(v)
+		if len(extra) == 0 {
+			continue
+		}
+		base := backupPeersPouch()[0]
+		dump := base.dump
+		out = append(out, backupPeer{name: "sofa " + strings.Join(extra, " "), compressed: true, load: base.load,
+			dump: func(e *env, src, out string, dbs []string) (string, []string) {
+				name, args := dump(e, src, out, dbs)
+				return name, append(args, extra...)
+			}})
+	}
+	return out
+}
+
+// sofaAltBackup is another sofa binary (-sofa-alt, e.g. an earlier
+// build) backing up and restoring beside sofa; not a peer.
+func sofaAltBackup(bin string) backupPeer {
+	base := backupPeersPouch()[0]
+	swap := func(f func(e *env, a, b string, dbs []string) (string, []string)) func(e *env, a, b string, dbs []string) (string, []string) {
+		return func(e *env, a, b string, dbs []string) (string, []string) {
+			_, args := f(e, a, b, dbs)
+			return bin, args
+		}
+	}
+	return backupPeer{name: "sofa-alt", note: "sofa binary " + bin, compressed: true, dump: swap(base.dump), load: swap(base.load)}
+}
+
+// isSofa: the tool is sofa, one of its variants or sofa-alt.
+func isSofa(name string) bool {
+	return name == "sofa" || name == "sofa-alt" || strings.HasPrefix(name, "sofa ")
+}
+
+// backupReadBound runs bench/cmd/boundread over the source's databases
+// (built into the scratch directory on first use): its time is its timed
+// reading only.
+func (e *env) backupReadBound(ctx context.Context, src *server, caseName string, dbs []string) record {
+	b := record{Bench: "backup", Case: caseName, Tool: "bound-read",
+		Note: "time = timed reading of every leaf revision (_changes pages of 10,000, _bulk_get?revs=true&attachments=true of 500, 4 in flight, databases one after another), answers discarded unparsed"}
+	bin := filepath.Join(e.tmp, "boundread")
+	if _, err := os.Stat(bin); err != nil {
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./bench/cmd/boundread")
+		build.Dir, build.Stderr = e.root, os.Stderr
+		if err := build.Run(); err != nil {
+			b.Error = "build bench/cmd/boundread: " + err.Error()
+			e.sink.write(b)
+			return b
+		}
+	}
+	r, o := e.runTool(ctx, b, []*server{src}, bin, append([]string{src.URL}, dbs...)...)
+	pr := applyPeer(&r, o)
+	r.TimeMS = int64(pr.MS)
+	e.sink.write(r)
+	e.logf("backup: %s: bound-read %s in %s", caseName, status(r), secs(r.TimeMS))
+	return r
 }

@@ -109,6 +109,13 @@ func benchReplicate(ctx context.Context, e *env) error {
 		tools = append(tools, boundTool("bound-copy.js", "bound-copy-inline", p,
 			"time = timed copy (_changes?include_docs=true pages, _bulk_docs new_edits=false per page, batch/parallel as named): the inline-feed pipeline, for choosing couch.Caps.InlineDocsUpTo", "--inline"))
 	}
+	kept := tools[:0]
+	for _, t := range tools {
+		if e.cfg.wants(t.name) {
+			kept = append(kept, t)
+		}
+	}
+	tools = kept
 	byTool := map[string][]record{}
 	for run := 1; run <= e.cfg.runs; run++ {
 		for _, t := range tools {
@@ -172,6 +179,15 @@ func benchReplicate(ctx context.Context, e *env) error {
 		t.note("pouchdb/sofa      = %s (PouchDB's replicator at its best: %s)", check(ratio(pouch, sofa), pouch, sofa, ">=", 3), pouchName)
 	}
 	t.note("inline/plain copy = %s (%s vs %s: > 1 means the plain feed + _bulk_get pipeline is faster on this server)", ratio(ibound, cbound), iboundName, cboundName)
+	var work []string
+	for _, tl := range tools {
+		if m := med[tl.name]; m.ServerReductions > 0 {
+			work = append(work, fmt.Sprintf("%s %.0f", tl.name, float64(m.ServerReductions)/1e6))
+		}
+	}
+	if len(work) > 0 {
+		t.note("both servers' work in millions of Erlang reductions (load-independent; medians): %s", strings.Join(work, ", "))
+	}
 	t.note("bound times are their timed part only; server cpu = both servers; verify = the test oracle (internal/couchtest.CompareDBs)")
 	t.print(os.Stdout)
 	e.stopServer(src)

@@ -107,7 +107,7 @@ func (e *env) seedsCase(ctx context.Context, preset string, scale float64) error
 	}
 	base := record{Bench: "seeds", Case: fmt.Sprintf("%s, scale %g (%d docs)", preset, scale, p.Docs)}
 	t := &table{title: "seeds: " + base.Case + ", " + kindName(src) + " -> " + kindName(tgt) + " (source read through a byte-counting proxy)",
-		head: append([]string{"tool", "copy"}, append(usageHead, "source MiB", "verify")...)}
+		head: append([]string{"tool", "copy"}, append(usageHead, "from source", "verify")...)}
 	times := map[string]map[string]int64{"first": {}, "incremental": {}}
 	var updatedBytes int64
 	for _, phase := range []string{"first", "incremental"} {
@@ -135,9 +135,9 @@ func (e *env) seedsCase(ctx context.Context, preset string, scale float64) error
 				r.OK = r.Verify == "equal"
 			}
 			e.sink.write(r)
-			e.logf("seeds: %s %s: %s in %s, %.1f MiB from the source", phase, tl.name, status(r), secs(r.TimeMS), float64(moved)/(1<<20))
+			e.logf("seeds: %s %s: %s in %s, %s from the source", phase, tl.name, status(r), secs(r.TimeMS), sizeText(moved))
 			times[phase][tl.name] = okTime(r)
-			t.add(append(append([]string{tl.name, phase}, usageRow(r)...), fmt.Sprintf("%.1f", float64(moved)/(1<<20)), firstNonEmpty(r.Verify, "-"))...)
+			t.add(append(append([]string{tl.name, phase}, usageRow(r)...), sizeText(moved), firstNonEmpty(r.Verify, "-"))...)
 		}
 	}
 	for _, phase := range []string{"first", "incremental"} {
@@ -151,8 +151,8 @@ func (e *env) seedsCase(ctx context.Context, preset string, scale float64) error
 		}
 		t.note("%s copy: %s/sofa = %s", phase, bestName, check(ratio(best, sofa), best, sofa, ">=", 3))
 	}
-	t.note("the incremental copies follow 10%% of the documents getting a new revision with their attachments unchanged: %.1f MiB of new bodies", float64(updatedBytes)/(1<<20))
-	t.note("the data set's attachments are loaded with new_edits=false and no revpos, which CouchDB stores as revpos 0: sofa then cannot tell from revpos that the target holds them and reads them again")
+	t.note("the incremental copies follow 10%% of the documents getting a new revision with their attachments unchanged: %s of new bodies", sizeText(updatedBytes))
+	t.note("the data set's attachments are loaded with new_edits=false and no revpos, which CouchDB stores as revpos 0: revpos cannot tell that the target holds them; sofa sends one as a stub when the target's ancestor holds the same digest (CouchDB's replicator stubs every attachment not newer than the ancestor)")
 	t.print(os.Stdout)
 	return nil
 }
@@ -295,4 +295,12 @@ func (c *countingBody) Read(b []byte) (int, error) {
 	k, err := c.ReadCloser.Read(b)
 	c.n.Add(int64(k))
 	return k, err
+}
+
+// sizeText gives a byte count in KiB below 1 MiB, in MiB above.
+func sizeText(b int64) string {
+	if b < 1<<20 {
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
 }

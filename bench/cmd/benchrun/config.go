@@ -40,6 +40,10 @@ type config struct {
 	pouchBatches intList
 	// copyBound: batch/parallel of the copy bound.
 	copyBound pairList
+	// tools, when set, restricts the replicate and backup benchmarks to
+	// the tools named (see wants): a sweep of sofa's settings need not
+	// run every peer each round.
+	tools string
 
 	// latency
 	latency     time.Duration
@@ -130,11 +134,12 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.server, "server", c.server, "kind of the servers started for the benchmarks: pouchdb (in-memory PouchDB Server) or couchdb (CouchDB from the release, as internal/couchtest finds it)")
 	fs.StringVar(&c.serverURL, "server-url", "", "run on these running CouchDB servers (comma-separated http://ADMIN:PW@HOST:PORT, at least two: source and target) instead of starting any; EVERY DATABASE ON THEM IS DELETED")
 	fs.Var(&c.couchRepSweep, "couch-rep-sweep", "replicate: CouchDB's replicator settings tried besides its defaults, worker_processes/http_connections comma-separated (e.g. 8/40,16/80)")
-	fs.StringVar(&c.sofaVariants, "sofa-variants", "", "replicate: extra sofa runs, ';'-separated argument sets added to sofa's (e.g. \"--workers=8;--workers=16\")")
-	fs.StringVar(&c.sofaAlt, "sofa-alt", "", "replicate: another sofa binary run as tool \"sofa-alt\" beside -sofa (e.g. an earlier build)")
+	fs.StringVar(&c.sofaVariants, "sofa-variants", "", "replicate, backup: extra sofa runs, ';'-separated argument sets added to sofa's (e.g. \"--workers=8;--workers=16\"; in backup to the backup only)")
+	fs.StringVar(&c.sofaAlt, "sofa-alt", "", "replicate, backup: another sofa binary run as tool \"sofa-alt\" beside -sofa (e.g. an earlier build)")
 	fs.Var(&c.pouchBatches, "pouch-batches", "replicate: PouchDB replicator batch_size values tried besides its default (comma-separated)")
 	fs.Var(&c.boundSweep, "bound-sweep", "replicate: ingest bound settings, batch/parallel comma-separated; the best is the bound")
 	fs.Var(&c.copyBound, "copy-bound", "replicate: copy bound settings, batch/parallel comma-separated; the best is the bound")
+	fs.StringVar(&c.tools, "tools", "", "replicate, backup: run only these tools, comma-separated names; a name ending in * names every tool it begins (e.g. \"sofa*,couch-replicate\"); empty: all")
 	fs.IntVar(&c.runs, "runs", c.runs, "replicate: runs per tool, interleaved (median reported)")
 	fs.IntVar(&c.docs, "docs", c.docs, "replicate, latency: documents in the database")
 	fs.IntVar(&c.docSize, "doc-size", c.docSize, "body bytes per synthetic document")
@@ -248,4 +253,18 @@ func (l *intList) Set(v string) error {
 	}
 	*l = out
 	return nil
+}
+
+// wants reports whether the tool named name runs (the -tools filter).
+func (c *config) wants(name string) bool {
+	if c.tools == "" {
+		return true
+	}
+	for _, t := range strings.Split(c.tools, ",") {
+		t = strings.TrimSpace(t)
+		if t == name || strings.HasSuffix(t, "*") && strings.HasPrefix(name, strings.TrimSuffix(t, "*")) {
+			return true
+		}
+	}
+	return false
 }

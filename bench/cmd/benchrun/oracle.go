@@ -21,6 +21,7 @@ import (
 func (e *env) oracle(ctx context.Context, a, b string, whole, tgtPouch bool) string {
 	opts := couchtest.CompareOptions{PouchDBRevpos: tgtPouch, MaxItems: 3, BatchSize: 200}
 	if !whole {
+		opts.BatchSize = oracleBatch(ctx, a)
 		d, err := couchtest.CompareDBs(ctx, a, b, opts)
 		if err != nil {
 			return "oracle: " + redactErr(err, a, b)
@@ -57,7 +58,9 @@ func (e *env) oracle(ctx context.Context, a, b string, whole, tgtPouch bool) str
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			d, err := couchtest.CompareDBs(ctx, dbURL(a, db), dbURL(b, db), opts)
+			o := opts
+			o.BatchSize = oracleBatch(ctx, dbURL(a, db))
+			d, err := couchtest.CompareDBs(ctx, dbURL(a, db), dbURL(b, db), o)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -90,4 +93,23 @@ func redactErr(err error, urls ...string) string {
 func firstLines(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	return strings.Join(lines[:min(n, len(lines))], " | ")
+}
+
+// oracleBatch is the number of revisions the oracle asks per _bulk_get of
+// the database at dbURL: 200, fewer where the documents are large (their
+// attachments come inline as base64), so that one answer stays near 64
+// MiB: seeds/001's atts_db carries 2 MB per document. A server without
+// sizes.external (PouchDB Server) gets 200.
+func oracleBatch(ctx context.Context, dbURL string) int {
+	var info struct {
+		DocCount int64 `json:"doc_count"`
+		Sizes    struct {
+			External int64 `json:"external"`
+		} `json:"sizes"`
+	}
+	if err := getJSON(ctx, dbURL, &info); err != nil || info.DocCount == 0 || info.Sizes.External == 0 {
+		return 200
+	}
+	per := info.Sizes.External / info.DocCount * 4 / 3 // base64
+	return int(max(1, min(200, (64<<20)/max(per, 1))))
 }

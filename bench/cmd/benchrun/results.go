@@ -36,6 +36,11 @@ type record struct {
 	Throttled int64 `json:"throttled,omitempty"`
 	// ServerCPUMS is the CPU time the PouchDB Servers spent during the run.
 	ServerCPUMS int64 `json:"server_cpu_ms,omitempty"`
+	// ServerReductions is the work the CouchDB servers did during the run
+	// in Erlang reductions (GET /_node/_local/_system): unlike CPU time it
+	// counts neither the schedulers' busy waiting nor the time other
+	// processes take from them, so it compares runs on a loaded machine.
+	ServerReductions int64 `json:"server_reductions,omitempty"`
 	// Verify is the untimed check of the copy: "equal", or what differs.
 	Verify string         `json:"verify,omitempty"`
 	Note   string         `json:"note,omitempty"`
@@ -92,6 +97,7 @@ func median(runs []record) record {
 	m.CPUMS = pick(func(r record) int64 { return r.CPUMS })
 	m.MaxRSSKB = pick(func(r record) int64 { return r.MaxRSSKB })
 	m.ServerCPUMS = pick(func(r record) int64 { return r.ServerCPUMS })
+	m.ServerReductions = pick(func(r record) int64 { return r.ServerReductions })
 	m.Requests = pick(func(r record) int64 { return r.Requests })
 	m.OK = true
 	var errs []string

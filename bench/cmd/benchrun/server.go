@@ -39,6 +39,21 @@ type server struct {
 // couch reports whether s is a CouchDB.
 func (s *server) couch() bool { return s.Kind == kindCouchDB }
 
+// reductions is a CouchDB server's Erlang reductions so far (its
+// /_node/_local/_system); 0 for another server or on error.
+func (s *server) reductions(ctx context.Context) int64 {
+	if s == nil || !s.couch() {
+		return 0
+	}
+	var sys struct {
+		Reductions int64 `json:"reductions"`
+	}
+	if err := getJSON(ctx, s.URL+"/_node/_local/_system", &sys); err != nil {
+		return 0
+	}
+	return sys.Reductions
+}
+
 // startServer starts a fresh server of the run's kind (-server): CouchDB
 // through couchtest.StartServer (single node, [log] level = warning, a
 // running server of -server-url wiped first), or `pouchdb-server

@@ -9,20 +9,25 @@ import (
 // Error. The caller adds tool-specific fields and checks.
 func (e *env) runTool(ctx context.Context, base record, servers []*server, name string, args ...string) (record, *outcome) {
 	r := base
-	var before int64
+	var before, redBefore int64
 	for _, s := range servers {
 		c, _ := s.usage()
 		before += c
+		redBefore += s.reductions(ctx)
 	}
 	o, err := e.measure(ctx, e.cfg.timeout, name, args...)
 	if err != nil {
 		r.Error = err.Error()
 		return r, &outcome{}
 	}
-	var after int64
+	var after, redAfter int64
 	for _, s := range servers {
 		c, _ := s.usage()
 		after += c
+		redAfter += s.reductions(ctx)
+	}
+	if redBefore > 0 && redAfter > redBefore {
+		r.ServerReductions = redAfter - redBefore
 	}
 	r.usage = o.usage
 	r.TimeMS = o.WallMS
