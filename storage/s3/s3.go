@@ -24,8 +24,12 @@
 // read is an error, never a mix of two archives.
 //
 // A process killed during an upload leaves its multipart upload behind
-// (invisible, but stored and billed); an AbortIncompleteMultipartUpload
-// lifecycle rule on the bucket removes such leftovers.
+// (invisible, but stored and billed). Create aborts those of its own key
+// that their writers left (a writer of this host that died, a marker
+// part not refreshed for 5 heartbeats, an upload sofa did not mark
+// initiated over a day ago: see stale.go) and never one a running
+// writer uses. An AbortIncompleteMultipartUpload lifecycle rule on the
+// bucket removes the leftovers of keys never written again.
 package s3
 
 import (
@@ -92,7 +96,7 @@ type Options struct {
 	// PartSize is the size of each uploaded part and of each ranged GET
 	// in bytes; 0: DefaultPartSize; at least MinPartSize (5 MiB). An
 	// upload doubles it every 1,000 parts, so a
-	// stream of any length fits in S3's 10,000 parts.
+	// stream of any length fits in the 9,999 data parts (see stale.go).
 	PartSize int64
 	// MaxAttempts is how often one request is tried (5xx, SlowDown,
 	// connection resets, timeouts are retried with exponential backoff
@@ -100,6 +104,15 @@ type Options struct {
 	MaxAttempts int
 	// MaxBackoff caps the wait between two attempts; 0: 10 s.
 	MaxBackoff time.Duration
+	// Heartbeat is how often a writer uploads its upload's marker part
+	// again (see Create); 0: DefaultHeartbeat (1 min). Create takes an
+	// upload of its key whose marker is older than 5 heartbeats as left
+	// by a writer that died: give every writer of a key the same.
+	Heartbeat time.Duration
+	// StaleAge is the age past which Create aborts an upload of its key
+	// in progress that sofa did not mark (another tool's, or an older
+	// sofa's); 0: DefaultStaleAge (24 h); negative: never.
+	StaleAge time.Duration
 	// Credentials, when set, replace the standard credential chain.
 	Credentials aws.CredentialsProvider
 	// HTTPClient sends the requests; nil: one with connect and
@@ -120,6 +133,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 10 * time.Second
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.StaleAge == 0 {
+		o.StaleAge = DefaultStaleAge
 	}
 	return o
 }
@@ -261,6 +280,8 @@ func (s *Store) fail(ctx context.Context, op, bucket, key string, err error) err
 	}
 	code := errCode(err)
 	switch {
+	case code == "NoSuchUpload":
+		return fmt.Errorf("%s archive %s: its multipart upload is gone (aborted by another writer of the key, or by the bucket's lifecycle rule)", op, loc)
 	case code == "NoSuchBucket":
 		return fmt.Errorf("archive %s: bucket %s %w", loc, bucket, storage.ErrNotExist)
 	case isNotFound(err):
