@@ -49,6 +49,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/sofadb/sofa/storage"
 )
@@ -168,6 +169,10 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	}
 	lo := []func(*config.LoadOptions) error{
 		config.WithHTTPClient(hc),
+		// the SDK logs its own warnings to stderr ("failed to discard
+		// remaining HTTP response body" after a read cut short): errors
+		// reach the caller as errors, nothing else is printed
+		config.WithLogger(logging.Nop{}),
 		config.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(so *retry.StandardOptions) {
 				so.MaxAttempts = o.MaxAttempts
@@ -285,12 +290,11 @@ func (s *Store) fail(ctx context.Context, op, bucket, key string, err error) err
 	case code == "NoSuchBucket":
 		return fmt.Errorf("archive %s: bucket %s %w", loc, bucket, storage.ErrNotExist)
 	case isNotFound(err):
-		if s.bucketMissing(ctx, bucket) {
-			return fmt.Errorf("archive %s: bucket %s %w", loc, bucket, storage.ErrNotExist)
+		if err := s.checkBucket(ctx, op, bucket, key); err != nil {
+			return err
 		}
 		return fmt.Errorf("archive %s %w", loc, storage.ErrNotExist)
-	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied" ||
-		code == "Forbidden" || code == "InvalidToken" || code == "ExpiredToken" || httpStatus(err) == http.StatusForbidden:
+	case isAccess(err):
 		return fmt.Errorf("%s archive %s: %w", op, loc, ErrAccess)
 	}
 	var ae smithy.APIError
@@ -308,11 +312,38 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// bucketMissing asks whether bucket exists (a HEAD of a missing key and
-// of a key in a missing bucket both answer a bare 404).
-func (s *Store) bucketMissing(ctx context.Context, bucket string) bool {
+// isAccess: the store refused the credentials or the operation.
+// XAdminUserNotFound is versitygw's answer (a 404) to an unknown access
+// key, where AWS answers InvalidAccessKeyId (a 403).
+func isAccess(err error) bool {
+	switch errCode(err) {
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "Forbidden",
+		"InvalidToken", "ExpiredToken", "XAdminUserNotFound":
+		return true
+	}
+	return httpStatus(err) == http.StatusForbidden
+}
+
+// checkBucket tells why a HEAD of a key answered a bare 404 (a HEAD has
+// no body to say): the error of a missing bucket, of refused credentials
+// (some S3-compatible servers answer an unknown access key with a 404),
+// or nil when the bucket is there (the key is missing). A HEAD of the
+// bucket answers a bare 404 too: a listing of one key, whose answer has a
+// body, tells them apart.
+func (s *Store) checkBucket(ctx context.Context, op, bucket, key string) error {
+	loc := Scheme + bucket + "/" + key
 	_, err := s.c.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(bucket)})
-	return err != nil && isNotFound(err)
+	if err == nil || !isNotFound(err) {
+		return nil
+	}
+	_, err = s.c.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: aws.String(bucket), MaxKeys: aws.Int32(1)})
+	switch {
+	case err == nil:
+		return nil
+	case isAccess(err):
+		return fmt.Errorf("%s archive %s: %w", op, loc, ErrAccess)
+	}
+	return fmt.Errorf("archive %s: bucket %s %w", loc, bucket, storage.ErrNotExist)
 }
 
 // Stat describes the object.

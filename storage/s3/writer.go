@@ -56,10 +56,7 @@ func (s *Store) refuseExisting(ctx context.Context, bucket, key string) error {
 	case err == nil:
 		return fmt.Errorf("%s%s/%s %w", Scheme, bucket, key, storage.ErrExist)
 	case isNotFound(err):
-		if s.bucketMissing(ctx, bucket) {
-			return fmt.Errorf("archive %s%s/%s: bucket %s %w", Scheme, bucket, key, bucket, storage.ErrNotExist)
-		}
-		return nil
+		return s.checkBucket(ctx, "create", bucket, key)
 	}
 	return s.fail(ctx, "create", bucket, key, err)
 }
