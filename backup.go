@@ -138,7 +138,8 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	if _, local := dst.store.(storage.Local); tempDir == "" && local && name != storage.Stdio {
 		tempDir = filepath.Dir(name)
 	}
-	w, err := archive.NewWriter(sink, archive.Options{Compression: o.Compression, Tool: o.Tool, Source: source, Since: since, Shard: shard, TempDir: tempDir})
+	w, err := archive.NewWriter(sink, archive.Options{Compression: o.Compression, Tool: o.Tool, Source: source, Since: since, Shard: shard, TempDir: tempDir,
+		SpoolAhead: spoolAhead(dst.store)})
 	if err != nil {
 		sink.Abort()
 		return nil, fmt.Errorf("write archive: %w", err)
@@ -171,6 +172,22 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		}
 	}
 	return &sum, nil
+}
+
+// spoolAhead is archive.Options.SpoolAhead for a backup into st. An
+// object store's upload takes the stream at a few connections' speed: the
+// databases waiting for their turn may read ahead what the upload holds
+// in flight (part size x transfers), and then wait, so that the stream's
+// owner gets the source's whole read rate and the upload runs while the
+// source is read (not, for most of the archive, after it: the spools
+// left when the source is read are at most one more round of the
+// upload). A local file copies a spool at disk speed: no bound.
+func spoolAhead(st storage.Store) int64 {
+	if s, ok := st.(*s3.Store); ok {
+		o := s.Options()
+		return o.PartSize * int64(o.Transfers)
+	}
+	return 0
 }
 
 // previous is the archive an incremental backup continues: o.Since, or
