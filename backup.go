@@ -37,7 +37,10 @@ type BackupOptions struct {
 	SetID string
 	// Since names the previous archive of the chain, in the target's
 	// store (or a local file when the target is s3://): only what
-	// changed after it is stored. "": a full backup.
+	// changed after it is stored. "": a full backup. With
+	// Selection.Shard i/n it names the member of shard i of an earlier
+	// set of n, or that set (its manifest or ARCHIVE name: member i is
+	// taken); the member written continues it (see ChainSets).
 	Since string
 	// Compression of archive members ("": zstd).
 	Compression archive.Compression
@@ -81,8 +84,6 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		switch {
 		case name == storage.Stdio:
 			return nil, optionErr("--shard %s: a sharded backup writes a set of archives: give an ARCHIVE name, not -", sh)
-		case o.Since != "":
-			return nil, optionErr("--shard %s with --since: incremental sharded backups are not supported; take a full one", sh)
 		case src.Kind() != KindServer:
 			return nil, optionErr("--shard %s: %s is a database; a sharded backup needs a server URL", sh, src)
 		case strings.HasSuffix(name, ".set.json"):
@@ -120,8 +121,12 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 			}
 			sinceStore = storage.Local{} // a local previous archive, an s3:// new one
 		}
-		if since, err = readSince(ctx, sinceStore, o.Since, o.logf); err != nil {
-			return nil, fmt.Errorf("--since %s: %w", o.Since, err)
+		prev, err := o.previous(ctx, sinceStore)
+		if err != nil {
+			return nil, err
+		}
+		if since, err = readSince(ctx, sinceStore, prev, o.logf); err != nil {
+			return nil, fmt.Errorf("--since %s: %w", prev, err)
 		}
 		if since.Source != "" && since.Source != source {
 			return nil, optionErr("--since %s: that archive is a backup of another server (%s), not of %s (%s); take a full backup (without --since)", o.Since, since.Source, srv.URL(), source)
@@ -135,7 +140,8 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	if _, local := dst.store.(storage.Local); tempDir == "" && local && name != storage.Stdio {
 		tempDir = filepath.Dir(name)
 	}
-	w, err := archive.NewWriter(sink, archive.Options{Compression: o.Compression, Tool: o.Tool, Source: source, Since: since, Shard: shard, TempDir: tempDir})
+	w, err := archive.NewWriter(sink, archive.Options{Compression: o.Compression, Tool: o.Tool, Source: source, Since: since, Shard: shard, TempDir: tempDir,
+		SpoolAhead: spoolAhead(dst.store)})
 	if err != nil {
 		sink.Abort()
 		return nil, fmt.Errorf("write archive: %w", err)
@@ -164,6 +170,43 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		}
 	}
 	return &sum, nil
+}
+
+// spoolAhead is archive.Options.SpoolAhead for a backup into st. An
+// object store's upload takes the stream at a few connections' speed: the
+// databases waiting for their turn may read ahead what the upload holds
+// in flight (part size x transfers), and then wait, so that the stream's
+// owner gets the source's whole read rate and the upload runs while the
+// source is read (not, for most of the archive, after it: the spools
+// left when the source is read are at most one more round of the
+// upload). A local file copies a spool at disk speed: no bound.
+func spoolAhead(st storage.Store) int64 {
+	if s, ok := st.(*s3.Store); ok {
+		o := s.Options()
+		return o.PartSize * int64(o.Transfers)
+	}
+	return 0
+}
+
+// previous is the archive an incremental backup continues: o.Since, or
+// for a sharded backup the member of its shard of the set o.Since names
+// (see shardSince). A backup that is not sharded refuses a set or a
+// member of one (an *OptionError).
+func (o *BackupOptions) previous(ctx context.Context, st storage.Store) (string, error) {
+	if sh := o.Selection.Shard; sh.Sharded() {
+		return shardSince(ctx, st, o.Since, sh)
+	}
+	if o.Since == storage.Stdio {
+		return o.Since, nil
+	}
+	ep := &Endpoint{location: Redact(o.Since), archive: o.Since, store: st}
+	if IsSet(ctx, ep) {
+		return "", optionErr("--since %s is the set of a sharded backup: continue it with sharded backups of the same n (--shard i/n), each given the set", Redact(o.Since))
+	}
+	if h, err := readHeader(ctx, ep); err == nil && h.Shard != nil {
+		return "", optionErr("--since %s is shard %d/%d of a sharded backup: continue it with --shard %d/%d (or take a full backup)", Redact(o.Since), h.Shard.Index, h.Shard.Count, h.Shard.Index, h.Shard.Count)
+	}
+	return o.Since, nil
 }
 
 // readSince reads the seqs an incremental backup continues from, after

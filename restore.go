@@ -88,9 +88,9 @@ type RestorePlan struct {
 	c        *restorer
 	filter   fleet.Filter
 	fullFrom map[string]int
-	// gone holds, per database of the chain absent from its last
-	// archive, the index of the last archive holding it.
-	gone map[string]int
+	// gone holds, per database of a chain absent from the chain's last
+	// archive, the last archive holding it and the chain's last.
+	gone map[string]goneDB
 }
 
 // PlanRestore checks a restore's options and reads the archives' headers
@@ -145,16 +145,13 @@ func (o RestoreOptions) check() (RestoreOptions, fleet.Filter, error) {
 // every present member, each a full archive of its shard's databases,
 // into one target, as if they were one archive. Nothing selected across
 // the set is an error (unless Selection.Sharded); a member that holds
-// no selected database is none.
+// no selected database is none. It is PlanRestoreSets of the one set.
 func PlanRestoreSet(ctx context.Context, set *ArchiveSet, o RestoreOptions) (*RestorePlan, error) {
-	if len(set.Members) == 0 {
-		return nil, fmt.Errorf("restore: no member of set %s is present", set.Manifest)
-	}
-	o, filter, err := o.check()
+	chain, err := ChainSets(set)
 	if err != nil {
 		return nil, err
 	}
-	return &RestorePlan{archives: set.Members, c: &restorer{o: o}, filter: filter}, nil
+	return PlanRestoreSets(ctx, chain, o)
 }
 
 // Run restores the planned archives into dst (see Restore).
@@ -175,7 +172,7 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	// state as of the last archive, so it is not restored.
 	skip := maps.Clone(p.fullFrom)
 	for name := range p.gone {
-		skip[name] = len(archives)
+		skip[name] = len(archives) // in no archive
 	}
 	if tgt.DBName == "" {
 		if names, err := fleet.ListDBs(ctx, tgt.Server, 1000); err == nil {
@@ -210,8 +207,9 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 		if nu, ok := o.Renames[name]; ok {
 			tname = nu
 		}
+		g := p.gone[name]
 		msg := fmt.Sprintf("not restored: deleted at the source since %s (or left out of the later backups' selection): %s, the last archive of the chain, does not hold it; restore the archives up to %s to get it back",
-			archives[p.gone[name]].archive, archives[len(archives)-1].archive, archives[p.gone[name]].archive)
+			archives[g.last].archive, archives[g.end].archive, archives[g.last].archive)
 		c.o.logf("%s: %s", tname, msg)
 		sum.Add(fleet.DBResult{Name: tname, Status: fleet.StatusOK, Warnings: []string{msg}})
 	}

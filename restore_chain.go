@@ -53,66 +53,104 @@ func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, fil
 	return perArchive, nil
 }
 
+// goneDB is a database of a chain absent from the chain's last archive:
+// last is the index of the last archive holding it, end that of its
+// chain's last archive.
+type goneDB struct{ last, end int }
+
 // checkChain reads the headers of archive files and refuses archives that
 // do not form a chain (a full archive, then incrementals in order). For a
-// chain of several it also reads each manifest and returns, per database,
-// the index of the last archive holding a full backup of it: a database
-// recreated at the source between two backups is stored in full again,
-// and its restore starts there (what earlier archives hold of it belongs
-// to the deleted database). A single archive gives a nil map.
-//
-// gone holds, per database of a chain absent from its last archive, the
-// index of the last archive that holds it (nil for a single archive).
-func checkChain(ctx context.Context, archives []*Endpoint) (fullFrom, gone map[string]int, err error) {
+// chain of several it also reads each manifest (see chainStates). A
+// single archive gives nil maps.
+func checkChain(ctx context.Context, archives []*Endpoint) (fullFrom map[string]int, gone map[string]goneDB, err error) {
 	for _, a := range archives {
 		if a.archive == storage.Stdio && len(archives) > 1 {
 			return nil, nil, optionErr("stdin (-) can only be the one archive of a restore")
 		}
 	}
-	if len(archives) == 1 && archives[0].archive == storage.Stdio {
-		return nil, nil, nil
-	}
-	var headers []archive.Header
-	fullFrom = map[string]int{}
-	lastIn := map[string]int{}
-	for i, a := range archives {
-		path := a.archive
-		f, err := a.store.Open(ctx, path)
+	if len(archives) == 1 {
+		if archives[0].archive == storage.Stdio {
+			return nil, nil, nil
+		}
+		h, err := readHeader(ctx, archives[0])
 		if err != nil {
 			return nil, nil, err
 		}
-		var h archive.Header
-		if len(archives) == 1 {
-			h, err = archive.ReadHeader(f)
-		} else {
-			var dbs []archive.DBSummary
-			h, dbs, err = archive.List(f)
+		if err := archive.CheckChain(h); err != nil {
+			return nil, nil, &OptionError{Err: err}
+		}
+		return nil, nil, nil
+	}
+	all := make([]int, len(archives))
+	for i := range all {
+		all[i] = i
+	}
+	headers, fullFrom, gone, err := chainStates(ctx, archives, [][]int{all})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := archive.CheckChain(headers...); err != nil {
+		return nil, nil, &OptionError{Err: err} // the arguments, not the archives, are wrong
+	}
+	return fullFrom, gone, nil
+}
+
+// readHeader reads the header of archive a.
+func readHeader(ctx context.Context, a *Endpoint) (archive.Header, error) {
+	f, err := a.store.Open(ctx, a.archive)
+	if err != nil {
+		return archive.Header{}, err
+	}
+	defer f.Close()
+	h, err := archive.ReadHeader(f)
+	if err != nil {
+		return h, fmt.Errorf("%s: %w", a.archive, err)
+	}
+	return h, nil
+}
+
+// chainStates reads the header and manifest of every archive of chains
+// (each a list of indexes into archives, in chain order; a database is
+// in one chain only, as in the shards of a chain of sets). It returns
+// the headers (by index) and, per database, the index of the last
+// archive of its chain holding a full backup of it: a database recreated
+// at the source between two backups is stored in full again, and its
+// restore starts there (what earlier archives hold of it belongs to the
+// deleted database). gone holds the databases absent from their chain's
+// last archive.
+func chainStates(ctx context.Context, archives []*Endpoint, chains [][]int) ([]archive.Header, map[string]int, map[string]goneDB, error) {
+	headers := make([]archive.Header, len(archives))
+	fullFrom := map[string]int{}
+	gone := map[string]goneDB{}
+	for _, chain := range chains {
+		lastIn := map[string]int{}
+		for k, i := range chain {
+			a := archives[i]
+			f, err := a.store.Open(ctx, a.archive)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			h, dbs, err := archive.List(f)
+			f.Close()
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("%s: %w", a.archive, err)
+			}
+			headers[i] = h
 			for _, d := range dbs {
-				if i == 0 || len(d.Since) == 0 {
+				if k == 0 || len(d.Since) == 0 {
 					fullFrom[d.Name] = i
 				}
 				lastIn[d.Name] = i
 			}
 		}
-		f.Close()
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", path, err)
-		}
-		headers = append(headers, h)
-	}
-	if err := archive.CheckChain(headers...); err != nil {
-		return nil, nil, &OptionError{Err: err} // the arguments, not the archives, are wrong
-	}
-	if len(archives) == 1 {
-		return nil, nil, nil
-	}
-	gone = map[string]int{}
-	for name, i := range lastIn {
-		if i < len(archives)-1 {
-			gone[name] = i
+		end := chain[len(chain)-1]
+		for name, i := range lastIn {
+			if i != end {
+				gone[name] = goneDB{last: i, end: end}
+			}
 		}
 	}
-	return fullFrom, gone, nil
+	return headers, fullFrom, gone, nil
 }
 
 // selectiveIndex returns the index of an archive readable at offsets

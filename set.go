@@ -123,10 +123,28 @@ type ArchiveSet struct {
 	// given ("" when none).
 	Count int
 	SetID string
+	// Incremental says the members are incremental backups, each
+	// continuing the member of its shard of an earlier set (see
+	// ChainSets); false: full backups.
+	Incremental bool
 	// Members are the members present, in shard order; Missing the
 	// names of those absent (only with SetOptions.AllowPartial).
 	Members []*Endpoint
 	Missing []string
+
+	// byShard[i] is shard i's member (nil when missing), headers[i] its
+	// header, locs[i] its name (present or not).
+	byShard []*Endpoint
+	headers []archive.Header
+	locs    []string
+}
+
+// Member returns the member of shard i, nil when it is missing.
+func (s *ArchiveSet) Member(i int) *Endpoint {
+	if i < 0 || i >= len(s.byShard) {
+		return nil
+	}
+	return s.byShard[i]
 }
 
 // IsSet reports whether the archive endpoint ep names a set: its name
@@ -148,10 +166,11 @@ func IsSet(ctx context.Context, ep *Endpoint) bool {
 
 // OpenSet reads the set manifest named by ep (the manifest itself, or
 // the ARCHIVE name the sharded backup was given) and checks the members:
-// each present one must be a full archive whose header says it is shard
-// i of the same n with the same set id, all of one source server.
-// Missing members are an error wrapping ErrPartialSet that names them,
-// unless o.AllowPartial.
+// each present one must be an archive whose header says it is shard i of
+// the same n with the same set id, all of one source server, and all
+// full backups or all incremental ones (ArchiveSet.Incremental; a chain
+// of sets is checked by ChainSets). Missing members are an error
+// wrapping ErrPartialSet that names them, unless o.AllowPartial.
 func OpenSet(ctx context.Context, ep *Endpoint, o SetOptions) (*ArchiveSet, error) {
 	if ep.Kind() != KindArchive || ep.archive == storage.Stdio {
 		return nil, optionErr("%s is not an archive set", ep)
@@ -177,13 +196,16 @@ func OpenSet(ctx context.Context, ep *Endpoint, o SetOptions) (*ArchiveSet, erro
 		return nil, fmt.Errorf("%s: damaged set manifest: %d members for a count of %d", name, len(m.Members), m.Count)
 	}
 	dir, _, _ := splitName(name)
-	set := &ArchiveSet{Manifest: name, Count: m.Count, SetID: m.SetID}
+	set := &ArchiveSet{Manifest: name, Count: m.Count, SetID: m.SetID,
+		byShard: make([]*Endpoint, m.Count), headers: make([]archive.Header, m.Count), locs: make([]string, m.Count)}
 	source, sourceOf := "", ""
+	kindOf := "" // the first member present: its kind must be every member's
 	for i, member := range m.Members {
 		if member == "" || strings.Contains(member, "/") {
 			return nil, fmt.Errorf("%s: damaged set manifest: member %d is %q", name, i, member)
 		}
 		loc := dir + member
+		set.locs[i] = loc
 		f, err := ep.store.Open(ctx, loc)
 		if errors.Is(err, storage.ErrNotExist) {
 			set.Missing = append(set.Missing, loc)
@@ -204,8 +226,12 @@ func OpenSet(ctx context.Context, ep *Endpoint, o SetOptions) (*ArchiveSet, erro
 			return nil, fmt.Errorf("%s is not a member of set %s: it is shard %d of %d, the set wants shard %d of %d", loc, name, sh.Index, sh.Count, i, m.Count)
 		case sh.SetID != m.SetID:
 			return nil, fmt.Errorf("%s is not a member of set %s: it was written by run %q, the set by run %q (a worker of another run left it)", loc, name, sh.SetID, m.SetID)
-		case h.Since != nil:
-			return nil, fmt.Errorf("%s is an incremental archive: sets of incremental backups are not supported", loc)
+		}
+		switch {
+		case kindOf == "":
+			kindOf, set.Incremental = loc, h.Since != nil
+		case set.Incremental != (h.Since != nil):
+			return nil, fmt.Errorf("set %s mixes full and incremental members (%s is %s, %s is not): give every worker of one run the same --since, or none", name, kindOf, incrementalWord(set.Incremental), loc)
 		}
 		if h.Source != "" {
 			if source != "" && h.Source != source {
@@ -213,11 +239,20 @@ func OpenSet(ctx context.Context, ep *Endpoint, o SetOptions) (*ArchiveSet, erro
 			}
 			source, sourceOf = h.Source, loc
 		}
-		set.Members = append(set.Members, &Endpoint{scheme: ep.scheme, location: Redact(loc), archive: loc, store: ep.store})
+		mep := &Endpoint{scheme: ep.scheme, location: Redact(loc), archive: loc, store: ep.store}
+		set.Members = append(set.Members, mep)
+		set.byShard[i], set.headers[i] = mep, h
 	}
 	if len(set.Missing) > 0 && !o.AllowPartial {
 		return nil, fmt.Errorf("%w: %d of %d members are missing (%s): their databases would not be restored or checked; give --allow-partial to use the %d present",
 			ErrPartialSet, len(set.Missing), m.Count, strings.Join(set.Missing, ", "), len(set.Members))
 	}
 	return set, nil
+}
+
+func incrementalWord(incremental bool) string {
+	if incremental {
+		return "incremental"
+	}
+	return "a full backup"
 }

@@ -23,14 +23,23 @@ import (
 // seq reached). Safe for concurrent use, except that Close and Abort must
 // not overlap other calls.
 type DBWriter struct {
-	w      *Writer
-	name   string
-	dir    string
-	direct bool // writes straight into the archive's tar stream
+	w    *Writer
+	name string
+	dir  string
 
+	// spoolMu guards where the group's members go: straight into the
+	// archive's tar stream (direct: it owns the stream), or into its
+	// spool, a temporary tar file created at the first member, copied
+	// into the stream when it is the stream's turn (see Writer). direct
+	// only ever turns true: when the database is opened as the owner, or
+	// promoted to owner while open (its spool copied first). closing:
+	// finish began, the database is not promoted any more.
 	spoolMu sync.Mutex
+	direct  bool
+	closing bool
 	spool   *os.File
 	stw     *tar.Writer
+	spooled atomic.Int64 // bytes in the spool not yet in the stream
 
 	mu          sync.Mutex
 	err         error
@@ -274,15 +283,6 @@ func (d *DBWriter) startLocked() error {
 	}
 	d.startMeta, _ = json.Marshal(m.Metadata)
 	raw = append(raw, '\n')
-	if !d.direct {
-		f, err := os.CreateTemp(d.w.opts.TempDir, "sofa-spool-*.tar")
-		if err != nil {
-			d.err = fmt.Errorf("archive: spool for %q: %w", d.name, err)
-			return d.err
-		}
-		_ = os.Remove(f.Name()) // unlinked at once where the OS allows: no leftovers
-		d.spool, d.stw = f, tar.NewWriter(f)
-	}
 	if err := d.emit(metaName(d.dir), raw, int64(len(raw)), sha256.Sum256(raw), true); err != nil {
 		d.err = err
 		return err
@@ -297,17 +297,35 @@ func (d *DBWriter) emit(name string, stored []byte, rawSize int64, rawSum [32]by
 	if !plain {
 		sum = sha256.Sum256(stored)
 	}
-	if d.direct {
-		d.w.mu.Lock()
-		err := d.w.writeMemberLocked(name, stored, rawSize, rawSum, sum)
-		d.w.mu.Unlock()
-		if err == nil {
-			d.storedBytes.Add(int64(len(stored)))
-		}
+	d.spoolMu.Lock()
+	if !d.direct {
+		err := d.spoolLocked(name, stored, rawSize, rawSum, sum)
+		d.spoolMu.Unlock()
 		return err
 	}
-	d.spoolMu.Lock()
-	defer d.spoolMu.Unlock()
+	d.spoolMu.Unlock()
+	// direct stays true: the stream's lock orders this member after the
+	// spool a promotion copied
+	d.w.mu.Lock()
+	err := d.w.writeMemberLocked(name, stored, rawSize, rawSum, sum)
+	d.w.mu.Unlock()
+	if err == nil {
+		d.storedBytes.Add(int64(len(stored)))
+	}
+	return err
+}
+
+// spoolLocked appends one member to the spool (d.spoolMu held), created
+// at the first.
+func (d *DBWriter) spoolLocked(name string, stored []byte, rawSize int64, rawSum, sum [32]byte) error {
+	if d.stw == nil {
+		f, err := os.CreateTemp(d.w.opts.TempDir, "sofa-spool-*.tar")
+		if err != nil {
+			return fmt.Errorf("archive: spool for %q: %w", d.name, err)
+		}
+		_ = os.Remove(f.Name()) // unlinked at once where the OS allows: no leftovers
+		d.spool, d.stw = f, tar.NewWriter(f)
+	}
 	if err := d.stw.WriteHeader(d.w.tarHeader(name, int64(len(stored)), rawSize, sum, rawSum)); err != nil {
 		return fmt.Errorf("archive: spool for %q: %w", d.name, err)
 	}
@@ -315,5 +333,47 @@ func (d *DBWriter) emit(name string, stored []byte, rawSize int64, rawSum [32]by
 		return fmt.Errorf("archive: spool for %q: %w", d.name, err)
 	}
 	d.storedBytes.Add(int64(len(stored)))
+	n := int64(len(stored)) + 512 // with its header, about
+	d.spooled.Add(n)
+	d.w.spooled.Add(n)
 	return nil
 }
+
+// Pace (replicate.Pacer) holds a database's next read while another
+// database owns the archive's stream and the spools hold
+// Options.SpoolAhead bytes or more (never with SpoolAhead 0, and never
+// the owner's). Before it waits it calls release (the engine writes what
+// it holds); it returns once the stream is this database's, the spools
+// were copied below the limit, no database owns the stream, or the
+// archive failed; ctx.Err() if ctx is done first.
+func (d *DBWriter) Pace(ctx context.Context, release func() error) error {
+	w := d.w
+	if w.opts.SpoolAhead <= 0 {
+		return nil
+	}
+	released := false
+	for {
+		turn := w.turnChan()
+		o := w.ownerNow.Load()
+		if o == nil || o == d || w.spooled.Load() < w.opts.SpoolAhead || w.broken.Load() {
+			return nil
+		}
+		if !released {
+			released = true
+			if err := release(); err != nil {
+				return err
+			}
+			continue // look again: the write may have changed the turn
+		}
+		w.pacing.Add(1)
+		select {
+		case <-turn:
+			w.pacing.Add(-1)
+		case <-ctx.Done():
+			w.pacing.Add(-1)
+			return ctx.Err()
+		}
+	}
+}
+
+var _ replicate.Pacer = (*DBWriter)(nil)

@@ -1,8 +1,16 @@
 package archive
 
 import (
+	"sync"
+
 	"github.com/sofadb/sofa/replicate"
 )
+
+// blobBufs holds buffers for compressed blobs, reused from one blob to
+// the next (up to maxPooledBlob bytes each).
+var blobBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledBlob = 16 << 20
 
 // blobWait lets writers referencing a blob another goroutine is still
 // writing wait for it, so a blob always precedes its first reference.
@@ -31,14 +39,24 @@ func (d *DBWriter) ensureBlob(sum [32]byte, a *replicate.Attachment) error {
 		b.err = nil
 	} else {
 		codec := d.w.opts.Compression
-		var stored []byte
+		var stored, comp []byte
+		var buf *[]byte
 		if codec != None && a.Encoding == "" {
-			stored = compress(codec, nil, a.Data)
+			buf = blobBufs.Get().(*[]byte)
+			comp = compress(codec, (*buf)[:0], a.Data)
+			stored = comp
 		}
 		if codec == None || a.Encoding != "" || len(stored) >= len(a.Data) {
 			codec, stored = None, a.Data // already compressed, or incompressible
 		}
 		b.err = d.emit(blobName(sum, codec), stored, int64(len(a.Data)), sum, codec == None)
+		// Compressing an attachment (often an incompressible one: an
+		// image, an archive) makes megabytes of output: the buffer is
+		// reused from blob to blob, once emit has copied it.
+		if buf != nil && cap(comp) <= maxPooledBlob {
+			*buf = comp[:0]
+			blobBufs.Put(buf)
+		}
 		if b.err == nil {
 			d.nblobs.Add(1)
 			d.blobBytes.Add(int64(len(a.Data)))

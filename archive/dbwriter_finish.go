@@ -41,6 +41,12 @@ func (d *DBWriter) finish(reason string) error {
 	if err == nil {
 		err = d.jobError()
 	}
+	// From here on the group is not promoted: its counts are final and
+	// its members go where direct says.
+	d.spoolMu.Lock()
+	d.closing = true
+	direct := d.direct
+	d.spoolMu.Unlock()
 	d.mu.Lock()
 	d.summary.Seq = d.seq
 	// Checkpoints carry forward: a database unchanged since the previous
@@ -68,7 +74,7 @@ func (d *DBWriter) finish(reason string) error {
 			err = d.emit(endName(d.dir), raw, int64(len(raw)), sha256.Sum256(raw), true)
 		}
 	}
-	if err == nil && !d.direct {
+	if err == nil && !direct && d.stw != nil {
 		d.spoolMu.Lock()
 		err = d.stw.Flush()
 		d.spoolMu.Unlock()
@@ -81,7 +87,7 @@ func (d *DBWriter) finish(reason string) error {
 		d.w.fail(err)
 		d.w.mu.Unlock()
 	}
-	if ferr := d.w.finishDB(d, sum); err == nil {
+	if ferr := d.w.finishDB(d, sum, direct); err == nil {
 		err = ferr
 	}
 	return err

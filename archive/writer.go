@@ -6,12 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,6 +43,14 @@ type Options struct {
 	Shard *Shard
 	// Now returns the creation time; nil means time.Now.
 	Now func() time.Time
+	// SpoolAhead bounds what databases read while another one owns the
+	// stream: once the spools hold this many bytes not yet in the stream,
+	// their next batches wait (DBWriter.Pace) until the stream is theirs
+	// or the spools were copied below it. For a slow stream (an object
+	// store's upload) that keeps the owner reading at the source's full
+	// rate, so the stream is fed while the source is read, not after;
+	// 0: no bound (a local file takes a spool as fast as it is copied).
+	SpoolAhead int64
 	// ChunkWorkers is the number of doc chunks of the whole archive
 	// compressed at once, off the callers of WriteDocs; it bounds the
 	// chunks held in memory (each up to ChunkSize plus one revision, with
@@ -58,8 +66,11 @@ type Options struct {
 // implement replicate.Target and may be used from many goroutines at once.
 // Every database's members are contiguous in the stream: the first handle
 // opened while no other one owns the stream writes straight through; the
-// others spool their members to a temporary file that is appended when the
-// database is closed and the stream is free. Close writes the manifest and
+// others spool their members to a temporary file. When the owner closes,
+// the spools of databases closed meanwhile are appended, then the open
+// database with the largest spool becomes the owner (its spool appended,
+// its next members written straight through); a database closed while
+// another owns the stream waits in line. Close writes the manifest and
 // the tar trailer; it does not close the underlying io.Writer.
 //
 // Errors are sticky: once a write to the underlying writer fails, every
@@ -85,6 +96,16 @@ type Writer struct {
 	members   spillBuffer           // manifest member entries, comma-separated JSON
 	summaries []DBSummary
 	totals    Totals
+
+	// for DBWriter.Pace, read without mu: the owner, the bytes spooled
+	// and not yet in the stream, whether the stream failed; turn is
+	// closed (and replaced) whenever one of them changes for the better
+	ownerNow atomic.Pointer[DBWriter]
+	spooled  atomic.Int64
+	broken   atomic.Bool
+	pacing   atomic.Int32 // databases waiting in Pace
+	turnMu   sync.Mutex
+	turn     chan struct{}
 }
 
 // NewWriter starts an archive on w and writes its header member. It fails
@@ -162,8 +183,8 @@ func (w *Writer) Database(name string) (*DBWriter, error) {
 	}
 	d := newDBWriter(w, name, dir)
 	if w.owner == nil {
-		w.owner = d
-		d.direct = true
+		d.direct = true // not shared yet
+		w.setOwnerLocked(d)
 	}
 	w.names[name] = true
 	w.dirs[dir] = name
@@ -211,6 +232,8 @@ func (w *Writer) Close() error {
 func (w *Writer) fail(err error) error {
 	if w.err == nil {
 		w.err = err
+		w.broken.Store(true)
+		w.wake()
 	}
 	return w.err
 }
@@ -267,109 +290,4 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// finishDB is called by a closed DBWriter: its group is complete (direct)
-// or spooled and ready to be appended.
-func (w *Writer) finishDB(d *DBWriter, sum DBSummary) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.open, d)
-	d.summary = sum
-	refs := make([][32]byte, 0, len(d.blobs))
-	for k := range d.blobs {
-		refs = append(refs, k)
-	}
-	w.ix.refs[d.dir] = refs
-	if d.direct {
-		w.summaries = append(w.summaries, sum)
-		w.owner = nil
-		for len(w.queue) > 0 {
-			q := w.queue[0]
-			w.queue = w.queue[1:]
-			_ = w.appendSpoolLocked(q)
-		}
-		return w.err
-	}
-	if w.owner != nil {
-		w.queue = append(w.queue, d)
-		return w.err
-	}
-	return w.appendSpoolLocked(d)
-}
-
-// appendSpoolLocked copies a spooled database group into tw, dropping
-// blobs that another group committed meanwhile. It re-checks every
-// member's checksum on the way (the spool is on local disk).
-func (w *Writer) appendSpoolLocked(d *DBWriter) error {
-	defer d.removeSpool()
-	if w.err != nil {
-		return w.err
-	}
-	if _, err := d.spool.Seek(0, io.SeekStart); err != nil {
-		return w.fail(fmt.Errorf("archive: spool of %q: %w", d.name, err))
-	}
-	sum := d.summary
-	tr := tar.NewReader(d.spool)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return w.fail(fmt.Errorf("archive: spool of %q: %w", d.name, err))
-		}
-		p, perr := parseName(h.Name)
-		if perr != nil {
-			return w.fail(perr)
-		}
-		if p.kind == kindBlob {
-			if _, dup := w.committed[p.sum]; dup {
-				rawSize, _ := strconv.ParseInt(h.PAXRecords[paxRawSize], 10, 64)
-				sum.Blobs--
-				sum.BlobBytes -= rawSize
-				sum.StoredBytes -= h.Size
-				continue
-			}
-		}
-		if p.kind == kindEnd {
-			// the end member carries the final summary, blobs dropped above
-			// included: rewrite it.
-			raw, err := d.endJSON(sum)
-			if err != nil {
-				return w.fail(err)
-			}
-			s := sha256.Sum256(raw)
-			if err := w.writeMemberLocked(h.Name, raw, int64(len(raw)), s, s); err != nil {
-				return err
-			}
-			continue
-		}
-		start, err := w.offsetLocked()
-		if err != nil {
-			return w.fail(fmt.Errorf("archive: write %q: %w", h.Name, err))
-		}
-		if err := w.tw.WriteHeader(h); err != nil {
-			return w.fail(fmt.Errorf("archive: write %q: %w", h.Name, err))
-		}
-		hs := sha256.New()
-		n, err := io.Copy(io.MultiWriter(w.tw, hs), tr)
-		if err != nil {
-			return w.fail(fmt.Errorf("archive: write %q: %w", h.Name, err))
-		}
-		if err := w.noteSpanLocked(h.Name, start); err != nil {
-			return err
-		}
-		var got [32]byte
-		hs.Sum(got[:0])
-		if hex.EncodeToString(got[:]) != h.PAXRecords[paxSHA256] {
-			return w.fail(memberErr(h.Name, ErrChecksum, "spool file changed on disk"))
-		}
-		var rawSum [32]byte
-		_, _ = hex.Decode(rawSum[:], []byte(h.PAXRecords[paxRawSHA256]))
-		rawSize, _ := strconv.ParseInt(h.PAXRecords[paxRawSize], 10, 64)
-		if err := w.noteMemberLocked(h.Name, n, rawSize, got, rawSum); err != nil {
-			return err
-		}
-	}
-	w.summaries = append(w.summaries, sum)
-	return nil
-}
+// offsetLocked is the offset of the next member: what tw wrote, with the

@@ -40,6 +40,11 @@ func (r *run) resolveAttachments(ctx context.Context, docs []*Doc, reqs []RevReq
 			clear(read)
 			lastID = d.ID
 		}
+		if d.NeedsAttachments() {
+			if err := r.pace(ctx, func() error { return w.flush(ctx) }); err != nil {
+				return err
+			}
+		}
 		pre := d.Size()
 		key := d.ID + "\x00" + d.Rev
 		readable, err := r.readAttachments(ctx, d, have[key], held[key], w, read)
@@ -329,6 +334,18 @@ func highestInHistory(d *Doc, revs []string) int {
 type sizeEstimator struct {
 	mu  sync.Mutex
 	avg float64
+}
+
+// seed starts the estimate at the source's own average, its
+// sizes.external over its rows (CouchDB), when it gives one: the first
+// _bulk_get of a database of 2 MiB documents then asks for two of them,
+// not for 100 (200 MiB in one answer, before any size was seen).
+func (s *sizeEstimator) seed(info DBInfo) {
+	if rows := info.DocCount + info.DelCount; info.Bytes > 0 && rows > 0 {
+		s.mu.Lock()
+		s.avg = float64(info.Bytes) / float64(rows)
+		s.mu.Unlock()
+	}
 }
 
 func (r *run) observeSize(bytes int64, n int) {

@@ -202,6 +202,17 @@ type StartSeqSetter interface {
 	SetStartSeq(since Seq)
 }
 
+// Pacer is an optional Target interface: the engine calls Pace before it
+// starts each batch and before each fetch (_bulk_get) within one, and
+// waits while Pace does. A target that cannot take more for now (an
+// archive database that may not write to the archive's stream yet and
+// has spooled its share) first calls release, which writes what the
+// worker holds (so that it waits holding none of the in-flight budget),
+// then returns once it can take more, or ctx.Err().
+type Pacer interface {
+	Pace(ctx context.Context, release func() error) error
+}
+
 // LocalRevver is an optional Endpoint interface: the `_rev` a successful
 // PutLocal gave the document, so a checkpoint update needs no re-read.
 type LocalRevver interface {

@@ -150,6 +150,7 @@ func open(ctx context.Context, src Source, tgt Target, opts Options) (*Session, 
 	}
 	res.ReplicationID = ReplicationID(sinfo.Identity, tinfo.Identity, opts.ContentOptions...)
 	r.srcInfo = sinfo
+	r.size.seed(sinfo)
 	cp := &checkpointer{id: res.ReplicationID, session: newSessionID(), startTime: t0,
 		source: src, target: tgt, srcInst: sinfo.InstanceStart, tgtInst: tinfo.InstanceStart, warn: r.warn,
 		srcOff: opts.SourceReadOnly}

@@ -90,6 +90,19 @@ func (r *run) wrote(ctx context.Context, n int64) {
 	}
 }
 
+// pace waits while a Pacer target asks to (see Pacer); release, when not
+// nil, writes what the worker holds before it waits.
+func (r *run) pace(ctx context.Context, release func() error) error {
+	p, ok := r.tgt.(Pacer)
+	if !ok {
+		return nil
+	}
+	if release == nil {
+		release = func() error { return nil }
+	}
+	return p.Pace(ctx, release)
+}
+
 // maxBatchAttempts bounds the tries of one batch in a continuous run
 // (each request is itself retried by the client for minutes).
 const maxBatchAttempts = 8
@@ -98,6 +111,9 @@ const maxBatchAttempts = 8
 // that fails (target or source unreachable beyond the client's own
 // retries) is tried again after a backoff, since writes are idempotent.
 func (r *run) runBatch(ctx context.Context, b *batch, tr *tracker) error {
+	if err := r.pace(ctx, nil); err != nil {
+		return err
+	}
 	for attempt := 1; ; attempt++ {
 		acct := &batchAcct{}
 		err := r.process(context.WithValue(ctx, batchFailedKey{}, acct), b)

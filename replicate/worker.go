@@ -163,6 +163,9 @@ func (r *run) process(ctx context.Context, b *batch) error {
 		n := min(len(reqs), r.fetchChunk())
 		chunk := reqs[:n]
 		reqs = reqs[n:]
+		if err := r.pace(ctx, func() error { return w.flush(ctx) }); err != nil {
+			return err
+		}
 		docs, errs, err := r.src.FetchRevs(ctx, chunk)
 		if err != nil {
 			return fmt.Errorf("source: %w", err)

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sofadb/sofa/internal/flock"
 )
 
 // Stdio is the name under which Local reads stdin and writes stdout.
@@ -35,8 +37,9 @@ type Local struct {
 
 var _ Store = Local{}
 
-// errTempBusy says another process holds the lock on a temporary file.
-var errTempBusy = errors.New("temporary file is locked by a running writer")
+// lockTemp takes the flock of a temporary file (flock.ErrBusy when a
+// running writer holds it).
+func lockTemp(f *os.File) error { return flock.TryLock(f) }
 
 // tempPrefix is the name, without its random suffix, of the temporary
 // files of archives written to path.
@@ -88,7 +91,7 @@ func createLockedTemp(path string) (string, *os.File, error) {
 		}
 		if err := lockTemp(f); err != nil {
 			f.Close()
-			if errors.Is(err, errTempBusy) {
+			if errors.Is(err, flock.ErrBusy) {
 				continue // taken by a scanner that is removing it
 			}
 			os.Remove(tmp)
@@ -111,7 +114,7 @@ func createLockedTemp(path string) (string, *os.File, error) {
 // like a temporary file of this final name. It returns the removed paths;
 // failures are ignored (the file simply stays).
 func removeStaleTemps(path string) []string {
-	if !canLockTemps {
+	if !flock.Supported {
 		return nil
 	}
 	dir, prefix := filepath.Dir(path), tempPrefix(path)

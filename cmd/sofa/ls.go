@@ -118,14 +118,19 @@ func lsSet(ctx context.Context, s3f *s3Flags, set *sofa.ArchiveSet, jsonOut bool
 		Databases []archive.DBSummary `json:"databases"`
 	}
 	out := struct {
-		Set     string   `json:"set"`
-		Count   int      `json:"count"`
-		SetID   string   `json:"set_id,omitempty"`
-		Missing []string `json:"missing,omitempty"`
-		Members []member `json:"members"`
-	}{Set: set.Manifest, Count: set.Count, SetID: set.SetID, Missing: set.Missing}
+		Set         string   `json:"set"`
+		Count       int      `json:"count"`
+		SetID       string   `json:"set_id,omitempty"`
+		Incremental bool     `json:"incremental,omitempty"`
+		Missing     []string `json:"missing,omitempty"`
+		Members     []member `json:"members"`
+	}{Set: set.Manifest, Count: set.Count, SetID: set.SetID, Incremental: set.Incremental, Missing: set.Missing}
 	if !jsonOut {
-		fmt.Printf("set %s: %d members (set id %q)\n", set.Manifest, set.Count, set.SetID)
+		kind := "full backups"
+		if set.Incremental {
+			kind = "incremental backups"
+		}
+		fmt.Printf("set %s: %d members, %s (set id %q)\n", set.Manifest, set.Count, kind, set.SetID)
 		for _, m := range set.Missing {
 			fmt.Printf("member %s: MISSING\n", m)
 		}

@@ -72,8 +72,11 @@ into. --replace and --reuse-existing cannot be given together.
 
 The set of a sharded backup (backup --shard) is restored as one archive:
 name its manifest (NAME.set.json) or the ARCHIVE the backup was given. A
-set missing a member is refused unless --allow-partial; a member of another
-run or of another number of shards is always refused.
+chain of sets (the full set, then the sets of backup --shard i/n --since)
+is restored as a chain, shard by shard. A set missing a member is refused
+unless --allow-partial (then the shards with a member missing anywhere in
+the chain are left out); a member of another run or of another number of
+shards is always refused.
 
 ` + exitCodesHelp,
 		Example: `  sofa restore full.sofa http://admin:pw@new:5984
@@ -81,6 +84,7 @@ run or of another number of shards is always refused.
   sofa restore s3://backups/full.sofa s3://backups/inc1.sofa http://admin:pw@new:5984
   sofa restore orders.sofa http://admin:pw@new:5984 --rename orders=orders-copy
   sofa restore backup.set.json http://admin:pw@new:5984   # every member of a sharded backup
+  sofa restore full.set.json inc1.set.json http://admin:pw@new:5984   # a chain of sets
   ssh elsewhere 'cat orders.sofa' | sofa restore - http://admin:pw@new:5984/orders`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
@@ -133,25 +137,14 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 		}
 		renames[old] = nu
 	}
-	var archs []*sofa.Endpoint
-	var set *sofa.ArchiveSet
-	for _, p := range paths {
-		a, err := sofa.Open(ctx, p, c.s3.openOptions())
-		if err != nil {
-			return libErr(err)
+	archs, chain, err := openArchives(ctx, &c.s3, paths, c.allowPartial)
+	if err != nil {
+		return err
+	}
+	if chain != nil {
+		for _, m := range chain.Missing {
+			fmt.Fprintf(os.Stderr, "sofa: warning: member %s of the set is missing (--allow-partial): the databases of its shard are not restored\n", m)
 		}
-		if sofa.IsSet(ctx, a) {
-			if len(paths) > 1 {
-				return usageErr("%s is the set of a sharded backup: restore it alone (chains of sets are not supported)", p)
-			}
-			if set, err = openSet(ctx, &c.s3, p, c.allowPartial); err != nil {
-				return err
-			}
-			for _, m := range set.Missing {
-				fmt.Fprintf(os.Stderr, "sofa: warning: member %s of the set is missing (--allow-partial): its databases are not restored\n", m)
-			}
-		}
-		archs = append(archs, a)
 	}
 	ropts := sofa.RestoreOptions{
 		Engine:         c.engine.options(),
@@ -162,9 +155,8 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 		RunControl: c.control.runControl(&c.out, nil),
 	}
 	var plan *sofa.RestorePlan
-	var err error
-	if set != nil {
-		plan, err = sofa.PlanRestoreSet(ctx, set, ropts)
+	if chain != nil {
+		plan, err = sofa.PlanRestoreSets(ctx, chain, ropts)
 	} else {
 		plan, err = sofa.PlanRestore(ctx, archs, ropts)
 	}

@@ -70,7 +70,8 @@ func s3Objects(t *testing.T, endpoint, bucket string) []string {
 
 // TestS3_BackupRestoreChainThroughFaults: a full and an incremental
 // backup to versitygw through the fault proxy (500s, 503 SlowDown,
-// resets after a part was sent, slow parts, reads cut mid-body) complete;
+// resets after a part was sent and while it is sent, slow parts, reads
+// cut mid-body) complete, and print nothing but their summaries;
 // verify checks each alone and the full one against the source; ls lists
 // them; the chain restored from the bucket equals the source (compared
 // by couchtest.CompareDBs, independent of sofa). No multipart upload is
@@ -92,6 +93,7 @@ func TestS3_BackupRestoreChainThroughFaults(t *testing.T) {
 		{Name: "slowdown", Method: "PUT", After: 1, Times: 2, Fault: faultproxy.Status, Status: 503,
 			Body: `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`},
 		{Name: "reset", Method: "PUT", After: 2, Times: 2, Fault: faultproxy.ResetAfterForward},
+		{Name: "reset-mid-part", Method: "PUT", After: 3, Times: 2, Fault: faultproxy.ResetMidRequest, CutBytes: 1 << 20},
 		{Name: "slow", Method: "PUT", After: 2, Times: 2, Delay: 500 * time.Millisecond},
 		{Name: "cut-get", Method: "GET", After: 1, Times: 3, Fault: faultproxy.ResetMidBody, CutBytes: 512 << 10},
 	}
@@ -99,14 +101,22 @@ func TestS3_BackupRestoreChainThroughFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	full, inc := "s3://"+bucket+"/nightly/full.sofa", "s3://"+bucket+"/nightly/inc.sofa"
-	s3Sofa(t, bin, env, append([]string{"backup", src.URL, full, "-q"}, flags...)...).want(t, exitOK)
-	s3Sofa(t, bin, env, append([]string{"verify", full, src.URL, "-q"}, flags...)...).want(t, exitOK)
+	quiet := func(args ...string) {
+		t.Helper()
+		r := s3Sofa(t, bin, env, append(args, flags...)...)
+		r.want(t, exitOK)
+		if strings.TrimSpace(r.stderr) != "" {
+			t.Errorf("sofa %s -q printed:\n%s", args[0], r.stderr)
+		}
+	}
+	quiet("backup", src.URL, full, "-q")
+	quiet("verify", full, src.URL, "-q")
 
 	arWrite(t, src, "notes", true, arSmallDocs("later", 50)...)
 	arCreate(t, src, "fresh", true, s3AttDocs("f", 3, 100<<10)...)
-	s3Sofa(t, bin, env, append([]string{"backup", src.URL, inc, "--since", full, "-q"}, flags...)...).want(t, exitOK)
+	quiet("backup", src.URL, inc, "--since", full, "-q")
 	for _, a := range []string{full, inc} {
-		s3Sofa(t, bin, env, append([]string{"verify", a, "-q"}, flags...)...).want(t, exitOK)
+		quiet("verify", a, "-q")
 	}
 	r := s3Sofa(t, bin, env, "ls", "--json", inc)
 	r.want(t, exitOK)
@@ -211,6 +221,12 @@ func TestS3_BadInput(t *testing.T) {
 	}{
 		{"missing bucket backup", nil, []string{"backup", src.URL, "s3://no-such-bucket/x.sofa"}, exitFatal, "bucket no-such-bucket does not exist"},
 		{"missing bucket ls", nil, []string{"ls", "s3://no-such-bucket/x.sofa"}, exitFatal, "bucket no-such-bucket does not exist"},
+		{"missing bucket verify", nil, []string{"verify", "s3://no-such-bucket/x.sofa"}, exitFatal, "bucket no-such-bucket does not exist"},
+		{"missing bucket restore", nil, []string{"restore", "s3://no-such-bucket/x.sofa", src.URL}, exitFatal, "bucket no-such-bucket does not exist"},
+		{"missing bucket since", nil, []string{"backup", src.URL, "s3://" + bucket + "/z.sofa", "--since", "s3://no-such-bucket/x.sofa"}, exitFatal, "bucket no-such-bucket does not exist"},
+		{"wrong credentials ls", []string{"AWS_SECRET_ACCESS_KEY=" + wrongSecret}, []string{"ls", good}, exitFatal, "access denied"},
+		{"wrong credentials restore", []string{"AWS_SECRET_ACCESS_KEY=" + wrongSecret}, []string{"restore", good, src.URL}, exitFatal, "access denied"},
+		{"unknown access key", []string{"AWS_ACCESS_KEY_ID=AKIANOSUCHKEY0000000"}, []string{"verify", good}, exitFatal, "access denied"},
 		{"wrong credentials", []string{"AWS_SECRET_ACCESS_KEY=" + wrongSecret}, []string{"verify", good}, exitFatal, "access denied"},
 		{"wrong credentials backup", []string{"AWS_SECRET_ACCESS_KEY=" + wrongSecret}, []string{"backup", src.URL, "s3://" + bucket + "/y.sofa"}, exitFatal, "access denied"},
 		{"missing object", nil, []string{"restore", "s3://" + bucket + "/none.sofa", src.URL}, exitFatal, "does not exist"},
@@ -218,6 +234,10 @@ func TestS3_BadInput(t *testing.T) {
 		{"not an archive ls", nil, []string{"ls", "s3://" + bucket + "/notes.txt"}, exitFatal, "s3://" + bucket + "/notes.txt"},
 		{"truncated", nil, []string{"verify", "s3://" + bucket + "/half.sofa"}, exitFatal, "s3://" + bucket + "/half.sofa"},
 		{"truncated restore", nil, []string{"restore", "s3://" + bucket + "/half.sofa", src.URL}, exitFatal, "half.sofa"},
+		{"truncated ls", nil, []string{"ls", "s3://" + bucket + "/half.sofa"}, exitFatal, "half.sofa"},
+		{"truncated since", nil, []string{"backup", src.URL, "s3://" + bucket + "/z.sofa", "--since", "s3://" + bucket + "/half.sofa"}, exitFatal, "half.sofa"},
+		{"not an archive since", nil, []string{"backup", src.URL, "s3://" + bucket + "/z.sofa", "--since", "s3://" + bucket + "/notes.txt"}, exitFatal, "notes.txt"},
+		{"not an archive restore", nil, []string{"restore", "s3://" + bucket + "/notes.txt", src.URL}, exitFatal, "notes.txt"},
 		{"no key", nil, []string{"verify", "s3://" + bucket}, exitUsage, "not an s3://BUCKET/KEY location"},
 		{"exists", nil, []string{"backup", src.URL, good}, exitUsage, "--force"},
 		{"s3 since, local archive", nil, []string{"backup", src.URL, filepath.Join(t.TempDir(), "y.sofa"), "--since", good}, exitUsage, "needs an s3:// archive to write"},
@@ -234,7 +254,8 @@ func TestS3_BadInput(t *testing.T) {
 			if strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
 				t.Errorf("more than one line on stderr:\n%s", r.stderr)
 			}
-			if strings.Contains(r.stderr+r.stdout, wrongSecret) || strings.Contains(r.stderr+r.stdout, s3test.SecretKey) {
+			if out := r.stderr + r.stdout; strings.Contains(out, wrongSecret) || strings.Contains(out, s3test.SecretKey) ||
+				strings.Contains(out, s3test.AccessKey) || strings.Contains(out, "AKIANOSUCHKEY") {
 				t.Errorf("output holds the secret:\n%s", r.stderr)
 			}
 		})

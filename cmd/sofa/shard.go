@@ -41,3 +41,37 @@ func openSet(ctx context.Context, s3f *s3Flags, path string, allowPartial bool) 
 	}
 	return set, nil
 }
+
+// openArchives opens the archives of a restore or a chain check: plain
+// archives (a chain), or sets of sharded backups (a chain of sets: the
+// full set, then incremental ones), never a mix. chain is nil for plain
+// archives.
+func openArchives(ctx context.Context, s3f *s3Flags, paths []string, allowPartial bool) ([]*sofa.Endpoint, *sofa.SetChain, error) {
+	var archs []*sofa.Endpoint
+	var sets []*sofa.ArchiveSet
+	for _, p := range paths {
+		a, err := sofa.Open(ctx, p, s3f.openOptions())
+		if err != nil {
+			return nil, nil, libErr(err)
+		}
+		if sofa.IsSet(ctx, a) {
+			set, err := sofa.OpenSet(ctx, a, sofa.SetOptions{AllowPartial: allowPartial})
+			if err != nil {
+				return nil, nil, libErr(err)
+			}
+			sets = append(sets, set)
+		}
+		archs = append(archs, a)
+	}
+	switch {
+	case len(sets) == 0:
+		return archs, nil, nil
+	case len(sets) != len(paths):
+		return nil, nil, usageErr("give a chain of archives or a chain of sets, not both: %d of the %d are sets of sharded backups", len(sets), len(paths))
+	}
+	chain, err := sofa.ChainSets(sets...)
+	if err != nil {
+		return nil, nil, libErr(err)
+	}
+	return archs, chain, nil
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -58,19 +59,27 @@ the manifest. With ARCHIVE and a URL: compare each database of the archive
 with the database of the same name on that server (or the one database of
 a database URL), as above.
 
+With several ARCHIVEs (a full one, then its incrementals in order): check
+each alone as above, and that they form a chain (each continues the one
+before it), as a restore of them would.
+
 The set of a sharded backup (backup --shard) is checked, or compared with a
 server, as one archive: name its manifest (NAME.set.json) or the ARCHIVE the
-backup was given. A set missing a member is refused unless --allow-partial.
+backup was given. A chain of sets (the full set, then incremental sets) is
+checked member by member and shard by shard. A set missing a member is
+refused unless --allow-partial.
 
 ` + exitCodesHelp,
 		Example: `  sofa verify http://admin:pw@old:5984/orders http://admin:pw@new:5984/orders --full
   sofa verify backup.sofa
   sofa verify s3://backups/full.sofa --s3-endpoint http://minio:9000 --s3-path-style
   sofa verify backup.sofa http://admin:pw@new:5984 --full
+  sofa verify full.sofa inc1.sofa inc2.sofa
+  sofa verify full.set.json inc1.set.json
   sofa verify http://admin:pw@old:5984 http://admin:pw@new:5984 --exclude 'tmp-*' --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) < 1 || len(args) > 2 || len(args) == 1 && isURL(args[0]) {
-				return usageErr("verify needs two URLs A and B, an ARCHIVE, or an ARCHIVE and a URL (got %d arguments)", len(args))
+			if len(args) < 1 || len(args) > 2 && slices.ContainsFunc(args, isURL) || len(args) == 1 && isURL(args[0]) {
+				return usageErr("verify needs two URLs A and B, an ARCHIVE, an ARCHIVE and a URL, or a chain of ARCHIVEs (got %d arguments)", len(args))
 			}
 			return nil
 		},
@@ -83,6 +92,9 @@ backup was given. A set missing a member is refused unless --allow-partial.
 			}
 			if vc.shard.raw != "" && (len(args) == 1 || !isURL(args[0])) {
 				return usageErr("--shard: a sharded verify compares two server URLs")
+			}
+			if len(args) >= 2 && !slices.ContainsFunc(args, isURL) {
+				return vc.verifyChain(cmd.Context(), args)
 			}
 			if !isURL(args[0]) {
 				set, err := openSet(cmd.Context(), &vc.s3, args[0], vc.allowPartial)

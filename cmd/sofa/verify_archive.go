@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -71,25 +72,46 @@ func (vc *verifyCmd) verifySet(ctx context.Context, cmd *cobra.Command, set *sof
 		vc.print(os.Stdout, os.Stderr, res)
 		return vc.exit(ctx, res)
 	}
-	type member struct {
-		Archive string          `json:"archive"`
-		Report  *archive.Report `json:"report,omitempty"`
-		Error   string          `json:"error,omitempty"`
+	out, dbs, worst := vc.checkSet(ctx, set)
+	if vc.jsonOut {
+		printJSON(os.Stdout, out)
 	}
-	out := struct {
-		Set     string   `json:"set"`
-		Count   int      `json:"count"`
-		SetID   string   `json:"set_id,omitempty"`
-		Missing []string `json:"missing,omitempty"`
-		Members []member `json:"members"`
-	}{Set: set.Manifest, Count: set.Count, SetID: set.SetID, Missing: set.Missing}
-	var worst error
-	dbs := 0
-	for _, m := range set.Members {
+	if worst != nil {
+		return worst
+	}
+	if !vc.quiet && !vc.jsonOut {
+		fmt.Fprintf(os.Stderr, "sofa: set %s is sound: %d of %d members, %d databases; every member's checksums and manifest check out\n",
+			set.Manifest, len(set.Members), set.Count, dbs)
+	}
+	return nil
+}
+
+// checkedArchive is one archive's check, as --json prints it.
+type checkedArchive struct {
+	Archive string          `json:"archive"`
+	Report  *archive.Report `json:"report,omitempty"`
+	Error   string          `json:"error,omitempty"`
+}
+
+// checkedSet is one set's check, as --json prints it.
+type checkedSet struct {
+	Set         string           `json:"set"`
+	Count       int              `json:"count"`
+	SetID       string           `json:"set_id,omitempty"`
+	Incremental bool             `json:"incremental,omitempty"`
+	Missing     []string         `json:"missing,omitempty"`
+	Members     []checkedArchive `json:"members"`
+}
+
+// checkArchives checks each archive alone (see checkArchive), printing
+// each failure unless --json; worst is the failure whose exit code wins
+// (fatal first), dbs the databases of the sound ones.
+func (vc *verifyCmd) checkArchives(ctx context.Context, eps []*sofa.Endpoint) (out []checkedArchive, dbs int, worst error) {
+	for _, m := range eps {
 		rep, err := vc.checkArchive(ctx, m.String())
-		out.Members = append(out.Members, member{Archive: m.Archive(), Report: rep})
+		out = append(out, checkedArchive{Archive: m.Archive(), Report: rep})
 		if err != nil {
-			out.Members[len(out.Members)-1].Error = err.Error()
+			out[len(out)-1].Error = err.Error()
 			if !vc.jsonOut {
 				fmt.Fprintf(os.Stderr, "sofa: %v\n", err)
 			}
@@ -100,15 +122,62 @@ func (vc *verifyCmd) verifySet(ctx context.Context, cmd *cobra.Command, set *sof
 		}
 		dbs += len(rep.Databases)
 	}
+	return out, dbs, worst
+}
+
+// checkSet checks every present member of set alone.
+func (vc *verifyCmd) checkSet(ctx context.Context, set *sofa.ArchiveSet) (checkedSet, int, error) {
+	out := checkedSet{Set: set.Manifest, Count: set.Count, SetID: set.SetID, Incremental: set.Incremental, Missing: set.Missing}
+	members, dbs, worst := vc.checkArchives(ctx, set.Members)
+	out.Members = members
+	return out, dbs, worst
+}
+
+// verifyChain checks a chain of archives (a full one, then incrementals
+// in order) or of sets (the full set, then incremental sets): every
+// archive or member alone, as verifyArchive does, and that they form a
+// chain (for sets, shard by shard), as restore checks before it writes.
+func (vc *verifyCmd) verifyChain(ctx context.Context, paths []string) error {
+	archs, chain, err := openArchives(ctx, &vc.s3, paths, vc.allowPartial)
+	if err != nil {
+		return err
+	}
+	var worst error
+	var printed any
+	what := ""
+	dbs := 0
+	if chain == nil {
+		if err := sofa.CheckChain(ctx, archs...); err != nil {
+			return libErr(err)
+		}
+		var out []checkedArchive
+		out, dbs, worst = vc.checkArchives(ctx, archs)
+		printed = map[string]any{"chain": out}
+		what = fmt.Sprintf("chain of %d archives (%s)", len(archs), strings.Join(paths, ", "))
+	} else {
+		for _, m := range chain.Missing {
+			fmt.Fprintf(os.Stderr, "sofa: warning: member %s of the set is missing (--allow-partial): it is not checked, nor the chain of its shard\n", m)
+		}
+		var sets []checkedSet
+		for _, set := range chain.Sets {
+			out, n, err := vc.checkSet(ctx, set)
+			sets = append(sets, out)
+			dbs += n
+			if err != nil && (worst == nil || codeOf(err) == exitFatal) {
+				worst = err
+			}
+		}
+		printed = map[string]any{"sets": sets}
+		what = fmt.Sprintf("chain of %d sets of %d shards (%s)", len(chain.Sets), chain.Count, strings.Join(paths, ", "))
+	}
 	if vc.jsonOut {
-		printJSON(os.Stdout, out)
+		printJSON(os.Stdout, printed)
 	}
 	if worst != nil {
 		return worst
 	}
 	if !vc.quiet && !vc.jsonOut {
-		fmt.Fprintf(os.Stderr, "sofa: set %s is sound: %d of %d members, %d databases; every member's checksums and manifest check out\n",
-			set.Manifest, len(set.Members), set.Count, dbs)
+		fmt.Fprintf(os.Stderr, "sofa: %s is sound: every link continues the archive before it, every checksum and manifest check out (%d database groups)\n", what, dbs)
 	}
 	return nil
 }

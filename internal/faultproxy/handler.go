@@ -39,6 +39,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, "", "", retryAfter)
 		return
 	}
+	if rule := p.pick(r.Method, r.URL.EscapedPath(), true); rule != nil {
+		p.faults.Add(1)
+		_, _ = io.CopyN(io.Discard, r.Body, int64(rule.CutBytes))
+		resetConn(w)
+		return
+	}
 	body, err := readBody(r, p.maxBody())
 	if err == errTooLarge {
 		p.tooLarge.Add(1)
@@ -51,7 +57,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	rule := p.pick(r.Method, r.URL.EscapedPath())
+	rule := p.pick(r.Method, r.URL.EscapedPath(), false)
 	if rule != nil && rule.Delay > 0 {
 		t := time.NewTimer(rule.Delay)
 		select {

@@ -245,11 +245,13 @@ func (p *Proxy) ResetStats() {
 }
 
 // pick returns the rule that handles the request, or nil, and counts it.
-func (p *Proxy) pick(method, path string) *compiledRule {
+func (p *Proxy) pick(method, path string, early bool) *compiledRule {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range p.rules {
-		if !r.matches(method, path) {
+		// ResetMidRequest rules are tried early, before the body is read;
+		// the others after
+		if (r.Fault == ResetMidRequest) != early || !r.matches(method, path) {
 			continue
 		}
 		n := r.c.matched.Add(1)

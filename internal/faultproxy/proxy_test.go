@@ -275,6 +275,28 @@ func TestProxy_Delay(t *testing.T) {
 	}
 }
 
+// ResetMidRequest: the proxy reads part of the body and resets the
+// connection; nothing reaches the server; the next request passes.
+func TestProxy_ResetMidRequest(t *testing.T) {
+	p, s, db := setup(t)
+	if err := p.SetRules(Rule{Name: "cut", Method: http.MethodPost, Times: 1, Fault: ResetMidRequest, CutBytes: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	big := `{"_id":"big","pad":"` + strings.Repeat("x", 4<<20) + `"}`
+	if a := do(t, http.MethodPost, p.URL+"/"+db, big); a.err == nil {
+		t.Fatalf("a request reset while it was sent succeeded: %d", a.status)
+	}
+	if docExists(t, s, db, "big") {
+		t.Error("the cut request reached the server")
+	}
+	if a := do(t, http.MethodPost, p.URL+"/"+db, big); a.status != http.StatusCreated {
+		t.Errorf("next request: %d %s %v", a.status, a.body, a.err)
+	}
+	if st := p.Rule("cut"); st.Fired != 1 {
+		t.Errorf("rule fired %d times", st.Fired)
+	}
+}
+
 func TestProxy_MaxBodyBytes(t *testing.T) {
 	p, s, db := setup(t)
 	p.SetLimits(Limits{MaxBodyBytes: 1000})

@@ -45,6 +45,11 @@ const (
 	// answer is a JSON array (GET /_all_dbs) as long as the limit, removes
 	// the array's last element: CouchDB 3.2.0 answers limit-1 names.
 	DropLast
+	// ResetMidRequest reads the first Rule.CutBytes bytes of the request
+	// body, then resets the connection: the client sees its upload (an S3
+	// part) fail while it sends it. Such rules are looked at before the
+	// body is read, ahead of every other rule; their Delay is ignored.
+	ResetMidRequest
 )
 
 func (f Fault) String() string {
@@ -65,6 +70,8 @@ func (f Fault) String() string {
 		return "reject-docs"
 	case DropLast:
 		return "drop-last"
+	case ResetMidRequest:
+		return "reset-mid-request"
 	}
 	return fmt.Sprintf("fault(%d)", int(f))
 }

@@ -27,8 +27,8 @@ func proxied(t *testing.T) (*s3test.Server, *faultproxy.Proxy, string) {
 	return srv, p, bucket
 }
 
-// TestFaultsRetried: 500s, 503 SlowDown, resets after a part was sent,
-// slow parts, and reads cut mid-body: the upload completes, checks out
+// TestFaultsRetried: 500s, 503 SlowDown, resets after a part was sent
+// and while it is sent, slow parts, and reads cut mid-body: the upload completes, checks out
 // and reads back equal, and every fault fired.
 func TestFaultsRetried(t *testing.T) {
 	_, p, bucket := proxied(t)
@@ -37,6 +37,7 @@ func TestFaultsRetried(t *testing.T) {
 		{Name: "500", Method: "PUT", After: 1, Times: 2, Fault: faultproxy.Status, Status: 500},
 		{Name: "slowdown", Method: "PUT", After: 2, Times: 2, Fault: faultproxy.Status, Status: 503, Body: slowDown, RetryAfter: "0"},
 		{Name: "reset", Method: "PUT", After: 3, Times: 2, Fault: faultproxy.ResetAfterForward},
+		{Name: "reset-mid-part", Method: "PUT", After: 2, Times: 2, Fault: faultproxy.ResetMidRequest, CutBytes: 1 << 20},
 		{Name: "slow", Method: "PUT", After: 4, Times: 2, Delay: 300 * time.Millisecond},
 		{Name: "complete-500", Method: "POST", After: 1, Times: 1, Fault: faultproxy.Status, Status: 500},
 		{Name: "cut-get", Method: "GET", Times: 2, Fault: faultproxy.ResetMidBody, CutBytes: 1 << 20},

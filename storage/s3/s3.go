@@ -24,8 +24,12 @@
 // read is an error, never a mix of two archives.
 //
 // A process killed during an upload leaves its multipart upload behind
-// (invisible, but stored and billed); an AbortIncompleteMultipartUpload
-// lifecycle rule on the bucket removes such leftovers.
+// (invisible, but stored and billed). Create aborts those of its own key
+// that their writers left (a writer of this host that died, a marker
+// part not refreshed for 5 heartbeats, an upload sofa did not mark
+// initiated over a day ago: see stale.go) and never one a running
+// writer uses. An AbortIncompleteMultipartUpload lifecycle rule on the
+// bucket removes the leftovers of keys never written again.
 package s3
 
 import (
@@ -45,6 +49,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/sofadb/sofa/storage"
 )
@@ -92,7 +97,7 @@ type Options struct {
 	// PartSize is the size of each uploaded part and of each ranged GET
 	// in bytes; 0: DefaultPartSize; at least MinPartSize (5 MiB). An
 	// upload doubles it every 1,000 parts, so a
-	// stream of any length fits in S3's 10,000 parts.
+	// stream of any length fits in the 9,999 data parts (see stale.go).
 	PartSize int64
 	// MaxAttempts is how often one request is tried (5xx, SlowDown,
 	// connection resets, timeouts are retried with exponential backoff
@@ -100,6 +105,15 @@ type Options struct {
 	MaxAttempts int
 	// MaxBackoff caps the wait between two attempts; 0: 10 s.
 	MaxBackoff time.Duration
+	// Heartbeat is how often a writer uploads its upload's marker part
+	// again (see Create); 0: DefaultHeartbeat (1 min). Create takes an
+	// upload of its key whose marker is older than 5 heartbeats as left
+	// by a writer that died: give every writer of a key the same.
+	Heartbeat time.Duration
+	// StaleAge is the age past which Create aborts an upload of its key
+	// in progress that sofa did not mark (another tool's, or an older
+	// sofa's); 0: DefaultStaleAge (24 h); negative: never.
+	StaleAge time.Duration
 	// Credentials, when set, replace the standard credential chain.
 	Credentials aws.CredentialsProvider
 	// HTTPClient sends the requests; nil: one with connect and
@@ -120,6 +134,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 10 * time.Second
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.StaleAge == 0 {
+		o.StaleAge = DefaultStaleAge
 	}
 	return o
 }
@@ -149,6 +169,10 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	}
 	lo := []func(*config.LoadOptions) error{
 		config.WithHTTPClient(hc),
+		// the SDK logs its own warnings to stderr ("failed to discard
+		// remaining HTTP response body" after a read cut short): errors
+		// reach the caller as errors, nothing else is printed
+		config.WithLogger(logging.Nop{}),
 		config.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(so *retry.StandardOptions) {
 				so.MaxAttempts = o.MaxAttempts
@@ -261,15 +285,16 @@ func (s *Store) fail(ctx context.Context, op, bucket, key string, err error) err
 	}
 	code := errCode(err)
 	switch {
+	case code == "NoSuchUpload":
+		return fmt.Errorf("%s archive %s: its multipart upload is gone (aborted by another writer of the key, or by the bucket's lifecycle rule)", op, loc)
 	case code == "NoSuchBucket":
 		return fmt.Errorf("archive %s: bucket %s %w", loc, bucket, storage.ErrNotExist)
 	case isNotFound(err):
-		if s.bucketMissing(ctx, bucket) {
-			return fmt.Errorf("archive %s: bucket %s %w", loc, bucket, storage.ErrNotExist)
+		if err := s.checkBucket(ctx, op, bucket, key); err != nil {
+			return err
 		}
 		return fmt.Errorf("archive %s %w", loc, storage.ErrNotExist)
-	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied" ||
-		code == "Forbidden" || code == "InvalidToken" || code == "ExpiredToken" || httpStatus(err) == http.StatusForbidden:
+	case isAccess(err):
 		return fmt.Errorf("%s archive %s: %w", op, loc, ErrAccess)
 	}
 	var ae smithy.APIError
@@ -287,11 +312,38 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// bucketMissing asks whether bucket exists (a HEAD of a missing key and
-// of a key in a missing bucket both answer a bare 404).
-func (s *Store) bucketMissing(ctx context.Context, bucket string) bool {
+// isAccess: the store refused the credentials or the operation.
+// XAdminUserNotFound is versitygw's answer (a 404) to an unknown access
+// key, where AWS answers InvalidAccessKeyId (a 403).
+func isAccess(err error) bool {
+	switch errCode(err) {
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "Forbidden",
+		"InvalidToken", "ExpiredToken", "XAdminUserNotFound":
+		return true
+	}
+	return httpStatus(err) == http.StatusForbidden
+}
+
+// checkBucket tells why a HEAD of a key answered a bare 404 (a HEAD has
+// no body to say): the error of a missing bucket, of refused credentials
+// (some S3-compatible servers answer an unknown access key with a 404),
+// or nil when the bucket is there (the key is missing). A HEAD of the
+// bucket answers a bare 404 too: a listing of one key, whose answer has a
+// body, tells them apart.
+func (s *Store) checkBucket(ctx context.Context, op, bucket, key string) error {
+	loc := Scheme + bucket + "/" + key
 	_, err := s.c.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(bucket)})
-	return err != nil && isNotFound(err)
+	if err == nil || !isNotFound(err) {
+		return nil
+	}
+	_, err = s.c.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: aws.String(bucket), MaxKeys: aws.Int32(1)})
+	switch {
+	case err == nil:
+		return nil
+	case isAccess(err):
+		return fmt.Errorf("%s archive %s: %w", op, loc, ErrAccess)
+	}
+	return fmt.Errorf("archive %s: bucket %s %w", loc, bucket, storage.ErrNotExist)
 }
 
 // Stat describes the object.

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,7 +22,9 @@ import (
 
 // Create starts writing the object name. Without o.Overwrite an existing
 // object is refused (storage.ErrExist), at Create and again before the
-// upload is completed. Nothing is sent until the first part is full.
+// upload is completed. Create aborts the multipart uploads of name that
+// earlier writers left (see stale.go), telling o.OnStale of each; no
+// part is sent until the first one is full.
 func (s *Store) Create(ctx context.Context, name string, o storage.CreateOptions) (storage.Writer, error) {
 	bucket, key, err := Parse(name)
 	if err != nil {
@@ -34,6 +37,7 @@ func (s *Store) Create(ctx context.Context, name string, o storage.CreateOptions
 	} else if _, err := s.c.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: &bucket}); err != nil {
 		return nil, s.fail(ctx, "create", bucket, key, err)
 	}
+	s.sweep(ctx, bucket, key, o.OnStale)
 	ctx, cancel := context.WithCancel(ctx)
 	w := &writer{
 		s: s, ctx: ctx, cancel: cancel, bucket: bucket, key: key, overwrite: o.Overwrite,
@@ -52,10 +56,7 @@ func (s *Store) refuseExisting(ctx context.Context, bucket, key string) error {
 	case err == nil:
 		return fmt.Errorf("%s%s/%s %w", Scheme, bucket, key, storage.ErrExist)
 	case isNotFound(err):
-		if s.bucketMissing(ctx, bucket) {
-			return fmt.Errorf("archive %s%s/%s: bucket %s %w", Scheme, bucket, key, bucket, storage.ErrNotExist)
-		}
-		return nil
+		return s.checkBucket(ctx, "create", bucket, key)
 	}
 	return s.fail(ctx, "create", bucket, key, err)
 }
@@ -84,6 +85,10 @@ type writer struct {
 	err   error
 
 	done atomic.Bool
+
+	// the marker's heartbeat (stale.go) and this host's registry entry
+	hbStop, hbDone chan struct{}
+	reg            *os.File
 }
 
 // Stats count a writer's part buffers (tests check the memory bound).
@@ -191,9 +196,11 @@ func (w *writer) flush() error {
 			return err
 		}
 		w.uploadID = aws.ToString(out.UploadId)
+		w.register()
+		w.startHeartbeat()
 	}
-	if w.next >= MaxParts {
-		err := fmt.Errorf("upload archive %s%s/%s: more than %d parts", Scheme, w.bucket, w.key, MaxParts)
+	if w.next >= MaxParts-1 { // the last part number is the marker's
+		err := fmt.Errorf("upload archive %s%s/%s: more than %d parts", Scheme, w.bucket, w.key, MaxParts-1)
 		w.setErr(err)
 		return err
 	}
@@ -209,7 +216,7 @@ func (w *writer) flush() error {
 	w.next++
 	num := w.next
 	if num%partsPerSize == 0 {
-		w.partSize *= 2 // next parts are larger: 10,000 parts fit any archive
+		w.partSize *= 2 // next parts are larger: 9,999 parts fit any archive
 	}
 	w.mu.Unlock()
 	buf := w.buf
@@ -289,6 +296,7 @@ func (w *writer) commit() error {
 		}
 	}
 	w.wg.Wait()
+	w.stopHeartbeat()
 	if err := w.failed(); err != nil {
 		return err
 	}
@@ -312,6 +320,7 @@ func (w *writer) commit() error {
 		return w.s.fail(w.ctx, "complete upload of", w.bucket, w.key, err)
 	}
 	w.uploadID = "" // completed: nothing to abort any more
+	w.unregister()
 	return w.check(want)
 }
 
@@ -393,14 +402,20 @@ func (w *writer) Abort() error {
 func (w *writer) abort() error {
 	w.setErr(errors.New("s3: upload aborted"))
 	w.wg.Wait()
+	w.stopHeartbeat()
 	if w.uploadID == "" {
+		w.unregister()
 		return nil
 	}
 	ctx := context.WithoutCancel(w.ctx)
 	_, err := w.s.c.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &w.bucket, Key: &w.key, UploadId: &w.uploadID})
 	if err != nil && errCode(err) != "NoSuchUpload" {
+		// the upload stays, and its registry entry unlocked: the next
+		// Create of the key on this host aborts it
+		w.releaseRegistry()
 		return w.s.fail(ctx, "abort upload of", w.bucket, w.key, err)
 	}
 	w.uploadID = ""
+	w.unregister()
 	return nil
 }

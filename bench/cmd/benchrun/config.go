@@ -99,7 +99,12 @@ type config struct {
 	s3Transfers intList
 	s3PartSize  int
 	s3Restore   bool
+	s3put       string
 }
+
+// s3FullMiB is the size for the s3 benchmark (about 1 GiB); a
+// run below it is labelled REDUCED SIZE in its table and records.
+const s3FullMiB = 1024
 
 func defaultConfig() *config {
 	return &config{
@@ -169,6 +174,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.s3Latency, "s3-latency", c.s3Latency, "s3: delay the proxy adds to every request")
 	fs.Var(&c.s3Transfers, "s3-transfers", "s3: comma-separated --transfers values, ascending (the first is the ratios' base)")
 	fs.IntVar(&c.s3PartSize, "s3-part-size", c.s3PartSize, "s3: --part-size in bytes, also the peers' chunk size in their tuned runs")
+	fs.StringVar(&c.s3put, "s3put", "", "s3: bench/cmd/s3put binary, sofa's uploader alone (default: built into the scratch directory)")
 	fs.BoolVar(&c.s3Restore, "s3-restore", c.s3Restore, "s3: also restore into fresh servers (bounded by the target's ingest; false: only the read path, sofa verify)")
 	fs.Var(&c.lagRates, "lag-rates", "lag: comma-separated steady writer rates (writes/s)")
 	fs.DurationVar(&c.lagPhase, "lag-phase", c.lagPhase, "lag: duration of each steady phase")

@@ -1,6 +1,6 @@
 //go:build unix
 
-package storage
+package flock
 
 import (
 	"errors"
@@ -8,14 +8,14 @@ import (
 	"syscall"
 )
 
-// canLockTemps says lockTemp really locks, so leftovers of killed
-// writers can be told from the temporary files of running ones.
-const canLockTemps = true
+// Supported says TryLock really locks, so a file left by a killed
+// process can be told from one a running process holds.
+const Supported = true
 
-// lockTemp takes an exclusive, non-blocking flock on f, held until f is
+// TryLock takes an exclusive, non-blocking flock on f, held until f is
 // closed (or the process dies: the kernel drops it then). It returns
-// errTempBusy when another open file description holds the lock.
-func lockTemp(f *os.File) error {
+// ErrBusy when another open file description holds the lock.
+func TryLock(f *os.File) error {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		switch {
@@ -24,7 +24,7 @@ func lockTemp(f *os.File) error {
 		case errors.Is(err, syscall.EINTR):
 			continue
 		case errors.Is(err, syscall.EWOULDBLOCK):
-			return errTempBusy
+			return ErrBusy
 		default:
 			return err
 		}
