@@ -202,6 +202,13 @@ type StartSeqSetter interface {
 	SetStartSeq(since Seq)
 }
 
+// LocalDoc is a `_local` document as read: ID without the `_local/`
+// prefix, Body the raw JSON.
+type LocalDoc struct {
+	ID   string
+	Body []byte
+}
+
 // LocalRevver is an optional Endpoint interface: the `_rev` a successful
 // PutLocal gave the document, so a checkpoint update needs no re-read.
 type LocalRevver interface {
