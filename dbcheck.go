@@ -81,6 +81,8 @@ func (j *pairJob) check(ctx context.Context, c *dbCopy, src replicate.Source, op
 		return err
 	}
 	opts.NoCheckpoints = true
+	// What was read of the target before the first copy is stale now.
+	opts.TargetCreated, opts.TargetInfo, opts.TargetCheckpoint = nil, nil, nil
 	opts.Counters = &replicate.Counters{}
 	err = j.copyOnce(ctx, c, again, opts, true)
 	done()

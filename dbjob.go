@@ -127,6 +127,7 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 		Props:  replicate.CreateOptions{Partitioned: c.sinfo.Partitioned, Q: j.q, N: j.n},
 		Absent: j.onTarget != nil && !j.onTarget[t.Target],
 		Reuse:  j.reuse,
+		Source: src, OneWrite: dbcopy.OneWrite(j.engine), RecogniseMax: dbcopy.RecogniseMax(j.engine),
 	}
 	if j.rules != nil {
 		j.rules(t, &rules)
@@ -241,6 +242,8 @@ func (j *pairJob) options(c *dbCopy) replicate.Options {
 	if ct, ok := c.target.Target.(createdTarget); ok && c.target.Created {
 		opts.TargetCreated = ct.Created()
 	}
+	opts.TargetInfo, opts.TargetCheckpoint = c.target.InfoRead, c.target.Checkpoint
+	opts.Unclaimed = c.target.Unclaimed
 	opts.Budget = j.budget
 	opts.Counters = &replicate.Counters{}
 	if j.observer != nil {

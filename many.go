@@ -82,6 +82,17 @@ type targetRules struct {
 	// CheckClaim, with Reuse, asks an existing database whether this copy
 	// claimed it (preparedTarget.Claimed).
 	CheckClaim bool
+	// Source, when it answers `_revs_diff` (dbcopy.RevsDiffer), is the
+	// source database, and lets prepareTarget spare the claim of a small
+	// copy: one of at most OneWrite documents (doc_count +
+	// doc_del_count) gets none (preparedTarget.Unclaimed: the engine
+	// marks the database with its first write instead), and an existing
+	// target of at most RecogniseMax documents that holds neither
+	// checkpoint nor claim is written into when it holds only revisions
+	// of the source (dbcopy.Recognise: an earlier run stopped before its
+	// mark was stored). Zero OneWrite: every database is claimed.
+	Source                 replicate.Source
+	OneWrite, RecogniseMax int64
 }
 
 // preparedTarget is a target database ready to be written.
@@ -92,10 +103,20 @@ type preparedTarget struct {
 	// Reused: it held documents before.
 	Reused bool
 	// Claimed: it holds this copy's claim from an earlier run (found with
-	// CheckClaim, or when a run resumes), or another run of this copy
-	// created it meanwhile: what a created database is owed (properties,
-	// `_security`) may still be owed.
+	// CheckClaim, or when a run resumes), or this copy's revisions only
+	// (recognised), or another run of this copy created it meanwhile:
+	// what a created database is owed (properties, `_security`) may
+	// still be owed.
 	Claimed bool
+	// Unclaimed: a small copy into a database of its own that holds no
+	// claim (targetRules.OneWrite): the engine marks it
+	// (replicate.Options.Unclaimed).
+	Unclaimed bool
+	// InfoRead is the target's info as prepareTarget read it (nil: not
+	// read, a database it created); Checkpoint the replication's
+	// checkpoint it found there (nil: none read).
+	InfoRead   *replicate.DBInfo
+	Checkpoint *replicate.LocalDoc
 }
 
 // prepareTarget creates the target database name with the rules' Props,
@@ -105,9 +126,13 @@ type preparedTarget struct {
 // (ServerCaps.Checkpoints) a database is claimed before any document is
 // written: a rerun tells its own half-written database from someone
 // else's even when no checkpoint was written (design documents are held
-// back, and the checkpoints with them). sinfo is the source database's.
+// back, and the checkpoints with them), except a small copy that the
+// engine marks itself (targetRules.OneWrite). sinfo is the source
+// database's.
 func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, sinfo replicate.DBInfo, rules targetRules) (preparedTarget, error) {
 	claims := ts.ServerCaps().Checkpoints
+	differ, _ := rules.Source.(dbcopy.RevsDiffer)
+	small := claims && differ != nil && rules.OneWrite > 0 && sinfo.DocCount+sinfo.DelCount <= rules.OneWrite
 	open := func(created bool) (preparedTarget, error) {
 		t, err := ts.OpenTarget(ctx, name, created)
 		if err != nil {
@@ -121,6 +146,10 @@ func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, 
 		}
 		l, ok := p.Target.(dbcopy.Local)
 		if !ok {
+			return p, nil
+		}
+		if small {
+			p.Unclaimed = true
 			return p, nil
 		}
 		if fresh {
@@ -157,7 +186,7 @@ func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, 
 	if err != nil {
 		return p, err
 	}
-	tinfo, err := p.Info(ctx)
+	tinfo, err := targetInfo(ctx, p.Target)
 	if err == nil && rules.Replace != nil {
 		if err := rules.Replace(ctx); err != nil {
 			return p, err
@@ -184,6 +213,7 @@ func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, 
 	if err != nil {
 		return p, fmt.Errorf("target: %w", err)
 	}
+	p.InfoRead = &tinfo
 	p.Reused = tinfo.DocCount+tinfo.DelCount > 0
 	if rules.Reuse {
 		if l, ok := p.Target.(dbcopy.Local); ok && claims && rules.CheckClaim {
@@ -196,13 +226,37 @@ func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, 
 	}
 	if claims {
 		id := replicate.ReplicationID(sinfo.Identity, tinfo.Identity)
-		if _, err := p.GetLocal(ctx, "_local/"+id); err == nil {
-			return p, nil // our own earlier run: resume
+		if b, err := p.GetLocal(ctx, "_local/"+id); err == nil {
+			p.Checkpoint = &replicate.LocalDoc{ID: id, Body: b}
+			p.Unclaimed = small
+			return p, nil // our own earlier run (or its mark): resume
 		}
 		if l, ok := p.Target.(dbcopy.Local); ok && dbcopy.Claimed(ctx, sinfo, l) {
 			p.Claimed = true
 			return p, nil
 		}
+		// An earlier run of a small copy, stopped before the engine's
+		// mark was stored, left at most one write's revisions.
+		tdb, ok := p.Target.(replicate.Source)
+		if ok && differ != nil && rules.RecogniseMax > 0 && tinfo.DocCount+tinfo.DelCount <= rules.RecogniseMax {
+			own, err := dbcopy.Recognise(ctx, tdb, differ, rules.RecogniseMax)
+			if err != nil {
+				return p, err
+			}
+			if own {
+				p.Claimed = true
+				return claim(p, false)
+			}
+		}
 	}
 	return p, dbcopy.ErrNotEmpty
+}
+
+// targetInfo reads the target database's info, batched with other
+// databases' where the server can (`_dbs_info`).
+func targetInfo(ctx context.Context, t replicate.Target) (replicate.DBInfo, error) {
+	if b, ok := t.(batchedInfo); ok {
+		return b.InfoBatched(ctx)
+	}
+	return t.Info(ctx)
 }

@@ -194,14 +194,18 @@ func (d *DB) PutLocal(ctx context.Context, id string, body []byte) error {
 		Rev string `json:"rev"`
 	}
 	if json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&ok) == nil && ok.Rev != "" {
-		d.mu.Lock()
-		if d.localRevs == nil {
-			d.localRevs = map[string]string{}
-		}
-		d.localRevs[strings.TrimPrefix(id, "_local/")] = ok.Rev
-		d.mu.Unlock()
+		d.setLocalRev(id, ok.Rev)
 	}
 	return nil
+}
+
+func (d *DB) setLocalRev(id, rev string) {
+	d.mu.Lock()
+	if d.localRevs == nil {
+		d.localRevs = map[string]string{}
+	}
+	d.localRevs[strings.TrimPrefix(id, "_local/")] = rev
+	d.mu.Unlock()
 }
 
 // LocalRev is the `_rev` the last successful PutLocal of id gave it.

@@ -397,7 +397,12 @@ func (r *run) writeStreamed(ctx context.Context, d *Doc) error {
 	open := func(a *Attachment) (io.ReadCloser, error) {
 		return r.src.(AttachmentOpener).OpenAttachment(ctx, d.ID, d.Rev, a)
 	}
+	_, done, err := r.beforeWrite(ctx)
+	if err != nil {
+		return err
+	}
 	de, err := r.tgt.(StreamWriter).WriteStreamed(ctx, d, open)
+	done(false) // a streamed write carries no `_local` document
 	if err != nil {
 		if errors.Is(err, ErrUnreadable) {
 			r.fail(ctx, DocError{ID: d.ID, Rev: d.Rev, Error: "read_failed", Reason: err.Error()})

@@ -72,12 +72,17 @@ func readCheckpoint(ctx context.Context, e Endpoint, id string) (*checkpointDoc,
 	if err != nil {
 		return nil, err
 	}
+	return parseCheckpoint(b), nil
+}
+
+// parseCheckpoint reads a checkpoint's body; nil when it is not one (an
+// unreadable checkpoint is ignored: starting over is always correct).
+func parseCheckpoint(b []byte) *checkpointDoc {
 	var d checkpointDoc
 	if err := json.Unmarshal(b, &d); err != nil {
-		// An unreadable checkpoint is ignored: starting over is always correct.
-		return nil, nil
+		return nil
 	}
-	return &d, nil
+	return &d
 }
 
 // compareCheckpoints picks the start seq from the source and target
@@ -151,13 +156,7 @@ func (c *checkpointer) write(ctx context.Context, seq Seq, st Stats) error {
 	if len(seq) == 0 {
 		return nil
 	}
-	entry := historyEntry{
-		SessionID: c.session, StartTime: c.startTime.UTC().Format(time.RFC1123),
-		EndTime:      time.Now().UTC().Format(time.RFC1123),
-		StartLastSeq: rawSeq(c.startSeq), EndLastSeq: rawSeq(seq), RecordedSeq: rawSeq(seq),
-		MissingChecked: st.MissingChecked, MissingFound: st.MissingFound, DocsRead: st.DocsRead,
-		DocsWritten: st.DocsWritten, DocWriteFailures: st.DocWriteFailures,
-	}
+	entry := c.entry(seq, st)
 	if !c.srcOff {
 		doc, err := c.put(ctx, c.source, c.srcLog, seq, entry)
 		switch {
@@ -182,7 +181,8 @@ func (c *checkpointer) write(ctx context.Context, seq Seq, st Stats) error {
 	return nil
 }
 
-func (c *checkpointer) put(ctx context.Context, e Endpoint, prev *checkpointDoc, seq Seq, entry historyEntry) (*checkpointDoc, error) {
+// doc is the checkpoint at seq that follows prev (nil: none).
+func (c *checkpointer) doc(prev *checkpointDoc, seq Seq, entry historyEntry) *checkpointDoc {
 	doc := &checkpointDoc{ID: "_local/" + c.id, SessionID: c.session, SourceLastSeq: rawSeq(seq),
 		Version: 1, Replicator: "sofa", SourceInstance: c.srcInst, TargetInstance: c.tgtInst, TargetOnly: c.srcOff,
 		Anchor: c.getAnchor()}
@@ -198,6 +198,22 @@ func (c *checkpointer) put(ctx context.Context, e Endpoint, prev *checkpointDoc,
 	if len(doc.History) > maxHistory {
 		doc.History = doc.History[:maxHistory]
 	}
+	return doc
+}
+
+// entry is this session's history entry for a checkpoint at seq.
+func (c *checkpointer) entry(seq Seq, st Stats) historyEntry {
+	return historyEntry{
+		SessionID: c.session, StartTime: c.startTime.UTC().Format(time.RFC1123),
+		EndTime:      time.Now().UTC().Format(time.RFC1123),
+		StartLastSeq: rawSeq(c.startSeq), EndLastSeq: rawSeq(seq), RecordedSeq: rawSeq(seq),
+		MissingChecked: st.MissingChecked, MissingFound: st.MissingFound, DocsRead: st.DocsRead,
+		DocsWritten: st.DocsWritten, DocWriteFailures: st.DocWriteFailures,
+	}
+}
+
+func (c *checkpointer) put(ctx context.Context, e Endpoint, prev *checkpointDoc, seq Seq, entry historyEntry) (*checkpointDoc, error) {
+	doc := c.doc(prev, seq, entry)
 	for attempt := 0; ; attempt++ {
 		body, _ := json.Marshal(doc)
 		err := e.PutLocal(ctx, doc.ID, body)

@@ -213,6 +213,13 @@ type Pacer interface {
 	Pace(ctx context.Context, release func() error) error
 }
 
+// LocalDoc is a `_local` document as read: ID without the `_local/`
+// prefix, Body the raw JSON.
+type LocalDoc struct {
+	ID   string
+	Body []byte
+}
+
 // LocalRevver is an optional Endpoint interface: the `_rev` a successful
 // PutLocal gave the document, so a checkpoint update needs no re-read.
 type LocalRevver interface {

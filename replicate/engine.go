@@ -48,6 +48,7 @@ type run struct {
 	diff  diffSkipper
 	size  sizeEstimator
 	cp    *checkpointer
+	mark  *marker // Options.Unclaimed: the mark owed (mark.go)
 	live  *liveness
 	// initialCopy: no checkpoint and an empty target, so every revision
 	// is missing and reading documents with the feed costs nothing extra.
@@ -144,6 +145,8 @@ func open(ctx context.Context, src Source, tgt Target, opts Options) (*Session, 
 	var tinfo DBInfo
 	if opts.TargetCreated != nil {
 		tinfo = *opts.TargetCreated
+	} else if opts.TargetInfo != nil {
+		tinfo = *opts.TargetInfo
 	} else if tinfo, err = tgt.Info(ctx); err != nil {
 		fill()
 		return nil, res, fmt.Errorf("target: %w", err)
@@ -162,7 +165,9 @@ func open(ctx context.Context, src Source, tgt Target, opts Options) (*Session, 
 	// checkpoint is then overwritten through a 409 and a re-read). A
 	// target the caller has just created holds none.
 	if !opts.NoCheckpoints && opts.TargetCreated == nil {
-		if cp.tgtLog, err = readCheckpoint(ctx, tgt, cp.id); err != nil {
+		if opts.TargetCheckpoint != nil && opts.TargetCheckpoint.ID == cp.id {
+			cp.tgtLog = parseCheckpoint(opts.TargetCheckpoint.Body)
+		} else if cp.tgtLog, err = readCheckpoint(ctx, tgt, cp.id); err != nil {
 			fill()
 			return nil, res, fmt.Errorf("target: read checkpoint: %w", err)
 		}
@@ -173,6 +178,9 @@ func open(ctx context.Context, src Source, tgt Target, opts Options) (*Session, 
 			}
 		}
 		since = r.trustedSince(ctx, cp, sinfo, tinfo)
+	}
+	if opts.Unclaimed && !opts.NoCheckpoints {
+		r.mark = &marker{needed: cp.tgtLog == nil}
 	}
 	cp.startSeq = since
 	if st, ok := tgt.(StartSeqSetter); ok {
@@ -346,7 +354,9 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer, tr *tra
 		fctx, c2 = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer c2()
 	}
-	if !r.opts.NoCheckpoints && (final || ctx.Err() != nil) {
+	if r.lightEnd(ctx, r.c.batches.Load(), err, tr) {
+		r.debug("no checkpoint at the end: one batch, copied in one write")
+	} else if !r.opts.NoCheckpoints && (final || ctx.Err() != nil) {
 		if cerr := r.checkpoint(fctx, cp, tr); cerr != nil && err == nil {
 			err = cerr
 		}
@@ -378,8 +388,17 @@ func (r *run) checkpoint(ctx context.Context, cp *checkpointer, tr *tracker) err
 	if len(seq) == 0 || string(seq) == string(cp.lastSeq) {
 		return nil
 	}
+	if m := r.mark; m != nil {
+		// Not while a write carries the mark (both set cp.tgtLog); once
+		// written, a checkpoint is the mark.
+		m.mu.Lock()
+		defer m.mu.Unlock()
+	}
 	if err := cp.write(ctx, seq, r.c.Snapshot()); err != nil {
 		return err
+	}
+	if r.mark != nil {
+		r.mark.needed = false
 	}
 	r.c.checkpoints.Add(1)
 	r.opts.Observer.Checkpointed(seq.String())

@@ -82,6 +82,28 @@ type Options struct {
 	// target database (empty, no checkpoint) and describes it: the engine
 	// neither reads its info nor looks for checkpoints.
 	TargetCreated *DBInfo
+	// TargetInfo, when set, is the target's info the caller already read
+	// (`GET /db` or `_dbs_info`): the engine uses it instead of asking
+	// again. TargetCheckpoint, when set, is a `_local` document the
+	// caller read from the target: if it is the one this replication
+	// uses (its ID, without `_local/`, is the replication id), it is not
+	// read again.
+	TargetInfo       *DBInfo
+	TargetCheckpoint *LocalDoc
+	// Unclaimed says the caller wrote no claim of this copy on the
+	// target database (package sofa writes none for a database expected
+	// to be copied in one write: it saves a request each). The run then
+	// marks the target as its own (mark.go): a run that finds no
+	// checkpoint sends a checkpoint at its start seq with its first write
+	// (in the same `_bulk_docs` request where the target is a
+	// LocalWriter; else with PutLocal before a second write), and sends
+	// no second write before that is stored, so that at most one write's
+	// revisions can be on the target without this replication's
+	// checkpoint. And a run that ends complete after one batch and at most
+	// one write writes no final checkpoint (unless the source keeps
+	// checkpoints too): its rerun reads that one batch again, which costs
+	// less than the `_local` write. Ignored with NoCheckpoints.
+	Unclaimed bool
 	// SourceReadOnly never writes checkpoints to the source (backups,
 	// `replicate --checkpoints=target`); they go to the target only, and
 	// nothing is said about it. A resumed run then trusts the target's

@@ -289,7 +289,7 @@ func (w *writeBuf) flush(ctx context.Context) error {
 // write stores revisions, splitting the request when the target refuses
 // it whole (413/400) until the offending revisions are isolated.
 func (r *run) write(ctx context.Context, docs []*Doc) error {
-	fails, err := r.tgt.WriteDocs(ctx, docs)
+	fails, err := r.writeDocs(ctx, docs)
 	if errors.Is(err, ErrBatchRejected) {
 		if len(docs) == 1 {
 			if errors.Is(err, ErrMissingStub) {
@@ -354,7 +354,7 @@ func (r *run) rewriteWithData(ctx context.Context, d *Doc) (ok bool, err error) 
 			}
 		}
 	}
-	fails, err := r.tgt.WriteDocs(ctx, []*Doc{d})
+	fails, err := r.writeDocs(ctx, []*Doc{d})
 	if err != nil {
 		if errors.Is(err, ErrBatchRejected) {
 			r.fail(ctx, DocError{ID: d.ID, Rev: d.Rev, Error: "rejected", Reason: reasonOf(err)})
