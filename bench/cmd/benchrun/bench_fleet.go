@@ -53,9 +53,14 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 	times := map[string]int64{}
 	var sofaRes *sofaResult
 	var sofaOut *outcome
-	tools := []string{"sofa", "pool"}
-	if src.couch() {
-		tools = append(tools, "couch-pool")
+	names := map[string]string{"sofa": "sofa", "sofa-alt": "sofa-alt",
+		"pool": "pouchdb-replicate pool " + pool, "couch-pool": "couch-replicate pool " + pool}
+	var tools []string
+	for _, tool := range []string{"sofa", "sofa-alt", "pool", "couch-pool"} {
+		if tool == "sofa-alt" && e.cfg.sofaAlt == "" || tool == "couch-pool" && !src.couch() || !e.cfg.wants(names[tool]) {
+			continue
+		}
+		tools = append(tools, tool)
 	}
 	for _, tool := range tools {
 		tgt, err := e.startServer(ctx)
@@ -69,6 +74,12 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 			var o *outcome
 			r, o = e.runTool(ctx, b, []*server{src, tgt}, e.sofa, "replicate", src.URL, tgt.URL, "--json")
 			sofaRes, sofaOut = applySofa(&r, o), o
+		} else if tool == "sofa-alt" {
+			b.Tool = "sofa-alt"
+			var o *outcome
+			r, o = e.runTool(ctx, b, []*server{src, tgt}, e.cfg.sofaAlt, "replicate", src.URL, tgt.URL, "--json")
+			applySofa(&r, o)
+			r.Note = "sofa binary " + e.cfg.sofaAlt
 		} else if tool == "pool" {
 			b.Tool = "pouchdb-replicate pool " + pool
 			name, args := e.node("pool-replicate.js", src.URL, tgt.URL, "--pool", pool)
@@ -96,6 +107,9 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 		times[tool] = okTime(r)
 		t.add(append(append([]string{r.Tool}, usageRow(r)...), reqCell(r.Requests), perDB, firstNonEmpty(r.Verify, "-"))...)
 		e.stopServer(tgt)
+	}
+	if _, ok := times["sofa-alt"]; ok {
+		t.note("sofa-alt/sofa  = %s (another sofa binary, same run)", ratio(times["sofa-alt"], times["sofa"]))
 	}
 	t.note("pool/sofa      = %s", check(ratio(times["pool"], times["sofa"]), times["pool"], times["sofa"], ">=", 3))
 	if src.couch() {
