@@ -207,14 +207,7 @@ func (c *Client) busyWait(ctx context.Context, attempt int, waited *time.Duratio
 	c.Stats.WaitNanos.Add(int64(wait))
 	c.Stats.Backoff.Add(1)
 	defer c.Stats.Backoff.Add(-1)
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return sleepCtx(ctx, wait)
 }
 
 // attempt sends one HTTP attempt. On success the returned cancel must be
