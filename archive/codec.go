@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -92,6 +93,9 @@ func compress(c Compression, dst, raw []byte) []byte {
 	switch c {
 	case Zstd:
 		e := zstdEncoders.Get().(*zstd.Encoder)
+		// EncodeAll appends block by block: a blob of megabytes would
+		// grow dst by doubling, several times its size in garbage.
+		dst = slices.Grow(dst, e.MaxEncodedSize(len(raw)))
 		dst = e.EncodeAll(raw, dst)
 		zstdEncoders.Put(e)
 		return dst

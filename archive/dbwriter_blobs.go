@@ -10,7 +10,7 @@ import (
 // the next (up to maxPooledBlob bytes each).
 var blobBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-const maxPooledBlob = 16 << 20
+const maxPooledBlob = 4 << 20
 
 // blobWait lets writers referencing a blob another goroutine is still
 // writing wait for it, so a blob always precedes its first reference.

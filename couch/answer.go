@@ -38,7 +38,7 @@ func (a *answer) Close() error {
 
 // maxPooledAnswer is the largest buffer kept for reuse; a larger answer's
 // buffer goes to the garbage collector.
-const maxPooledAnswer = 32 << 20
+const maxPooledAnswer = 8 << 20
 
 var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
@@ -53,9 +53,17 @@ func putAnswerBuf(b *bytes.Buffer) {
 // the error is the read error, if any (the original body is closed either
 // way).
 func bufferBody(resp *http.Response) error {
-	buf := answerBufs.Get().(*bytes.Buffer)
-	if n := resp.ContentLength; n > 0 && n <= maxPooledAnswer {
-		buf.Grow(int(n))
+	var buf *bytes.Buffer
+	if n := resp.ContentLength; n > maxPooledAnswer {
+		// A large answer of known length (an attachment) gets a buffer of
+		// its size: no pooled buffer grown by doubling. (ReadFrom wants
+		// MinRead bytes free before it sees the end, hence the extra.)
+		buf = bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead))
+	} else {
+		buf = answerBufs.Get().(*bytes.Buffer)
+		if n > 0 {
+			buf.Grow(int(n) + bytes.MinRead)
+		}
 	}
 	_, err := buf.ReadFrom(resp.Body)
 	resp.Body.Close()
@@ -65,6 +73,20 @@ func bufferBody(resp *http.Response) error {
 	}
 	resp.Body = &answer{buf: buf}
 	return nil
+}
+
+// takeBytes returns r's unread bytes and true when r is an answer, which
+// gives them up: the caller owns them and Close no longer pools the buffer
+// (an attachment's bytes are kept, not copied once more). Any other reader
+// gives nil and false.
+func takeBytes(r io.Reader) ([]byte, bool) {
+	a, ok := r.(*answer)
+	if !ok || a.buf == nil {
+		return nil, false
+	}
+	b := a.buf.Bytes()
+	a.buf = nil
+	return b, true
 }
 
 // inPlace returns r's unread bytes as a *bytes.Buffer when r is an answer,

@@ -45,3 +45,39 @@ func TestAnswer_ParsedInPlaceKeepsNothing(t *testing.T) {
 		}
 	}
 }
+
+// An attachment's body is kept in its answer's buffer, not copied: the
+// answer gives the buffer up, so closing it (as the request's defer does)
+// must not hand the bytes to the next answer; and an answer of known
+// length over the pooled size is read into one buffer of that size.
+func TestAnswer_AttachmentTakesTheBuffer(t *testing.T) {
+	for _, n := range []int{1000, maxPooledAnswer + 1000} {
+		body := bytes.Repeat([]byte{'a'}, n)
+		resp := &http.Response{Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(n)}
+		if err := bufferBody(resp); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readAttachment(resp.Body, int64(n))
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("%d bytes: read %d, %v", n, len(got), err)
+		}
+		if n > maxPooledAnswer && cap(got) > n+bytes.MinRead {
+			t.Errorf("%d bytes read into a buffer of %d", n, cap(got))
+		}
+		resp.Body.Close()
+		for range 4 {
+			b := answerBufs.Get().(*bytes.Buffer)
+			b.Reset()
+			b.Write(bytes.Repeat([]byte{'#'}, n))
+			putAnswerBuf(b)
+		}
+		if !bytes.Equal(got, body) {
+			t.Fatalf("%d bytes: the attachment changed once its answer was closed and the pool reused", n)
+		}
+	}
+	// A body read from a plain reader is cut after the limit.
+	got, err := readAttachment(bytes.NewReader(make([]byte, 3<<20)), 1<<20)
+	if err != nil || len(got) != 2<<20+1 {
+		t.Fatalf("plain reader: %d bytes, %v", len(got), err)
+	}
+}

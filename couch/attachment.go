@@ -41,10 +41,7 @@ func (d *DB) Attachment(ctx context.Context, docID, rev string, att *replicate.A
 		return d.fail("read attachment "+att.Name+" of "+shortID(docID), err)
 	}
 	defer resp.Body.Close()
-	limit := att.StoredLength() + 1<<20
-	buf := bytes.NewBuffer(make([]byte, 0, att.StoredLength()+512))
-	_, err = buf.ReadFrom(io.LimitReader(resp.Body, limit+1))
-	data := buf.Bytes()
+	data, err := readAttachment(resp.Body, att.StoredLength())
 	if err != nil {
 		return d.fail("read attachment "+att.Name+" of "+shortID(docID), &NetError{Op: "GET attachment", Err: err})
 	}
@@ -137,4 +134,18 @@ func storedBytes(data []byte, contentEncoding string, att *replicate.Attachment)
 		return nil, "", fmt.Errorf("bytes do not match digest %s", att.Digest)
 	}
 	return data, "", nil
+}
+
+// readAttachment returns an attachment's body of about stored bytes, cut
+// after stored + 1 MiB + 1 bytes (storedBytes refuses a wrong length): the
+// answer's own buffer when the body was read whole (no second copy of
+// megabytes), else a read.
+func readAttachment(body io.Reader, stored int64) ([]byte, error) {
+	limit := stored + 1<<20 + 1
+	if b, ok := takeBytes(body); ok {
+		return b[:min(int64(len(b)), limit)], nil
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, stored+512))
+	_, err := buf.ReadFrom(io.LimitReader(body, limit))
+	return buf.Bytes(), err
 }
