@@ -12,7 +12,6 @@ import (
 	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/replicate"
 	"github.com/sofadb/sofa/storage"
-	"github.com/sofadb/sofa/storage/s3"
 )
 
 // groupIndex locates the database groups of archive a, to read several
@@ -55,15 +54,13 @@ func groupIndex(ctx context.Context, a *Endpoint, o *archive.ReaderOptions, rere
 }
 
 // readAhead is the ranged reads an Index of an archive in st keeps in
-// flight (archive.ReaderOptions.ReadAhead): an s3:// store's transfers,
-// so that its groups read at their offsets together have as many GETs
-// in flight as a read in order or an upload would; 0 for every other
-// store (a file's ReadAt is no round trip).
+// flight (archive.ReaderOptions.ReadAhead): an object store's transfers
+// (storage.Parallel), so that its groups read at their offsets together
+// have as many GETs in flight as a read in order or an upload would; 0
+// for a file, whose ReadAt is no round trip.
 func readAhead(st storage.Store) int {
-	if s, ok := st.(*s3.Store); ok {
-		return s.Options().Transfers
-	}
-	return 0
+	n, _ := storage.Parallelism(st)
+	return n
 }
 
 // seqGroupsMax is the most database groups an archive in an object
