@@ -181,11 +181,8 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 // left when the source is read are at most one more round of the
 // upload). A local file copies a spool at disk speed: no bound.
 func spoolAhead(st storage.Store) int64 {
-	if s, ok := st.(*s3.Store); ok {
-		o := s.Options()
-		return o.PartSize * int64(o.Transfers)
-	}
-	return 0
+	n, part := storage.Parallelism(st)
+	return part * int64(n)
 }
 
 // previous is the archive an incremental backup continues: o.Since, or

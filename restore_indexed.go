@@ -34,6 +34,11 @@ func groupIndex(ctx context.Context, a *Endpoint, o *archive.ReaderOptions, rere
 		f.Close()
 		return nil, nil, nil
 	}
+	if n := readAhead(a.store); n > 0 && storage.PrefersSequential(f) {
+		ro := *o
+		ro.ReadAhead = n
+		o = &ro
+	}
 	x, err := archive.Scan(f, f.Size(), o)
 	if err != nil {
 		f.Close()
@@ -48,11 +53,21 @@ func groupIndex(ctx context.Context, a *Endpoint, o *archive.ReaderOptions, rere
 	return x, f, nil
 }
 
+// readAhead is the ranged reads an Index of an archive in st keeps in
+// flight (archive.ReaderOptions.ReadAhead): an object store's transfers
+// (storage.Parallel), so that its groups read at their offsets together
+// have as many GETs in flight as a read in order or an upload would; 0
+// for a file, whose ReadAt is no round trip.
+func readAhead(st storage.Store) int {
+	n, _ := storage.Parallelism(st)
+	return n
+}
+
 // seqGroupsMax is the most database groups an archive in an object
 // store (storage.Sequential) may hold for restore to read it in order:
 // with more, databases restored at once (each group read through
-// buffered ranged reads, archive.ReaderOptions.ReadSize) are the faster
-// way.
+// ranged reads of archive.ReaderOptions.ReadSize, the store's transfers
+// of them in flight in all: ReadAhead) are the faster way.
 const seqGroupsMax = 8
 
 // fewSmallGroups tells whether the archive's index lists at most

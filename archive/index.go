@@ -31,6 +31,7 @@ type Index struct {
 	blobs  map[[32]byte]span
 	gate   *memGate
 	bufs   *bufBudget
+	ahead  *aheadPool // nil: no read-ahead (ReaderOptions.ReadAhead 0)
 }
 
 // bufBudget holds the bytes of read buffers an Index's group readers may
@@ -151,7 +152,8 @@ func Scan(ra io.ReaderAt, size int64, opts *ReaderOptions) (*Index, error) {
 	if rd.opts.ReadMemory <= 0 {
 		rd.opts.ReadMemory = DefaultReadMemory
 	}
-	x := &Index{ra: ra, opts: rd.opts, hdr: rd.hdr, blobs: map[[32]byte]span{}, gate: newMemGate(mem), bufs: &bufBudget{free: rd.opts.ReadMemory}}
+	x := &Index{ra: ra, opts: rd.opts, hdr: rd.hdr, blobs: map[[32]byte]span{}, gate: newMemGate(mem), bufs: &bufBudget{free: rd.opts.ReadMemory},
+		ahead: newAheadPool(rd.opts.ReadAhead, rd.opts.ReadSize)}
 	if tocErr == nil {
 		// no tar header is read but the manifest's, which is checked
 		return x.fromTOC(toc)
@@ -242,14 +244,26 @@ func (x *Index) Groups() []Group { return x.groups }
 // offsets when a revision refers to them. Close it when done.
 func (x *Index) OpenDB(g Group) (*DBReader, error) {
 	// The group is read through a buffer of up to ReadSize bytes (its
-	// whole span when smaller), taken from the Index's ReadMemory.
+	// whole span when smaller), taken from the Index's ReadMemory; with
+	// ReadAhead, in chunks of that size fetched ahead, several at once.
 	held := x.bufs.take(min(g.Size, x.opts.ReadSize))
 	bufSize := max(held, min(g.Size, MinReadSize))
-	rd := &Reader{tr: tar.NewReader(x.section(g.Offset, g.Size, bufSize)), opts: x.opts, hdr: x.hdr,
+	var src io.Reader
+	var ahead *aheadReader
+	if x.ahead != nil {
+		ahead = newAheadReader(x.ra, g.Offset, g.Size, bufSize, x.opts.ReadAhead, x.ahead)
+		src = ahead
+	} else {
+		src = x.section(g.Offset, g.Size, bufSize)
+	}
+	rd := &Reader{tr: tar.NewReader(src), opts: x.opts, hdr: x.hdr,
 		seen: sha256.New(), dirs: map[string]bool{}, summaries: map[string]DBSummary{}, fetch: x.blob, gate: x.gate}
 	rd.blobs = newBlobStore(rd.opts.TempDir, rd.opts.BlobMemory)
 	closeRd := func() {
 		rd.Close()
+		if ahead != nil {
+			ahead.Close()
+		}
 		x.bufs.give(held)
 	}
 	db, err := rd.Next()

@@ -14,16 +14,19 @@ import (
 // TestIndexReadsGroupsAtOnce: the groups of an archive read from their
 // offsets, all at once, give what a reader in order gives, attachments
 // stored once in an earlier group included (every group but the first
-// refers to the shared blob the first stored).
+// refers to the shared blob the first stored), with or without reading
+// ahead (in chunks of 256 bytes: many per group).
 func TestIndexReadsGroupsAtOnce(t *testing.T) {
 	for _, c := range []Compression{Zstd, None} {
 		for _, mem := range []int64{0, 1} { // 1: one member held at a time in all
-			t.Run(fmt.Sprint(c, mem), func(t *testing.T) { indexRead(t, c, mem) })
+			for _, ahead := range []int{0, 3} {
+				t.Run(fmt.Sprint(c, mem, ahead), func(t *testing.T) { indexRead(t, c, mem, ahead) })
+			}
 		}
 	}
 }
 
-func indexRead(t *testing.T, c Compression, mem int64) {
+func indexRead(t *testing.T, c Compression, mem int64, ahead int) {
 	{
 		{
 			dbs := map[string][]*replicate.Doc{}
@@ -32,7 +35,7 @@ func indexRead(t *testing.T, c Compression, mem int64) {
 			}
 			data := writeArchive(t, Options{Compression: c, ChunkSize: 300}, dbs, hostileNames)
 			_, want := readArchive(t, data)
-			x, err := Scan(bytes.NewReader(data), int64(len(data)), &ReaderOptions{BlobMemory: -1, MemberMemory: mem})
+			x, err := Scan(bytes.NewReader(data), int64(len(data)), &ReaderOptions{BlobMemory: -1, MemberMemory: mem, ReadAhead: ahead, ReadSize: 256})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,6 +71,9 @@ func indexRead(t *testing.T, c Compression, mem int64) {
 			}
 			if x.gate.used != 0 {
 				t.Errorf("%d bytes still held after every reader closed", x.gate.used)
+			}
+			if p := x.ahead; p != nil && len(p.spare) != cap(p.spare) {
+				t.Errorf("%d of %d read-ahead buffers back after every reader closed", len(p.spare), cap(p.spare))
 			}
 		}
 	}

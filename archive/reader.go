@@ -45,11 +45,26 @@ type ReaderOptions struct {
 	// S3), at most the group's size; the tar reader's many small reads
 	// are served from that buffer. 0 means DefaultReadSize.
 	ReadSize int64
-	// ReadMemory (Scan only) caps the bytes of those buffers the readers
-	// of one Index hold at once; a reader opened when it is spent reads
-	// with a buffer of MinReadSize (outside the cap). 0 means
-	// DefaultReadMemory.
+	// ReadMemory (Scan only) caps the bytes of the group readers' own
+	// buffers (one each, of up to ReadSize) that the readers of one Index
+	// hold at once; a reader opened when it is spent reads with a buffer
+	// of MinReadSize (outside the cap). 0 means DefaultReadMemory (four
+	// readers' buffers of DefaultReadSize). The chunks read ahead
+	// (ReadAhead) are not counted here: all read buffers of an Index
+	// take at most ReadMemory + ReadAhead × ReadSize bytes, plus
+	// MinReadSize per reader opened past ReadMemory.
 	ReadMemory int64
+	// ReadAhead (Scan only) is the ranged reads (ReadAt calls of up to
+	// ReadSize bytes) the group readers of one Index keep in flight at
+	// once, in all, each reading its group in order ahead of its caller:
+	// one group alone can have all of them, several share them. The
+	// chunks held ahead (in flight, or read and not yet delivered) are at
+	// most ReadAhead buffers of ReadSize bytes for the whole Index, on
+	// top of ReadMemory. Set it for an io.ReaderAt whose every call is a
+	// round trip (an object store, storage.Sequential: its transfers). 0
+	// means no read-ahead: each group reader reads its next buffer with
+	// one ReadAt when it needs it, and starts no goroutine.
+	ReadAhead int
 }
 
 // DefaultMemberMemory is ReaderOptions.MemberMemory when 0.

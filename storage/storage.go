@@ -92,6 +92,23 @@ func PrefersSequential(r Reader) bool {
 	return ok && s.PrefersSequential()
 }
 
+// Parallel is implemented by a Store that moves an archive in pieces,
+// several at once (an object store: multipart uploads and ranged GETs).
+type Parallel interface {
+	// Parallelism returns the pieces in flight at once (the store's
+	// transfers) and the bytes of each (its part size).
+	Parallelism() (transfers int, partSize int64)
+}
+
+// Parallelism returns st's transfers and part size when it is Parallel;
+// 0, 0 for a store whose reads and writes are no round trips (a file).
+func Parallelism(st Store) (transfers int, partSize int64) {
+	if p, ok := st.(Parallel); ok {
+		return p.Parallelism()
+	}
+	return 0, 0
+}
+
 // Info describes a stored archive.
 type Info struct {
 	Name    string

@@ -150,7 +150,10 @@ type Store struct {
 	o Options
 }
 
-var _ storage.Store = (*Store)(nil)
+var (
+	_ storage.Store    = (*Store)(nil)
+	_ storage.Parallel = (*Store)(nil)
+)
 
 // New makes a Store. It loads the SDK's configuration (credentials are
 // resolved at the first request) and sends nothing.
@@ -212,6 +215,10 @@ func (s *Store) Client() *awss3.Client { return s.c }
 
 // Options are the store's options, defaults filled in.
 func (s *Store) Options() Options { return s.o }
+
+// Parallelism returns the store's transfers and part size
+// (storage.Parallel).
+func (s *Store) Parallelism() (int, int64) { return s.o.Transfers, s.o.PartSize }
 
 // ErrBadLocation: a name that is not s3://BUCKET/KEY.
 var ErrBadLocation = errors.New("not an s3://BUCKET/KEY location")
