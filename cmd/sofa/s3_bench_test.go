@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sofadb/sofa/internal/couchtest"
 	"github.com/sofadb/sofa/internal/faultproxy"
-	"github.com/sofadb/sofa/internal/s3test"
 )
 
 // TestS3_UploadScalingBench measures the claim of BENCHMARKS.md section 7
@@ -27,12 +25,7 @@ func TestS3_UploadScalingBench(t *testing.T) {
 	}
 	mib := envInt(t, "SOFA_S3_BENCH_MIB", 200)
 	bps := envInt(t, "SOFA_S3_BENCH_BPS", 8_000_000)
-	bin := sofaBin(t)
-	s3srv := s3test.Start(t)
-	bucket := s3srv.Bucket(t)
-	p := faultproxy.StartT(t, s3srv.URL)
-	p.KeepHost()
-	src := couchtest.Start(t)
+	bin, s3srv, bucket, p, src := s3Proxied(t)
 	// incompressible attachments of 1 MiB, 8 documents per request
 	if err := src.Client().CreateDB(t.Context(), "media"); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,19 @@ import (
 // the fault proxy; bad input answered with one line and its exit code.
 
 // s3Sofa runs the binary with env added to the test's environment.
+// s3Proxied starts what most s3 tests need: the sofa binary, versitygw
+// with a bucket, a fault proxy in front of it (keeping the Host header
+// the requests were signed for) and a CouchDB source.
+func s3Proxied(t *testing.T) (bin string, s3srv *s3test.Server, bucket string, p *faultproxy.Proxy, src *couchtest.Server) {
+	t.Helper()
+	bin = sofaBin(t)
+	s3srv = s3test.Start(t)
+	bucket = s3srv.Bucket(t)
+	p = faultproxy.StartT(t, s3srv.URL)
+	p.KeepHost()
+	return bin, s3srv, bucket, p, couchtest.Start(t)
+}
+
 func s3Sofa(t *testing.T, bin string, env []string, args ...string) arRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -77,12 +90,7 @@ func s3Objects(t *testing.T, endpoint, bucket string) []string {
 // by couchtest.CompareDBs, independent of sofa). No multipart upload is
 // left behind.
 func TestS3_BackupRestoreChainThroughFaults(t *testing.T) {
-	bin := sofaBin(t)
-	s3srv := s3test.Start(t)
-	bucket := s3srv.Bucket(t)
-	p := faultproxy.StartT(t, s3srv.URL)
-	p.KeepHost()
-	src := couchtest.Start(t)
+	bin, s3srv, bucket, p, src := s3Proxied(t)
 	arCreate(t, src, "media", true, s3AttDocs("m", 14, 1<<20)...)
 	arCreate(t, src, "notes", true, arSmallDocs("n", 300)...)
 
@@ -148,12 +156,7 @@ func TestS3_BackupRestoreChainThroughFaults(t *testing.T) {
 // the backup with one line and exit 1; its multipart upload is aborted:
 // no object under the key, none in progress.
 func TestS3_PersistentFailureAborts(t *testing.T) {
-	bin := sofaBin(t)
-	s3srv := s3test.Start(t)
-	bucket := s3srv.Bucket(t)
-	p := faultproxy.StartT(t, s3srv.URL)
-	p.KeepHost()
-	src := couchtest.Start(t)
+	bin, s3srv, bucket, p, src := s3Proxied(t)
 	arCreate(t, src, "media", true, s3AttDocs("m", 12, 1<<20)...)
 	if err := p.SetRules(faultproxy.Rule{Name: "down", Method: "PUT", Fault: faultproxy.Status, Status: 500}); err != nil {
 		t.Fatal(err)
@@ -269,12 +272,7 @@ func TestS3_BadInput(t *testing.T) {
 // the backup with exit 130 and aborts the multipart upload: no object,
 // no upload in progress.
 func TestS3_InterruptAbortsUpload(t *testing.T) {
-	bin := sofaBin(t)
-	s3srv := s3test.Start(t)
-	bucket := s3srv.Bucket(t)
-	p := faultproxy.StartT(t, s3srv.URL)
-	p.KeepHost()
-	src := couchtest.Start(t)
+	bin, s3srv, bucket, p, src := s3Proxied(t)
 	arCreate(t, src, "media", true, s3AttDocs("m", 8, 1<<20)...)
 	// every part hangs (until the client gives up)
 	if err := p.SetRules(faultproxy.Rule{Name: "hang", Method: "PUT", Delay: 10 * time.Minute}); err != nil {

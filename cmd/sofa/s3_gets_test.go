@@ -19,12 +19,7 @@ import (
 // one per small read of the tar reader: counted at the fault proxy in
 // front of versitygw. The restored server equals the source.
 func TestS3_RestoreGets(t *testing.T) {
-	bin := sofaBin(t)
-	s3srv := s3test.Start(t)
-	bucket := s3srv.Bucket(t)
-	p := faultproxy.StartT(t, s3srv.URL)
-	p.KeepHost()
-	src := couchtest.Start(t)
+	bin, s3srv, bucket, p, src := s3Proxied(t)
 	const dbs = 50
 	var names []string
 	for i := range dbs {

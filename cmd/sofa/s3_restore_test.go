@@ -21,12 +21,7 @@ import (
 // of 47 MiB from S3 15 times slower than from a local file
 // (scripts/bench.sh s3).
 func TestS3_RestoreReadsInOrder(t *testing.T) {
-	bin := sofaBin(t)
-	s3srv := s3test.Start(t)
-	bucket := s3srv.Bucket(t)
-	p := faultproxy.StartT(t, s3srv.URL)
-	p.KeepHost()
-	src := couchtest.Start(t)
+	bin, s3srv, bucket, p, src := s3Proxied(t)
 	arCreate(t, src, "media", true, s3AttDocs("m", 80, 40<<10)...)
 	arCreate(t, src, "notes", true, arSmallDocs("n", 300)...)
 	arCreate(t, src, "big", true, s3AttDocs("b", 6, 1<<20)...)
@@ -95,12 +90,7 @@ func TestS3_RestoreLargeGroupsAtOnce(t *testing.T) {
 // with --transfers). Each GET waits 50 ms at the fault proxy, so the
 // GETs started together are seen together. The copy equals the source.
 func TestS3_RestoreReadsAhead(t *testing.T) {
-	bin := sofaBin(t)
-	s3srv := s3test.Start(t)
-	bucket := s3srv.Bucket(t)
-	p := faultproxy.StartT(t, s3srv.URL)
-	p.KeepHost()
-	src := couchtest.Start(t)
+	bin, s3srv, bucket, p, src := s3Proxied(t)
 	arCreate(t, src, "media", true, s3AttDocs("m", 20, 1<<20)...) // 20 MiB: 5 reads of 4 MiB
 	env := append(s3srv.Env(), "SOFA_S3_ENDPOINT="+p.URL)
 	key := "s3://" + bucket + "/ahead.sofa"

@@ -42,12 +42,7 @@ func s3UploadIDs(t *testing.T, endpoint, bucket string) []string {
 // lives; the next backup of the key, once that writer is dead, aborts it
 // (saying so with -v), completes, and no upload is left in the bucket.
 func TestS3_KilledBackupUploadSwept(t *testing.T) {
-	bin := sofaBin(t)
-	s3srv := s3test.Start(t)
-	bucket := s3srv.Bucket(t)
-	p := faultproxy.StartT(t, s3srv.URL)
-	p.KeepHost()
-	src := couchtest.Start(t)
+	bin, s3srv, bucket, p, src := s3Proxied(t)
 	arCreate(t, src, "media", true, s3AttDocs("m", 12, 1<<20)...)
 	if err := p.SetRules(faultproxy.Rule{Name: "hang", Method: "PUT", Delay: 10 * time.Minute}); err != nil {
 		t.Fatal(err)
