@@ -69,10 +69,20 @@ func benchSoak(ctx context.Context, e *env) error {
 		procs = append(procs, &proc{name: name, rep: rep, metrics: "http://" + addr + "/metrics"})
 		return nil
 	}
-	if err := start("sofa-server", "--include", "soak-*", src.URL, tgt.URL); err != nil {
+	// With -soak-faults both runs reach the servers through fault proxies;
+	// the writer and the oracle do not.
+	srcURL, tgtURL, srcP, tgtP, err := soakProxies(e, src.URL, tgt.URL)
+	if err != nil {
 		return err
 	}
-	if err := start("sofa-one-db", src.URL+"/"+one, tgt.URL+"/"+one); err != nil {
+	if srcP != nil {
+		defer srcP.Stop()
+		defer tgtP.Stop()
+	}
+	if err := start("sofa-server", "--include", "soak-*", srcURL, tgtURL); err != nil {
+		return err
+	}
+	if err := start("sofa-one-db", srcURL+"/"+one, tgtURL+"/"+one); err != nil {
 		return err
 	}
 	defer func() {
@@ -114,6 +124,10 @@ func benchSoak(ctx context.Context, e *env) error {
 	}
 	wctx, stopWrites := context.WithTimeout(ctx, e.cfg.soakDuration)
 	defer stopWrites()
+	var faultsDone sync.WaitGroup
+	if srcP != nil {
+		faultsDone.Go(func() { soakFaults(wctx, e, e.cfg.soakFaults, srcP, tgtP) })
+	}
 	var written, failed int64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -163,6 +177,7 @@ writes:
 	}
 	close(next)
 	wg.Wait()
+	faultsDone.Wait() // the faults are cleared: the runs catch up
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -219,6 +234,15 @@ writes:
 		e.sink.write(r)
 	}
 	t.note("slope: least squares over the samples taken while writing (the first, before any write, left out), per hour; in parentheses over the second half of them; oracle: %s", verdict)
+	if srcP != nil {
+		t.note("faults every %s: %s", e.cfg.soakFaults, soakFaultCounts(srcP, tgtP))
+	}
+	for _, p := range procs {
+		if st := p.rep.cmd.ProcessState; st != nil {
+			t.note("%s ended during the soak: %s", p.name, st)
+			verdict = p.name + " ended"
+		}
+	}
 	t.print(os.Stdout)
 	if verdict != "equal" {
 		return fmt.Errorf("soak: the target differs: %s", verdict)

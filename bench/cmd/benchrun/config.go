@@ -85,6 +85,7 @@ type config struct {
 	// soak: databases, writes/s, duration, sampling interval.
 	soakDBs, soakRate        int
 	soakDuration, soakSample time.Duration
+	soakFaults               time.Duration
 
 	// backup
 	backupSizes     intList
@@ -189,6 +190,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.soakRate, "soak-rate", c.soakRate, "soak: writes/s spread over every database")
 	fs.DurationVar(&c.soakDuration, "soak-duration", c.soakDuration, "soak: how long the writes go on")
 	fs.DurationVar(&c.soakSample, "soak-sample", c.soakSample, "soak: time between two samples of each sofa's RSS and Go heap")
+	fs.DurationVar(&c.soakFaults, "soak-faults", 0, "soak: the fault cycle (3 minutes of faults through proxies: target 503s, resets, target unreachable; then none for the rest); 0: no proxies, no faults")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "kill any one tool run after this long")
 }
 
