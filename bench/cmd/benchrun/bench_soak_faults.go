@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sofadb/sofa/internal/faultproxy"
+	"github.com/sofadb/sofa/internal/limit"
 )
 
 // soakPhase is one minute of a soak's fault cycle: the rules of the
@@ -48,30 +49,15 @@ func soakFaults(ctx context.Context, e *env, cycle time.Duration, src, tgt *faul
 		for _, ph := range soakPhases {
 			set(ph.src, ph.tgt)
 			e.logf("soak: fault: %s for %s", ph.name, soakFaultPhase)
-			if !sleepCtx(ctx, soakFaultPhase) {
+			if limit.Sleep(ctx, soakFaultPhase) != nil {
 				return
 			}
 		}
 		set(nil, nil)
 		e.logf("soak: faults over until the next cycle")
-		if !sleepCtx(ctx, cycle-time.Since(start)) {
+		if limit.Sleep(ctx, cycle-time.Since(start)) != nil {
 			return
 		}
-	}
-}
-
-// sleepCtx waits d or until ctx ends; false when ctx ended.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 
