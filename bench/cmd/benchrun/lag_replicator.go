@@ -164,15 +164,18 @@ func sourceConns(pid, port int) int {
 		return 0
 	}
 	want := fmt.Sprintf(":%04X", port)
-	n := 0
+	// Distinct inodes: /proc/net/tcp is read page by page, and a socket
+	// moved in the table between two reads is listed twice (seen on a
+	// loaded machine: 7 for 2 connections).
+	seen := map[string]bool{}
 	for _, line := range strings.Split(string(b), "\n")[1:] {
 		f := strings.Fields(line)
 		// sl local rem st ... inode (field 9)
 		if len(f) > 9 && strings.HasSuffix(f[2], want) && f[3] == "01" && inodes[f[9]] {
-			n++
+			seen[f[9]] = true
 		}
 	}
-	return n
+	return len(seen)
 }
 
 // serverPort is the TCP port of a server URL.
