@@ -266,21 +266,35 @@ func (s *syncer) sourceGone(ctx context.Context, name string) bool {
 
 // deletedOnSource reports a database deleted on the source and, with
 // DeleteMissing, deletes the target's copy.
+//
+// A database this run never copied (created and deleted on the source
+// before a copy could read it, e.g. an event from before the run) that
+// the target does not hold either is not reported: nothing of it was or
+// is on the target.
 func (s *syncer) deletedOnSource(ctx context.Context, name string) {
 	s.mu.Lock()
 	d := s.dbLocked(name)
+	known := d.synced || d.sess != nil || s.inCatchUp(name)
 	d.running, d.again, d.synced, d.noticed, d.againAt = false, false, false, time.Time{}, time.Time{}
 	d.sess = nil // a database created again under the name is another one
 	already := d.deleted
 	d.deleted = true
-	if !already {
-		s.sum.Deleted = append(s.sum.Deleted, name)
-	}
 	delete(s.sum.Failing, name)
 	s.mu.Unlock()
 	if already {
 		return
 	}
+	if !known {
+		if _, err := s.tsrv.DB(name).Info(ctx); errors.Is(err, replicate.ErrNotFound) {
+			if s.o.Copy.DebugLogf != nil {
+				s.o.Copy.DebugLogf("%s: created and deleted on the source before it was copied; not on the target", name)
+			}
+			return
+		}
+	}
+	s.mu.Lock()
+	s.sum.Deleted = append(s.sum.Deleted, name)
+	s.mu.Unlock()
 	detail := "kept on the target"
 	if s.o.DeleteMissing {
 		if err := s.tsrv.DeleteDB(ctx, name); err != nil {

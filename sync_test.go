@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -631,5 +632,54 @@ func TestSync_DeleteMissing(t *testing.T) {
 	sum, _ := r.stop()
 	if fmt.Sprint(sum.DeletedOnTarget) != "[gone]" {
 		t.Errorf("deleted on the target: %v", sum.DeletedOnTarget)
+	}
+}
+
+// TestSync_CreatedAndDeletedBeforeCopied: a database whose copy finds it
+// gone from the source before reading anything of it (created and
+// deleted between the event and the copy) is not reported deleted, and
+// with DeleteMissing nothing is said deleted on the target: the target
+// never held it. The source proxy answers 404 for it, as CouchDB does
+// once it is deleted (CI saw the case with a database deleted before the
+// run started, whose events _db_updates wrote late).
+func TestSync_CreatedAndDeletedBeforeCopied(t *testing.T) {
+	ctx := context.Background()
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	if a.Kind != couchtest.CouchDB {
+		t.Skip("the case comes from _db_updates events: CouchDB")
+	}
+	seed(t, a, "keep", 2)
+	enableDBUpdates(t, a)
+	p := faultproxy.StartT(t, a.URL)
+	// No _dbs_info either (as on CouchDB before 2.2): flash's info is
+	// asked of GET /flash.
+	if err := p.SetRules(faultproxy.Rule{Name: "flash-gone", Path: `^/flash(/|$)`, Fault: faultproxy.Status, Status: 404},
+		faultproxy.Rule{Name: "no-dbs-info", Method: "POST", Path: `^/_dbs_info$`, Fault: faultproxy.Status, Status: 404}); err != nil {
+		t.Fatal(err)
+	}
+	skipped := make(chan struct{})
+	var once sync.Once
+	o := sofa.SyncOptions{DeleteMissing: true}
+	o.Copy.DebugLogf = func(format string, args ...any) {
+		if strings.HasPrefix(fmt.Sprintf(format, args...), "flash: created and deleted on the source") {
+			once.Do(func() { close(skipped) })
+		}
+	}
+	r := startSync(t, p.URL, b.URL, o)
+	r.wait("the initial copy", func() bool { return r.caughtUp })
+	if err := couchtest.NewClient(a.URL).CreateDB(ctx, "flash"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-skipped:
+	case <-time.After(waitTimeout):
+		t.Fatal("flash's copy never found it gone")
+	}
+	sum, _ := r.stop()
+	if slices.Contains(sum.Deleted, "flash") || slices.Contains(sum.DeletedOnTarget, "flash") {
+		t.Errorf("deleted %v, deleted on the target %v: want no flash", sum.Deleted, sum.DeletedOnTarget)
+	}
+	if _, err := couchtest.NewClient(b.URL).Do(ctx, "GET", "/flash", nil, nil); couchtest.StatusOf(err) != 404 {
+		t.Errorf("target's flash: %v, want 404", err)
 	}
 }
