@@ -446,15 +446,11 @@ func isSofa(name string) bool {
 func (e *env) backupReadBound(ctx context.Context, src *server, caseName string, dbs []string) record {
 	b := record{Bench: "backup", Case: caseName, Tool: "bound-read",
 		Note: "time = timed reading of every leaf revision (_changes pages of 10,000, _bulk_get?revs=true&attachments=true of 500, 4 in flight, databases one after another), answers discarded unparsed"}
-	bin := filepath.Join(e.tmp, "boundread")
-	if _, err := os.Stat(bin); err != nil {
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./bench/cmd/boundread")
-		build.Dir, build.Stderr = e.root, os.Stderr
-		if err := build.Run(); err != nil {
-			b.Error = "build bench/cmd/boundread: " + err.Error()
-			e.sink.write(b)
-			return b
-		}
+	bin, err := e.buildTool(ctx, "boundread")
+	if err != nil {
+		b.Error = err.Error()
+		e.sink.write(b)
+		return b
 	}
 	r, o := e.runTool(ctx, b, []*server{src}, bin, append([]string{src.URL}, dbs...)...)
 	pr := applyPeer(&r, o)
@@ -462,4 +458,19 @@ func (e *env) backupReadBound(ctx context.Context, src *server, caseName string,
 	e.sink.write(r)
 	e.logf("backup: %s: bound-read %s in %s", caseName, status(r), secs(r.TimeMS))
 	return r
+}
+
+// buildTool builds bench/cmd/NAME into the scratch directory on first use
+// and returns the binary's path.
+func (e *env) buildTool(ctx context.Context, name string) (string, error) {
+	bin := filepath.Join(e.tmp, name)
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./bench/cmd/"+name)
+	build.Dir, build.Stderr = e.root, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build bench/cmd/%s: %w", name, err)
+	}
+	return bin, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -129,6 +130,23 @@ func (e *env) seedsCase(ctx context.Context, preset string, scale float64) error
 			tools = append(tools, boundTool("bound-copy.js", "bound-copy", pr))
 		}
 	}
+	if len(p.Atts) > 0 && src.couch() {
+		// The ingest bound of a shape with attachments: the target alone
+		// storing the documents from a local spool, as multipart PUTs
+		// (bench/cmd/boundingest), at each parallelism of the sweep.
+		for _, par := range e.cfg.attsIngestSweep {
+			tools = append(tools, seedTool{name: fmt.Sprintf("bound-ingest-atts %d", par), bound: true, run: func(b record, s, t string) record {
+				bin, err := e.buildTool(ctx, "boundingest")
+				if err != nil {
+					b.Error = err.Error()
+					return b
+				}
+				r, o := e.runTool(ctx, b, servers, bin, "-parallel", strconv.Itoa(par), "-spool", filepath.Join(e.tmp, "spool-"+sanitize(name)), s, t)
+				r.TimeMS = int64(applyPeer(&r, o).MS)
+				return r
+			}})
+		}
+	}
 	base := record{Bench: "seeds", Case: fmt.Sprintf("%s, scale %g (%d docs)", preset, scale, p.Docs)}
 	t := &table{title: "seeds: " + base.Case + ", " + kindName(src) + " -> " + kindName(tgt) + " (source read through a byte-counting proxy)",
 		head: append([]string{"tool", "copy"}, append(usageHead, "from source", "verify")...)}
@@ -176,7 +194,7 @@ func (e *env) seedsCase(ctx context.Context, preset string, scale float64) error
 			v := times[phase][tl.name]
 			switch {
 			case v <= 0:
-			case tl.bound && strings.HasPrefix(tl.name, "bound-bulkdocs"):
+			case tl.bound && (strings.HasPrefix(tl.name, "bound-bulkdocs") || strings.HasPrefix(tl.name, "bound-ingest")):
 				ingest = minPos(ingest, v)
 			case tl.bound:
 				copyB = minPos(copyB, v)

@@ -40,6 +40,9 @@ type config struct {
 	pouchBatches intList
 	// copyBound: batch/parallel of the copy bound.
 	copyBound pairList
+	// attsIngestSweep: PUTs in flight of the seeds' ingest bound with
+	// attachments (bench/cmd/boundingest); the best counts.
+	attsIngestSweep intList
 	// tools, when set, restricts the replicate and backup benchmarks to
 	// the tools named (see wants): a sweep of sofa's settings need not
 	// run every peer each round.
@@ -111,11 +114,12 @@ func defaultConfig() *config {
 	return &config{
 		root: ".", sofa: "bin/sofa", out: "bench/results/bench.jsonl", server: kindPouchDB,
 		runs: 3, docs: 10000, docSize: 1024, realScale: 0.1, realPouchP: 1,
-		couchRepSweep: pairList{{8, 40}, {16, 80}},
-		boundSweep:    pairList{{500, 4}, {1000, 4}, {500, 8}},
-		copyBound:     pairList{{500, 4}},
-		pouchBatches:  intList{500},
-		latency:       50 * time.Millisecond, latencyRuns: 1,
+		couchRepSweep:   pairList{{8, 40}, {16, 80}},
+		boundSweep:      pairList{{500, 4}, {1000, 4}, {500, 8}},
+		copyBound:       pairList{{500, 4}},
+		attsIngestSweep: intList{4, 8, 16},
+		pouchBatches:    intList{500},
+		latency:         50 * time.Millisecond, latencyRuns: 1,
 		fleetDBs: 1000, fleetBigDBs: 1000, fleetBigDoc: 100, pool: 64, rateProbe: 3 * time.Second,
 		ctlK: 12, ctlDBs: 200, ctlDocs: 100, ctlSweep: intList{4, 8, 12, 16, 32, 64},
 		ctlCases: "429,dbs-active,max-dbs-open", ctlMaxDBsOpen: 20,
@@ -164,6 +168,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.ctlDocs, "ctl-docs", c.ctlDocs, "controller: documents per database")
 	fs.StringVar(&c.ctlCases, "ctl-cases", c.ctlCases, "controller: comma-separated overload cases: 429 and dbs-active (the proxy answers 429, or CouchDB's 500 all_dbs_active, above -ctl-k in flight), max-dbs-open (CouchDB only: both servers run with max_dbs_open = -ctl-max-dbs-open)")
 	fs.IntVar(&c.ctlMaxDBsOpen, "ctl-max-dbs-open", c.ctlMaxDBsOpen, "controller: CouchDB's max_dbs_open in the max-dbs-open case")
+	fs.Var(&c.attsIngestSweep, "seeds-atts-ingest", "seeds: comma-separated PUTs in flight of atts_db's ingest bound (bench/cmd/boundingest)")
 	fs.Var(&c.ctlSweep, "ctl-sweep", "controller: comma-separated --max-requests values of the fixed sweep")
 	fs.Float64Var(&c.seedsAttsScale, "seeds-atts-scale", c.seedsAttsScale, "seeds: scale of atts_db (10: 1,100 docs, the benchmark's size; 0 skips)")
 	fs.Float64Var(&c.seedsLargeScale, "seeds-large-scale", c.seedsLargeScale, "seeds: scale of large1kb (1: 341,298 docs; 0 skips)")
@@ -202,6 +207,7 @@ func (c *config) shrink() {
 	c.backupSizes, c.backupRealScale, c.attsScale = intList{500, 2000}, 0.02, 0.1
 	c.couchRepSweep, c.boundSweep = pairList{{8, 40}}, pairList{{500, 4}}
 	c.seedsAttsScale, c.seedsLargeScale = 0.1, 0.005
+	c.attsIngestSweep = intList{4}
 	c.s3MiB, c.s3Transfers, c.s3PartSize = 48, intList{1, 4}, 5<<20
 	c.lagPhase, c.lagBurst, c.lagIdle, c.lagDBs = 2*time.Second, 500, time.Second, 20
 	c.soakDBs, c.soakRate, c.soakDuration, c.soakSample = 3, 10, 20*time.Second, 5*time.Second
