@@ -28,17 +28,18 @@ func (s Selection) filter() fleet.Filter {
 	return fleet.Filter{Include: s.Include, Exclude: s.Exclude, Skip: s.Skip}
 }
 
-// apply returns the names the selection keeps, in order: the filter's,
-// then the shard's. It is the one place a selection is applied to a
-// server's listing.
+// holds reports whether the selection keeps the database name: its
+// filter (Include, Exclude, Skip) and its shard. It is the one place a
+// selection decides about a name (a listing, a database a watch names).
+func (s Selection) holds(name string) bool {
+	return s.filter().Match(name) && s.Shard.Holds(name)
+}
+
+// apply returns the names the selection keeps (see holds), in order.
 func (s Selection) apply(names []string) []string {
-	kept := s.filter().Apply(names)
-	if !s.Shard.Sharded() {
-		return kept
-	}
-	out := kept[:0:0]
-	for _, n := range kept {
-		if s.Shard.Holds(n) {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if s.holds(n) {
 			out = append(out, n)
 		}
 	}
