@@ -46,8 +46,16 @@ func (s Selection) apply(names []string) []string {
 	return out
 }
 
-// mayBeEmpty: a selection of one part of a run may match nothing.
-func (s Selection) mayBeEmpty() bool { return s.Sharded || s.Shard.Sharded() }
+// noneMatched is the one rule for a selection that matched nothing
+// (matched databases: 0): an error, worded by format and args, unless the
+// selection is one part of a larger run (Sharded, or a Shard), whose part
+// may hold none. nil when something matched.
+func (s Selection) noneMatched(matched int, format string, args ...any) error {
+	if matched > 0 || s.Sharded || s.Shard.Sharded() {
+		return nil
+	}
+	return fmt.Errorf(format, args...)
+}
 
 // An OptionError says the options (or arguments) of a call are wrong,
 // not the endpoints: nothing was done. Its message is the problem's.
@@ -87,8 +95,8 @@ func SelectDBs(ctx context.Context, ep *Endpoint, sel Selection, role string) ([
 		return nil, fmt.Errorf("%s: list databases: %w", role, err)
 	}
 	dbs := sel.apply(names)
-	if len(dbs) == 0 && !sel.mayBeEmpty() {
-		return nil, fmt.Errorf("%s: no database matches (of %d listed)", role, len(names))
+	if err := sel.noneMatched(len(dbs), "%s: no database matches (of %d listed)", role, len(names)); err != nil {
+		return nil, err
 	}
 	return dbs, nil
 }
