@@ -2,7 +2,6 @@ package sofa
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -214,11 +213,11 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 		sum.Add(fleet.DBResult{Name: tname, Status: fleet.StatusOK, Warnings: []string{msg}})
 	}
 	sum.Duration = fleet.Duration(time.Since(sum.Started))
-	switch {
-	case fatalErr != nil:
+	if fatalErr != nil {
 		return &sum, fatalErr
-	case sum.DBsTotal == 0 && !o.Selection.mayBeEmpty():
-		return &sum, errors.New("no database of the archive was selected")
+	}
+	if err := o.Selection.noneMatched(sum.DBsTotal, "no database of the archive was selected"); err != nil {
+		return &sum, err
 	}
 	return &sum, nil
 }

@@ -28,25 +28,34 @@ func (s Selection) filter() fleet.Filter {
 	return fleet.Filter{Include: s.Include, Exclude: s.Exclude, Skip: s.Skip}
 }
 
-// apply returns the names the selection keeps, in order: the filter's,
-// then the shard's. It is the one place a selection is applied to a
-// server's listing.
+// holds reports whether the selection keeps the database name: its
+// filter (Include, Exclude, Skip) and its shard. It is the one place a
+// selection decides about a name (a listing, a database a watch names).
+func (s Selection) holds(name string) bool {
+	return s.filter().Match(name) && s.Shard.Holds(name)
+}
+
+// apply returns the names the selection keeps (see holds), in order.
 func (s Selection) apply(names []string) []string {
-	kept := s.filter().Apply(names)
-	if !s.Shard.Sharded() {
-		return kept
-	}
-	out := kept[:0:0]
-	for _, n := range kept {
-		if s.Shard.Holds(n) {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if s.holds(n) {
 			out = append(out, n)
 		}
 	}
 	return out
 }
 
-// mayBeEmpty: a selection of one part of a run may match nothing.
-func (s Selection) mayBeEmpty() bool { return s.Sharded || s.Shard.Sharded() }
+// noneMatched is the one rule for a selection that matched nothing
+// (matched databases: 0): an error, worded by format and args, unless the
+// selection is one part of a larger run (Sharded, or a Shard), whose part
+// may hold none. nil when something matched.
+func (s Selection) noneMatched(matched int, format string, args ...any) error {
+	if matched > 0 || s.Sharded || s.Shard.Sharded() {
+		return nil
+	}
+	return fmt.Errorf(format, args...)
+}
 
 // An OptionError says the options (or arguments) of a call are wrong,
 // not the endpoints: nothing was done. Its message is the problem's.
@@ -86,8 +95,8 @@ func SelectDBs(ctx context.Context, ep *Endpoint, sel Selection, role string) ([
 		return nil, fmt.Errorf("%s: list databases: %w", role, err)
 	}
 	dbs := sel.apply(names)
-	if len(dbs) == 0 && !sel.mayBeEmpty() {
-		return nil, fmt.Errorf("%s: no database matches (of %d listed)", role, len(names))
+	if err := sel.noneMatched(len(dbs), "%s: no database matches (of %d listed)", role, len(names)); err != nil {
+		return nil, err
 	}
 	return dbs, nil
 }

@@ -122,7 +122,8 @@ func archiveDBs(t *testing.T, st storage.Store, name string) []string {
 // member, the one its hash names; the set restores to a server equal to
 // the source (couchtest's oracle); a missing member or a member of
 // another run is refused; an empty shard succeeds for backup, copy and
-// verify alike, while an empty selection without a shard stays an error.
+// verify alike (a set's or an archive's verify with Sharded too), while
+// an empty selection without a shard stays an error (VerifySet's too).
 func TestShardedBackup_Library(t *testing.T) {
 	ctx := context.Background()
 	a, b := couchtest.Start(t), couchtest.Start(t)
@@ -214,6 +215,19 @@ func TestShardedBackup_Library(t *testing.T) {
 	vs, err := sofa.VerifySet(ctx, set, dst, sofa.VerifyOptions{})
 	if err != nil || !vs.Equal || vs.DBsTotal < len(shardNames) {
 		t.Fatalf("verify of the set against the copy: %+v, %v", vs, err)
+	}
+	// A selection matching nothing in the set (or in one archive) is an
+	// error, unless Sharded: one part of a larger run may hold nothing.
+	none := sofa.Selection{Include: []string{"nothing-*"}}
+	if vs, err := sofa.VerifySet(ctx, set, dst, sofa.VerifyOptions{Selection: none}); err == nil || !strings.Contains(err.Error(), "no database") {
+		t.Errorf("verify of the set, nothing selected: %+v, %v; want an error", vs, err)
+	}
+	none.Sharded = true
+	if vs, err := sofa.VerifySet(ctx, set, dst, sofa.VerifyOptions{Selection: none}); err != nil || !vs.Equal || vs.DBsTotal != 0 {
+		t.Errorf("verify of the set, nothing selected, Sharded: %+v, %v; want equal, no error", vs, err)
+	}
+	if vs, err := sofa.Verify(ctx, set.Members[0], dst, sofa.VerifyOptions{Selection: none}); err != nil || vs.DBsTotal != 0 {
+		t.Errorf("verify of a member, nothing selected, Sharded: %+v, %v; want no error", vs, err)
 	}
 
 	// A member written by another run is refused, whatever AllowPartial.

@@ -63,7 +63,11 @@ type SyncOptions struct {
 // ends: it copies every selected database once (as Copy), then watches
 // which databases change and copies only those again, each catch-up
 // incremental from its checkpoint, under the same scheduler and adaptive
-// limiters as Copy.
+// limiters as Copy. Copy.Selection, its Shard included, decides which
+// databases are the run's, at the catch-up and for every database the
+// watch names afterwards (changed, new, deleted): n runs given shards
+// 0/n .. n-1/n each copy their own databases only (an empty shard is
+// no error).
 //
 // Each database's replication is kept open after its copy (a
 // replicate.Session: replication id, checkpoint state, seq reached), so
@@ -113,14 +117,14 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 	if o.BehindAfter <= 0 {
 		o.BehindAfter = DefaultBehindAfter
 	}
-	if err := o.Copy.Selection.filter().Validate(); err != nil {
-		return nil, &OptionError{Err: err}
+	if err := o.Copy.Selection.Validate(); err != nil {
+		return nil, err
 	}
 	if o.Metrics == nil {
 		o.Metrics = metrics.New()
 	}
 	s := &syncer{o: o, src: src, dst: dst, ssrv: src.couch.Server, tsrv: dst.couch.Server,
-		filter: o.Copy.Selection.filter(), dbs: map[string]*syncDB{}, wake: make(chan struct{}, 1),
+		sel: o.Copy.Selection, dbs: map[string]*syncDB{}, wake: make(chan struct{}, 1),
 		budget: replicate.NewBudget(o.Copy.Engine.MaxInflightBytes), t0: time.Now()}
 	maxDBs := o.Copy.MaxDBs
 	if maxDBs <= 0 {
@@ -227,7 +231,7 @@ type syncer struct {
 	o          SyncOptions
 	src, dst   *Endpoint
 	ssrv, tsrv *couch.Server
-	filter     fleet.Filter
+	sel        Selection // the databases that are this run's (see owns)
 	budget     *replicate.Budget
 	slots      chan struct{} // databases in flight, all waves together
 	t0         time.Time

@@ -61,7 +61,7 @@ func (s *syncer) mark(name string, at time.Time) { s.note(name, change{at: at}) 
 // it, and one already queued stays queued once.
 func (s *syncer) note(name string, c change) {
 	at := c.at
-	if !s.filter.Match(name) {
+	if !s.owns(name) {
 		return
 	}
 	s.mu.Lock()
@@ -99,10 +99,16 @@ func (s *syncer) note(name string, c change) {
 	}
 }
 
+// owns reports whether the database name is this run's: kept by the
+// selection, shard included. The catch-up's listing (SelectDBs), the
+// watch's rows, the polls and a database new on the source are all
+// judged by it (Selection.holds).
+func (s *syncer) owns(name string) bool { return s.sel.holds(name) }
+
 // includesSystem reports whether an Include pattern that begins with "_"
 // names the system database name.
 func (s *syncer) includesSystem(name string) bool {
-	for _, p := range s.filter.Include {
+	for _, p := range s.sel.Include {
 		if ok, _ := path.Match(p, name); ok && strings.HasPrefix(p, "_") {
 			return true
 		}

@@ -138,7 +138,7 @@ func (s *syncer) snapshot(ctx context.Context) (map[string]polledDB, error) {
 	if err != nil {
 		return nil, err
 	}
-	names = s.filter.Apply(names)
+	names = s.sel.apply(names) // only this run's (owns)
 	out := make(map[string]polledDB, len(names))
 	var mu sync.Mutex
 	var wg sync.WaitGroup

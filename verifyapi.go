@@ -25,7 +25,8 @@ type VerifyOptions struct {
 	// when nil; Shard: one part of the databases of a, and of those only
 	// b holds), or with Include and Exclude those of an archive (read
 	// through its index when it has one: only the picked databases). A
-	// selection matching nothing compares nothing.
+	// selection matching nothing is an error unless it is one part of a
+	// larger run (Sharded, or a Shard): then it compares nothing.
 	Selection Selection
 	// MaxDBs, Fixed and IdealDuration are as in CopyOptions.
 	MaxDBs        int
@@ -62,7 +63,8 @@ var ErrSeveralDatabases = errors.New("holds several databases: compare it with a
 // only b holds are differences too), or an archive with a server (each of
 // its databases with its namesake) or database (its one database). The
 // error is non-nil when nothing could be compared, a selection that
-// matches no database included (unless it is one shard of a sharded run);
+// matches no database included (unless it is one part of a larger run:
+// Selection.Sharded, or a Shard);
 // per-database outcomes (equal, different, failed, interrupted) are in
 // the summary.
 func Verify(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*VerifySummary, error) {
@@ -79,10 +81,13 @@ func Verify(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*VerifySummar
 			return nil, err
 		}
 		res, err := verifyArchive(ctx, a, b, o.Compare, archiveFilter(o.Selection))
-		if err == nil && res.DBsTotal == 0 && !res.Interrupted {
-			return nil, fmt.Errorf("%s: no database of the archive matches", a)
+		if err != nil || res.Interrupted {
+			return res, err
 		}
-		return res, err
+		if err := o.Selection.noneMatched(res.DBsTotal, "%s: no database of the archive matches", a); err != nil {
+			return nil, err
+		}
+		return res, nil
 	case a.Kind() == KindServer && b.Kind() == KindServer:
 		return verifyServers(ctx, a, b, o)
 	case a.Kind() == KindDatabase && b.Kind() == KindDatabase:
@@ -191,8 +196,8 @@ func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*Verif
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return &res, runErr
 	}
-	if res.DBsTotal == 0 && !o.Selection.mayBeEmpty() {
-		return nil, fmt.Errorf("a: no database matches (of %d listed; b: %d)", len(an), len(bn))
+	if err := o.Selection.noneMatched(res.DBsTotal, "a: no database matches (of %d listed; b: %d)", len(an), len(bn)); err != nil {
+		return nil, err
 	}
 	return &res, nil
 }
@@ -262,7 +267,8 @@ func verifyArchive(ctx context.Context, a, b *Endpoint, o verify.Options, filter
 // VerifySet compares each database of every present member of a set
 // (see OpenSet) with the database of the same name on the server b, as
 // Verify does for one archive; the outcomes of all members are in one
-// summary.
+// summary. A selection that matches no database of the set is an error,
+// unless o.Selection.Sharded (the summary is then empty and equal).
 func VerifySet(ctx context.Context, set *ArchiveSet, b *Endpoint, o VerifyOptions) (*VerifySummary, error) {
 	if b.Kind() != KindServer {
 		return nil, optionErr("verify: a set holds several databases: compare it with a server URL, not %s", b)
@@ -282,8 +288,14 @@ func VerifySet(ctx context.Context, set *ArchiveSet, b *Endpoint, o VerifyOption
 			break
 		}
 	}
+	if res.Interrupted {
+		return &res, nil
+	}
+	if err := o.Selection.noneMatched(res.DBsTotal, "set %s: no database of its %d members present matches", set.Manifest, len(set.Members)); err != nil {
+		return nil, err
+	}
 	if res.DBsTotal == 0 {
-		res.Equal = true
+		res.Equal = true // an empty part (Sharded): nothing differs
 	}
 	return &res, nil
 }

@@ -18,7 +18,7 @@
 // delivers revisions with their attachment bytes (Change.Docs).
 //
 // Checking: Verify reads and checks everything; List reads the header and
-// manifest only (`sofa ls`); ReadSeqs/ReadSince and CheckChain support
+// manifest only (`sofa ls`); ReadSince and CheckChain support
 // incremental backups.
 //
 // Every error about archive content is an *Error naming the member and

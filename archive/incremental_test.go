@@ -64,24 +64,24 @@ func TestIncrementalChain(t *testing.T) {
 		"kept":  {doc("a", "1-a", false, `{"_id":"a","_rev":"1-a"}`)},
 		"other": {doc("b", "1-b", false, `{"_id":"b","_rev":"1-b"}`)},
 	}, `"7-x"`, "1")
-	s1, err := ReadSeqs(full)
+	s1, err := readSinceFile(t, full)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s1.ArchiveID != h0.ID || string(s1.Databases["kept"].Seq) != `"7-x"` || s1.Databases["kept"].InstanceStart != "1" {
-		t.Fatalf("ReadSeqs = %+v", s1)
+		t.Fatalf("ReadSince = %+v", s1)
 	}
 	inc1 := filepath.Join(dir, "inc1.sofa")
 	h1 := write(inc1, s1, map[string][]*replicate.Doc{
 		"kept": {doc("a", "2-a", false, `{"_id":"a","_rev":"2-a"}`)},
 	}, `"9-y"`, "1")
-	s2, err := ReadSeqs(inc1)
+	s2, err := readSinceFile(t, inc1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// "other" is carried forward from the full backup
 	if string(s2.Databases["other"].Seq) != `"7-x"` || string(s2.Databases["kept"].Seq) != `"9-y"` {
-		t.Fatalf("ReadSeqs(inc1) = %+v", s2.Databases)
+		t.Fatalf("readSinceFile(t, inc1) = %+v", s2.Databases)
 	}
 	inc2 := filepath.Join(dir, "inc2.sofa")
 	h2 := write(inc2, s2, map[string][]*replicate.Doc{
@@ -233,4 +233,15 @@ func TestBlobSpill(t *testing.T) {
 		t.Fatal(err)
 	}
 	equalDocs(t, "db", dbs["db"].docs, sampleDocs())
+}
+
+// readSinceFile is ReadSince of the archive file at path.
+func readSinceFile(t *testing.T, path string) (*Since, error) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return ReadSince(f)
 }

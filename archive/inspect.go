@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 )
 
 // Report is what Verify found in a sound archive.
@@ -132,16 +131,6 @@ func ReadSince(r io.Reader) (*Since, error) {
 		s.Databases[db.Name] = st
 	}
 	return s, nil
-}
-
-// ReadSeqs is ReadSince on the archive file at path.
-func ReadSeqs(path string) (*Since, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("archive: %w", err)
-	}
-	defer f.Close()
-	return ReadSince(f)
 }
 
 // CheckChain checks that archives, given by their headers in the order

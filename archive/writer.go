@@ -36,7 +36,7 @@ type Options struct {
 	// Source is recorded in the header: see Header.Source.
 	Source string
 	// Since makes the archive an incremental one continuing the archive
-	// it describes (see ReadSeqs); nil means a full backup.
+	// it describes (see ReadSince); nil means a full backup.
 	Since *Since
 	// Shard marks the archive as one member of a sharded backup (see
 	// Header.Shard); nil: not sharded.

@@ -70,7 +70,7 @@ func (d *DB) String() string { return d.srv.URL() + d.path }
 func (d *DB) fail(op string, err error) error {
 	switch StatusOf(err) {
 	case 401:
-		return fmt.Errorf("%s: %s: %s", d, op, d.srv.unauthorized(err))
+		return fmt.Errorf("%s: %s: %w", d, op, d.srv.authErr(err))
 	case 403:
 		return fmt.Errorf("%s: %s: forbidden (HTTP 403): %w", d, op, err)
 	case 404:

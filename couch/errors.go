@@ -148,6 +148,21 @@ func Denied(err error) bool {
 	return errors.As(err, &e) && e.denied()
 }
 
+// An authError is a 401 answer worded for an operator (unauthorized):
+// its message is the wording alone (the request's error is not
+// repeated), and it wraps that error, so that StatusOf and errors.As
+// find the *Error.
+type authError struct {
+	msg string
+	err error
+}
+
+func (e *authError) Error() string { return e.msg }
+func (e *authError) Unwrap() error { return e.err }
+
+// authErr is err, a 401 answer, worded by unauthorized and wrapped.
+func (c *Client) authErr(err error) error { return &authError{msg: c.unauthorized(err), err: err} }
+
 // unauthorized words a 401 answer for an operator. It tells apart a URL
 // naming a user but no password, no credentials at all, credentials the
 // server called wrong, and a refusal of credentials it accepted (CouchDB

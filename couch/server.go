@@ -138,7 +138,7 @@ func (s *Server) welcome(ctx context.Context) error {
 func (s *Server) describe(err error) error {
 	switch st := StatusOf(err); st {
 	case 401:
-		return fmt.Errorf("%s: %s", s.URL(), s.unauthorized(err))
+		return fmt.Errorf("%s: %w", s.URL(), s.authErr(err))
 	case 403:
 		return fmt.Errorf("%s: access forbidden (HTTP 403): %w", s.URL(), err)
 	case 0:

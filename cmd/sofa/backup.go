@@ -139,12 +139,14 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	case exitFatal:
 		return runErr
 	}
+	// A sharded backup wrote its member, not ARCHIVE: that is named.
+	name, label := dst.Archive(), dst.String()
 	if shard.Sharded() {
-		path = sofa.ShardArchiveName(path, shard)
+		name, label = sofa.ShardArchiveName(name, shard), sofa.ShardArchiveName(label, shard)
 	}
 	if !bc.out.quiet && path != "-" {
-		if st, err := dst.Store().Stat(ctx, dst.Archive()); err == nil {
-			fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", dst, humanBytes(st.Size))
+		if st, err := dst.Store().Stat(ctx, name); err == nil {
+			fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", label, humanBytes(st.Size))
 		}
 	}
 	return runErr

@@ -53,12 +53,16 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 			fmt.Fprintf(os.Stderr, "sofa: %s "+format+"\n", append([]any{time.Now().Format(time.RFC3339)}, args...)...)
 		}
 	}
+	shard, err := rc.shard.shard()
+	if err != nil {
+		return err
+	}
 	prog := out.progress()
 	var stopProg sync.Once
 	sum, err := sofa.Sync(ctx, src, tgt, sofa.SyncOptions{
 		Copy: sofa.CopyOptions{
 			Engine:        rc.engine.options(),
-			Selection:     sofa.Selection{Include: rc.include, Exclude: rc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, rc.withUsers)},
+			Selection:     sofa.Selection{Include: rc.include, Exclude: rc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, rc.withUsers), Shard: shard},
 			ReuseExisting: rc.reuseExisting, Q: rc.q, N: rc.n,
 			Verify:            sofa.VerifyMode(rc.verifyMode),
 			SourceCheckpoints: rc.checkpoints == checkpointsBoth,

@@ -45,7 +45,8 @@ func runParallel(t *testing.T, bin string, argss [][]string) []arRun {
 
 // TestShard_Processes: n sofa processes given --shard 0/n .. n-1/n
 // cover every database exactly once, for backup (each member holds the
-// databases of its hash, the set restores equal to the source by
+// databases of its hash and each worker says it wrote its member, with
+// its size, the set restores equal to the source by
 // couchtest's oracle, and verify accepts the set alone and against the
 // copy), replicate (the copies are equal) and verify. A partial set is
 // refused with one line naming the missing member, unless
@@ -76,6 +77,11 @@ func TestShard_Processes(t *testing.T) {
 	for i, r := range runParallel(t, bin, argss) {
 		r.want(t, exitOK)
 		member := sofa.ShardArchiveName(base, sofa.Shard{Index: i, Count: n})
+		if st, err := os.Stat(member); err != nil {
+			t.Error(err)
+		} else if want := fmt.Sprintf("sofa: archive %s written (%s)\n", member, humanBytes(st.Size())); !strings.Contains(r.stderr, want) {
+			t.Errorf("worker %d: stderr lacks %q:\n%s", i, want, r.stderr)
+		}
 		for _, db := range arLs(t, bin, member).names() {
 			seen[db]++
 			if sofa.ShardOf(db, n) != i {

@@ -140,7 +140,7 @@ func TestPreset(t *testing.T) {
 		t.Errorf("atts_db = %+v", s)
 	}
 	if s, _ := Preset(PresetAtts, 10); s.Docs != 1100 {
-		t.Errorf("atts_db at scale 10 has %d docs, want seeds/001's 1,100", s.Docs)
+		t.Errorf("atts_db at scale 10 has %d docs, want the full-size shape's 1,100 (see Preset)", s.Docs)
 	}
 	if s, _ := Preset(PresetLarge1KB, 0.5); s.Docs != 170_649 {
 		t.Errorf("large1kb at 0.5 = %d docs", s.Docs)

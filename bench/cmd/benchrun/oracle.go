@@ -98,7 +98,8 @@ func firstLines(s string, n int) string {
 // oracleBatch is the number of revisions the oracle asks per _bulk_get of
 // the database at dbURL: 200, fewer where the documents are large (their
 // attachments come inline as base64), so that one answer stays near 64
-// MiB: seeds/001's atts_db carries 2 MB per document. A server without
+// MiB: the atts_db preset (internal/dataset; BENCHMARKS.md, "Method")
+// carries an attachment of 2 MB per document. A server without
 // sizes.external (PouchDB Server) gets 200.
 func oracleBatch(ctx context.Context, dbURL string) int {
 	var info struct {

@@ -1,0 +1,51 @@
+package couch
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sofadb/sofa/internal/couchtest"
+)
+
+// TestAuthErr_Chain: a 401 keeps its one-line wording for an operator
+// and its chain: StatusOf is 401 and errors.As finds the *Error, both
+// for the server's refusal of a wrong password (Probe: the welcome) and
+// for a database's (an anonymous read of a database with members). No
+// message holds the password.
+func TestAuthErr_Chain(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "CouchDB answers a wrong password and an anonymous reader with 401")
+	const pw = "autherr-s3cret"
+	srv := couchtest.StartWith(t, couchtest.Options{AdminUser: "admin", AdminPassword: pw})
+	ctx := t.Context()
+	admin := couchtest.NewClient(srv.UserURL("admin", pw))
+	if err := admin.CreateDB(ctx, "closed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.MakeReadOnly(ctx, "closed", "someone"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, err error, wording string) {
+		t.Helper()
+		var ce *Error
+		switch {
+		case err == nil:
+			t.Fatalf("%s: no error", what)
+		case StatusOf(err) != 401 || !errors.As(err, &ce):
+			t.Errorf("%s: StatusOf %d, *Error found %v: %v", what, StatusOf(err), ce != nil, err)
+		case !strings.Contains(err.Error(), wording) || strings.Contains(err.Error(), pw) || strings.Contains(err.Error(), "\n"):
+			t.Errorf("%s: message %q, want one line saying %q without the password", what, err, wording)
+		case strings.Count(err.Error(), "HTTP 401") != 1:
+			t.Errorf("%s: message %q says HTTP 401 more than once", what, err)
+		}
+	}
+	_, err := Probe(ctx, srv.UserURL("admin", "wrong-"+pw), Options{})
+	check("wrong password", err, "authentication failed (HTTP 401): check the user name and password")
+
+	ep, err := Probe(ctx, srv.UserURL("", "")+"/closed", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ep.Server.DB("closed").Info(ctx)
+	check("anonymous read", err, "authentication required (HTTP 401)")
+}
