@@ -39,6 +39,9 @@ type DB struct {
 	// BulkGetUnsupported is set once `_bulk_get` failed; reads then use
 	// `open_revs` GETs.
 	bulkGetOff bool
+	// attBatchOff: a `_bulk_get` of attachments inline was refused
+	// (ReadAttachments); attachments are then read one at a time.
+	attBatchOff atomic.Bool
 	// notAdmin: setting a property was refused for lack of rights.
 	notAdmin atomic.Bool
 	// pending is the `pending` of the last changes page read, plus one

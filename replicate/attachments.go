@@ -30,6 +30,9 @@ func (r *run) resolveAttachments(ctx context.Context, docs []*Doc, reqs []RevReq
 	if err != nil {
 		return err
 	}
+	if err := r.readSmallAttachments(ctx, docs, have, held, w); err != nil {
+		return err
+	}
 	// Bytes shared by the leaves of one document; forgotten at the next
 	// document, so that it never keeps alive what the write buffer has
 	// flushed and released from the memory budget.

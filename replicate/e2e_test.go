@@ -297,7 +297,9 @@ func TestReplicateUnreadableAttachmentReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PutAttachment(ctx, src, "gone", rev, "a.bin", "application/octet-stream", randomBytes(1000)); err != nil {
+	// Larger than a batched read takes (64 KiB): read alone, by the GET
+	// the proxy refuses.
+	if _, err := c.PutAttachment(ctx, src, "gone", rev, "a.bin", "application/octet-stream", randomBytes(100<<10)); err != nil {
 		t.Fatal(err)
 	}
 	p := faultproxy.StartT(t, srv.URL)

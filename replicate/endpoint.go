@@ -233,6 +233,24 @@ type AttachmentOpener interface {
 	OpenAttachment(ctx context.Context, docID, rev string, att *Attachment) (io.ReadCloser, error)
 }
 
+// AttachmentBatchReader is an optional Source ability: the bytes of small
+// identity-encoded attachments of many revisions in one request (on
+// CouchDB one `_bulk_get` with attachments inline), where reading each
+// with its own request would cost the source more than its bytes. For
+// each AttRead it sets Data of the listed attachments it could read and
+// checked against their md5 digests; what it leaves nil is read one at a
+// time (Source.Attachment), which also reports what cannot be read. It
+// returns an error only when ctx ends.
+type AttachmentBatchReader interface {
+	ReadAttachments(ctx context.Context, revs []AttRead) error
+}
+
+// AttRead names attachments of one revision to read (AttachmentBatchReader).
+type AttRead struct {
+	ID, Rev string
+	Atts    []*Attachment
+}
+
 // StreamWriter is an optional Target ability: write one revision whose
 // attachments marked Stream are piped from open while the request is
 // sent (opened again if the request is retried). CanStream says whether
