@@ -119,7 +119,7 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 		return libErr(err)
 	}
 	bc.engine.setMemoryLimit(int64(bc.control.maxDBs) << 20)
-	setGCPercent(backupGCPercent)
+	setGCPercent(archiveGCPercent)
 	prog := bc.out.progress()
 	sum, err := sofa.Backup(ctx, src, dst, sofa.BackupOptions{
 		Engine: bc.engine.options(), Selection: sel, Since: bc.since, SetID: bc.setID,

@@ -170,6 +170,7 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 		return err
 	}
 	c.engine.setMemoryLimit(64 << 20)
+	setGCPercent(archiveGCPercent)
 	sum, err := plan.Run(ctx, tgt)
 	return finishDBs(sum, err, c.out, "restored")
 }
