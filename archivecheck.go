@@ -18,6 +18,8 @@ const (
 type ArchiveCheck struct {
 	// Archive is the archive's name in its store.
 	Archive string `json:"archive"`
+	// Location is the endpoint's String: its location, redacted.
+	Location string `json:"-"`
 	// Report is CheckArchive's report; nil when the archive is damaged.
 	Report *archive.Report `json:"report,omitempty"`
 	// Error says what is wrong: the damage, or that the archive is
@@ -41,17 +43,16 @@ type ArchivesCheck struct {
 	Databases int
 }
 
-// Worst is the Error of the first damaged archive, else of the first
-// incomplete one; "" when every archive is sound.
+// Worst is the Error of the damaged archive found last, else of the
+// first incomplete one; "" when every archive is sound.
 func (c *ArchivesCheck) Worst() string {
-	for _, st := range []string{ArchivesDamaged, ArchivesIncomplete} {
-		for _, a := range c.Archives {
-			if a.Status == st {
-				return a.Error
-			}
+	worst := ""
+	for _, a := range c.Archives {
+		if a.Status == ArchivesDamaged || a.Status == ArchivesIncomplete && worst == "" {
+			worst = a.Error
 		}
 	}
-	return ""
+	return worst
 }
 
 // CheckArchives checks each archive endpoint alone, as CheckArchive
@@ -66,7 +67,7 @@ func CheckArchives(ctx context.Context, archives ...*Endpoint) (*ArchivesCheck, 
 		if ep.Kind() != KindArchive {
 			return nil, optionErr("%s is not an archive", ep)
 		}
-		c := ArchiveCheck{Archive: ep.Archive(), Status: ArchivesSound}
+		c := ArchiveCheck{Archive: ep.Archive(), Location: ep.String(), Status: ArchivesSound}
 		rep, err := CheckArchive(ctx, ep)
 		if err != nil {
 			if ctx.Err() != nil {

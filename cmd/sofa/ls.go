@@ -60,7 +60,7 @@ database URL (doc_count, doc_del_count, update_seq).
 func lsArchive(ctx context.Context, s3f *s3Flags, path string, jsonOut bool) error {
 	ep, err := sofa.Open(ctx, path, s3f.openOptions())
 	if err != nil {
-		return libErr(err)
+		return err
 	}
 	hdr, dbs, err := sofa.ListArchive(ctx, ep)
 	if err != nil {
