@@ -171,8 +171,8 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	src, tgt := srcEP.Couch(), tgtEP.Couch()
 	rc.counters = []*couch.Counters{src.Server.Stats, tgt.Server.Stats}
 	rc.watch = sofa.NewStallWatch(srcEP, tgtEP)
-	if src.Server.URL() == tgt.Server.URL() && src.DBName == tgt.DBName {
-		return usageErr("SOURCE and TARGET are the same %s", map[bool]string{true: "server", false: "database"}[src.DBName == ""])
+	if err := sofa.CheckDistinct(srcEP, tgtEP); err != nil {
+		return err // before any metrics server or progress starts
 	}
 	switch {
 	case src.DBName == "" && tgt.DBName == "" && rc.cont.continuous:
