@@ -144,8 +144,8 @@ func (vc *verifyCmd) options(metadataDefault bool, cmd *cobra.Command) sofa.Veri
 		o.Metadata = true
 	}
 	return sofa.VerifyOptions{Compare: o,
-		Selection: sofa.Selection{Include: vc.include, Exclude: vc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, vc.withUsers), Shard: vc.mustShard()},
-		MaxDBs:    vc.control.maxDBs, Fixed: vc.control.fixed, IdealDuration: vc.control.idealDuration}
+		Selection:  sofa.Selection{Include: vc.include, Exclude: vc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, vc.withUsers), Shard: vc.mustShard()},
+		RunControl: sofa.RunControl{MaxDBs: vc.control.maxDBs, Fixed: vc.control.fixed, IdealDuration: vc.control.idealDuration}}
 }
 
 func (vc *verifyCmd) run(ctx context.Context, cmd *cobra.Command, aURL, bURL string) error {
