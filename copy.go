@@ -83,6 +83,9 @@ type CopyOptions struct {
 // Otherwise per-database outcomes are in the Summary: Complete reports
 // whether all are ok.
 func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, error) {
+	if err := CheckDistinct(src, dst); err != nil {
+		return nil, err
+	}
 	if src.Kind() != KindServer || dst.Kind() != KindServer {
 		return nil, optionErr("copy: %s to %s: both must be server URLs (one database: package replicate)", src, dst)
 	}
@@ -164,10 +167,30 @@ type CopyDBOptions struct {
 // ErrNoTarget: CopyDB into a missing database without CreateTarget.
 var ErrNoTarget = errors.New("target database does not exist")
 
+// CheckDistinct refuses, with an *OptionError ("SOURCE and TARGET are
+// the same server" or "... database"), a source and a target that name
+// the same CouchDB server (both server endpoints) or the same database:
+// a copy onto itself. Copy, CopyDB and Sync check it first; a caller may
+// check before it starts anything else. Archives are never refused.
+func CheckDistinct(src, dst *Endpoint) error {
+	s, d := src.Couch(), dst.Couch()
+	if s == nil || d == nil || s.Server.URL() != d.Server.URL() || s.DBName != d.DBName {
+		return nil
+	}
+	what := "database"
+	if s.DBName == "" {
+		what = "server"
+	}
+	return optionErr("SOURCE and TARGET are the same %s", what)
+}
+
 // CopyDB copies one database to another (both database endpoints) with
 // the engine, creating the target when asked. The Result holds the
 // replication id, the seqs, the counters and each revision not copied.
 func CopyDB(ctx context.Context, src, dst *Endpoint, o CopyDBOptions) (*replicate.Result, error) {
+	if err := CheckDistinct(src, dst); err != nil {
+		return nil, err
+	}
 	if src.Kind() != KindDatabase || dst.Kind() != KindDatabase {
 		return nil, optionErr("copy: %s to %s: both must be database URLs", src, dst)
 	}

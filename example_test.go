@@ -25,6 +25,9 @@ func ExampleOpen() {
 }
 
 // Copy every database of one server to another, verifying each one.
+// It needs CouchDB servers: it is compiled, not run (the examples of
+// CheckArchives, ListArchive, VerifyChain, PlanRestore and Backup_kinds
+// run offline).
 func ExampleCopy() {
 	ctx := context.Background()
 	src, err := sofa.Open(ctx, "http://admin:secret@old.example.com:5984", sofa.OpenOptions{})
@@ -48,6 +51,9 @@ func ExampleCopy() {
 }
 
 // Back a server up into an archive file.
+// It needs CouchDB servers: it is compiled, not run (the examples of
+// CheckArchives, ListArchive, VerifyChain, PlanRestore and Backup_kinds
+// run offline).
 func ExampleBackup() {
 	ctx := context.Background()
 	src, err := sofa.Open(ctx, "http://admin:secret@db.example.com:5984", sofa.OpenOptions{})
@@ -66,6 +72,9 @@ func ExampleBackup() {
 }
 
 // Compare two servers, every document and leaf revision.
+// It needs CouchDB servers: it is compiled, not run (the examples of
+// CheckArchives, ListArchive, VerifyChain, PlanRestore and Backup_kinds
+// run offline).
 func ExampleVerify() {
 	ctx := context.Background()
 	a, err := sofa.Open(ctx, "http://admin:secret@old.example.com:5984", sofa.OpenOptions{})
@@ -85,6 +94,9 @@ func ExampleVerify() {
 
 // Restore a chain of archives (a full one, then its incrementals in
 // order) into a server, checking each database's counts afterwards.
+// It needs CouchDB servers: it is compiled, not run (the examples of
+// CheckArchives, ListArchive, VerifyChain, PlanRestore and Backup_kinds
+// run offline).
 func ExampleRestore() {
 	ctx := context.Background()
 	var chain []*sofa.Endpoint

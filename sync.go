@@ -100,6 +100,9 @@ type SyncOptions struct {
 // matches ctx.Err(). An error before that
 // means nothing is running (bad options, the source cannot be listed).
 func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary, error) {
+	if err := CheckDistinct(src, dst); err != nil {
+		return nil, err
+	}
 	if src.Kind() != KindServer || dst.Kind() != KindServer {
 		return nil, optionErr("sync: %s to %s: both must be server URLs", src, dst)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"time"
 
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/couch"
@@ -28,10 +27,10 @@ type VerifyOptions struct {
 	// selection matching nothing is an error unless it is one part of a
 	// larger run (Sharded, or a Shard): then it compares nothing.
 	Selection Selection
-	// MaxDBs, Fixed and IdealDuration are as in CopyOptions.
-	MaxDBs        int
-	Fixed         bool
-	IdealDuration time.Duration
+	// RunControl paces a comparison of two servers as in CopyOptions
+	// (MaxDBs, Fixed, IdealDuration), and receives its progress (one
+	// database per comparison) and log lines.
+	RunControl
 }
 
 // VerifyDB is the outcome of one database.
@@ -171,7 +170,7 @@ func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*Verif
 		}
 		return r, nil
 	}
-	sum, runErr := fleet.Run(ctx, dbs, job, fleet.Options{Limiters: limiters(a, b), MaxDBs: o.MaxDBs, Fixed: o.Fixed, IdealDuration: o.IdealDuration})
+	sum, runErr := o.runDBs(ctx, dbs, job, NewStallWatch(a, b).Waiting, a, b)
 	for _, r := range sum.DBs {
 		d, ok := out[r.Name]
 		if !ok {

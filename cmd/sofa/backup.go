@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 
@@ -106,7 +105,7 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	}
 	sel := sofa.Selection{Include: bc.include, Exclude: bc.exclude, Skip: sofa.BackupSkip, Shard: shard}
 	if err := sel.Validate(); err != nil {
-		return libErr(err)
+		return err
 	}
 	copts := bc.client.options()
 	copts.Log = bc.out.logf
@@ -116,7 +115,7 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	}
 	dst, err := sofa.Open(ctx, path, bc.s3.openOptions())
 	if err != nil {
-		return libErr(err)
+		return err
 	}
 	bc.engine.setMemoryLimit(int64(bc.control.maxDBs) << 20)
 	setGCPercent(archiveGCPercent)
@@ -130,14 +129,12 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	if sum == nil {
 		// nothing ran (the archive or the selection was refused), or the
 		// archive could not be written: one line, no summary
-		return libErr(err)
+		return err
 	}
-	runErr := finishDBs(sum, err, bc.out, "backed up")
-	switch codeOf(runErr) {
-	case exitInterrupted:
-		return &exitError{code: exitInterrupted, err: errors.New("interrupted: no archive was written (a backup starts over when run again)")}
-	case exitFatal:
-		return runErr
+	o := finishDBs(sum, err, bc.out, "backed up")
+	o.interrupted = "interrupted: no archive was written (a backup starts over when run again)"
+	if code, _ := exitFor(o, ctx.Err() != nil); code == exitInterrupted || code == exitFatal {
+		return o
 	}
 	// A sharded backup wrote its member, not ARCHIVE: that is named.
 	name, label := dst.Archive(), dst.String()
@@ -149,5 +146,5 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 			fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", label, humanBytes(st.Size))
 		}
 	}
-	return runErr
+	return o
 }

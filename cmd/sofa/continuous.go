@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -97,10 +96,7 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 			}
 		}
 	}
-	if err != nil && errors.Is(err, context.Canceled) {
-		return &exitError{code: exitInterrupted, err: errors.New("interrupted: checkpoints written; run the same command again to resume")}
-	}
-	return libErr(err)
+	return err // an interruption says resumeMsg
 }
 
 // serveDBMetrics serves --metrics-addr for a continuous copy of one

@@ -1,15 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 
 	"github.com/sofadb/sofa"
+	"github.com/sofadb/sofa/replicate"
 	"github.com/sofadb/sofa/storage"
 )
 
-// Exit codes, one table for every verb (shown in --help).
+// Exit codes, one table for every verb (shown in --help). exitFor is the
+// only place that picks one.
 const (
 	exitOK          = 0   // everything copied or equal
 	exitFatal       = 1   // fatal error: nothing or not all done
@@ -27,60 +30,110 @@ const exitCodesHelp = `Exit codes:
   4    verify found a difference
   130  interrupted (SIGINT or SIGTERM); checkpoints were written, rerun to resume`
 
-// exitError carries an exit code with a message printed once by main.
-type exitError struct {
-	code int
-	err  error
-}
+// resumeMsg is what an interrupted run says unless its outcome says
+// otherwise.
+const resumeMsg = "interrupted: checkpoints written; run the same command again to resume"
 
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return ""
-	}
-	return e.err.Error()
-}
-func (e *exitError) Unwrap() error { return e.err }
+// usageError is a bad flag or argument.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
 
 func usageErr(format string, args ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+	return &usageError{err: fmt.Errorf(format, args...)}
 }
 
-func fatal(err error) error { return &exitError{code: exitFatal, err: err} }
+// fatalError is a failure whatever it wraps (an interruption while it
+// happened included).
+type fatalError struct{ err error }
 
-func codeOf(err error) int {
-	if err == nil {
-		return exitOK
-	}
-	var e *exitError
-	if errors.As(err, &e) {
-		return e.code
-	}
-	if errors.Is(err, context.Canceled) {
-		return exitInterrupted
-	}
-	return exitFatal
+func (e *fatalError) Error() string { return e.err.Error() }
+func (e *fatalError) Unwrap() error { return e.err }
+
+func fatal(err error) error { return &fatalError{err: err} }
+
+// outcome is what a verb did, returned (as its error) for exitFor to
+// map: the library's error and at most one of its summaries.
+type outcome struct {
+	err error
+	// sum is a many-database run's summary; verb names its work
+	// ("copied", "backed up", "restored").
+	sum  *sofa.Summary
+	verb string
+	// res is a one-database copy's result (err is then the copy's own).
+	res *replicate.Result
+	// verify is a comparison's summary.
+	verify *sofa.VerifySummary
+	// archives is a check of archives alone.
+	archives *sofa.ArchivesCheck
+	// interrupted replaces resumeMsg when the run was interrupted.
+	interrupted string
 }
 
-// libErr maps an error of the library to its exit code: wrong options
-// or arguments are usage errors (an archive name that exists, or is a
-// directory, too), an interruption is one, anything else is fatal. An
-// error that already carries its code keeps it.
-func libErr(err error) error {
-	var e *exitError
+func (o *outcome) Error() string {
+	if o.err == nil {
+		return ""
+	}
+	return o.err.Error()
+}
+func (o *outcome) Unwrap() error { return o.err }
+
+// exitFor maps what a verb returned to its exit code and the message
+// main prints ("" for none); interrupted says SIGINT or SIGTERM arrived
+// during the run. It is the one place that decides exit codes.
+func exitFor(err error, interrupted bool) (code int, msg string) {
+	o, ok := err.(*outcome)
+	if !ok {
+		o = &outcome{err: err}
+	}
+	var u *usageError
+	var f *fatalError
 	var oe *sofa.OptionError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &e):
-		return err
-	case errors.Is(err, storage.ErrIsDir):
-		return usageErr("%w (--force only replaces an archive file)", err)
-	case errors.Is(err, storage.ErrExist):
-		return usageErr("%w (use --force to overwrite it)", err)
-	case errors.As(err, &oe):
-		return &exitError{code: exitUsage, err: err}
-	case errors.Is(err, context.Canceled):
-		return err // main says what an interruption means
+	canceled := errors.Is(o.err, context.Canceled)
+	if o.err != nil {
+		msg = o.err.Error()
 	}
-	return fatal(err)
+	switch {
+	case o.sum != nil && (canceled || o.sum.Interrupted), o.res != nil && canceled:
+		return exitInterrupted, cmp.Or(o.interrupted, resumeMsg)
+	case o.verify != nil && (o.verify.Interrupted || interrupted):
+		return exitInterrupted, "interrupted"
+	case o.err == nil:
+		// the run ended: its summary decides, below
+	case errors.As(o.err, &u):
+		return exitUsage, msg
+	case o.res != nil, errors.As(o.err, &f):
+		// a one-database copy's own error is a failure whatever it wraps
+		code = exitFatal
+	case errors.Is(o.err, storage.ErrIsDir):
+		return exitUsage, msg + " (--force only replaces an archive file)"
+	case errors.Is(o.err, storage.ErrExist):
+		return exitUsage, msg + " (use --force to overwrite it)"
+	case errors.As(o.err, &oe):
+		return exitUsage, msg
+	case canceled:
+		return exitInterrupted, resumeMsg
+	default:
+		code = exitFatal
+	}
+	switch {
+	case code == exitOK && o.verify != nil && o.verify.DBsFailed > 0:
+		code, msg = exitFatal, fmt.Sprintf("%d of %d databases could not be compared (listed above)", o.verify.DBsFailed, o.verify.DBsTotal)
+	case code == exitOK && o.verify != nil && o.verify.DBsDiffer > 0:
+		return exitDifferent, fmt.Sprintf("%d of %d databases differ (listed above)", o.verify.DBsDiffer, o.verify.DBsTotal)
+	case code == exitOK && o.archives != nil && o.archives.Status == sofa.ArchivesDamaged:
+		code, msg = exitFatal, o.archives.Worst()
+	case code == exitOK && o.archives != nil && o.archives.Status == sofa.ArchivesIncomplete:
+		return exitPartial, o.archives.Worst()
+	case code == exitOK && o.sum != nil && !o.sum.Complete():
+		return exitPartial, fmt.Sprintf("%d of %d databases were not %s completely (listed above)", o.sum.DBsTotal-o.sum.DBsOK, o.sum.DBsTotal, o.verb)
+	case code == exitOK && o.res != nil && len(o.res.Failures) > 0:
+		return exitPartial, fmt.Sprintf("%d revisions were not copied (listed above)", len(o.res.Failures))
+	}
+	if code == exitFatal && interrupted {
+		// a failure caused by the interruption: say what it was
+		return exitInterrupted, resumeMsg
+	}
+	return code, msg
 }

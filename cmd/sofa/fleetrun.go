@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -91,9 +89,8 @@ func (p *displayProgress) Stop() {
 }
 
 // finishDBs prints the summary of a many-database run (when it has one)
-// and maps its outcome to an exit code (verb names the work: "copied",
-// "backed up").
-func finishDBs(sum *sofa.Summary, err error, out outputFlags, verb string) error {
+// and returns its outcome (verb names the work: "copied", "backed up").
+func finishDBs(sum *sofa.Summary, err error, out outputFlags, verb string) *outcome {
 	if sum != nil {
 		if out.jsonOut {
 			printJSON(os.Stdout, sum)
@@ -101,15 +98,7 @@ func finishDBs(sum *sofa.Summary, err error, out outputFlags, verb string) error
 			printFleetSummary(os.Stderr, sum, out.quiet)
 		}
 	}
-	switch {
-	case err != nil && errors.Is(err, context.Canceled), sum != nil && sum.Interrupted:
-		return &exitError{code: exitInterrupted, err: errors.New("interrupted: checkpoints written; run the same command again to resume")}
-	case err != nil:
-		return libErr(err)
-	case !sum.Complete():
-		return &exitError{code: exitPartial, err: fmt.Errorf("%d of %d databases were not %s completely (listed above)", sum.DBsTotal-sum.DBsOK, sum.DBsTotal, verb)}
-	}
-	return nil
+	return &outcome{sum: sum, err: err, verb: verb}
 }
 
 func registerOutput(fs *pflag.FlagSet, o *outputFlags) {

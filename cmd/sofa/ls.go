@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -37,7 +36,7 @@ database URL (doc_count, doc_del_count, update_seq).
 			if err := applyEnvAndConfig(cmd); err != nil {
 				return err
 			}
-			if strings.HasPrefix(args[0], "http://") || strings.HasPrefix(args[0], "https://") {
+			if isURL(args[0]) {
 				return lsServer(cmd.Context(), args[0], client, jsonOut)
 			}
 			set, err := openSet(cmd.Context(), &s3f, args[0], true)
@@ -60,7 +59,7 @@ database URL (doc_count, doc_del_count, update_seq).
 func lsArchive(ctx context.Context, s3f *s3Flags, path string, jsonOut bool) error {
 	ep, err := sofa.Open(ctx, path, s3f.openOptions())
 	if err != nil {
-		return libErr(err)
+		return err
 	}
 	hdr, dbs, err := sofa.ListArchive(ctx, ep)
 	if err != nil {

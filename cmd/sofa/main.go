@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -32,7 +31,7 @@ func run(args []string) (code int) {
 			if slices.Contains(args, "--debug") {
 				os.Stderr.Write(debug.Stack())
 			}
-			code = exitFatal
+			code, _ = exitFor(fatal(fmt.Errorf("internal error: %v", p)), false)
 		}
 	}()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -47,20 +46,9 @@ func run(args []string) (code int) {
 	if err != nil && strings.HasPrefix(err.Error(), "unknown command") {
 		err = usageErr("%v (see sofa --help)", strings.SplitN(err.Error(), "\n", 2)[0])
 	}
-	code = codeOf(err)
-	if err != nil {
-		if ctx.Err() != nil && code == exitFatal {
-			code = exitInterrupted
-		}
-		var e *exitError
-		if !errors.As(err, &e) || e.err != nil {
-			msg := err.Error()
-			if code == exitInterrupted && !(errors.As(err, &e) && e.code == exitInterrupted) {
-				// a failure caused by the interruption: say what it was
-				msg = "interrupted: checkpoints written; run the same command again to resume"
-			}
-			fmt.Fprintln(os.Stderr, "sofa: "+msg)
-		}
+	code, msg := exitFor(err, ctx.Err() != nil)
+	if msg != "" {
+		fmt.Fprintln(os.Stderr, "sofa: "+msg)
 	}
 	return code
 }

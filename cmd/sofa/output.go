@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -67,7 +69,7 @@ func resultJSON(res *replicate.Result, h httpSummary, err error) resultDoc {
 		d.Failures = []replicate.DocError{}
 	}
 	switch {
-	case err != nil && codeOf(err) == exitInterrupted:
+	case errors.Is(err, context.Canceled):
 		d.Status, d.Error = "interrupted", err.Error()
 	case err != nil:
 		d.Status, d.Error = "failed", err.Error()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -172,8 +171,8 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	src, tgt := srcEP.Couch(), tgtEP.Couch()
 	rc.counters = []*couch.Counters{src.Server.Stats, tgt.Server.Stats}
 	rc.watch = sofa.NewStallWatch(srcEP, tgtEP)
-	if src.Server.URL() == tgt.Server.URL() && src.DBName == tgt.DBName {
-		return usageErr("SOURCE and TARGET are the same %s", map[bool]string{true: "server", false: "database"}[src.DBName == ""])
+	if err := sofa.CheckDistinct(srcEP, tgtEP); err != nil {
+		return err // before any metrics server or progress starts
 	}
 	switch {
 	case src.DBName == "" && tgt.DBName == "" && rc.cont.continuous:
@@ -226,7 +225,7 @@ func (rc *replicateCmd) replicateDB(ctx context.Context, src, tgt *sofa.Endpoint
 	res, err := sofa.CopyDB(ctx, src, tgt, sofa.CopyDBOptions{Engine: opts, CreateTarget: rc.createTarget,
 		CopySecurity: rc.copySecurity, SourceCheckpoints: rc.checkpoints == checkpointsBoth})
 	if err != nil && res == nil {
-		return nil, libErr(err)
+		return nil, err
 	}
 	return res, err
 }
@@ -283,7 +282,7 @@ func (rc *replicateCmd) progress(ctx context.Context, opts *replicate.Options, n
 	return func() { close(done) }
 }
 
-// finish prints the result and maps it to an exit code.
+// finish prints the result and returns the outcome.
 func (rc *replicateCmd) finish(res *replicate.Result, err error, out io.Writer) error {
 	if res != nil {
 		h := sumHTTP(rc.counters)
@@ -295,18 +294,8 @@ func (rc *replicateCmd) finish(res *replicate.Result, err error, out io.Writer) 
 			printFailures(os.Stderr, res.Failures)
 		}
 	}
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return &exitError{code: exitInterrupted, err: errors.New("interrupted: checkpoints written; run the same command again to resume")}
-		}
-		var e *exitError
-		if errors.As(err, &e) {
-			return err
-		}
-		return fatal(err)
+	if res == nil {
+		return err // nothing was copied
 	}
-	if len(res.Failures) > 0 {
-		return &exitError{code: exitPartial, err: fmt.Errorf("%d revisions were not copied (listed above)", len(res.Failures))}
-	}
-	return nil
+	return &outcome{res: res, err: err}
 }

@@ -161,7 +161,7 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 		plan, err = sofa.PlanRestore(ctx, archs, ropts)
 	}
 	if err != nil {
-		return libErr(err)
+		return err
 	}
 	copts := c.client.options()
 	copts.Log = c.out.logf

@@ -19,7 +19,7 @@ func (s *shardFlag) register(fs *pflag.FlagSet, what string) {
 func (s *shardFlag) shard() (sofa.Shard, error) {
 	sh, err := sofa.ParseShard(s.raw)
 	if err != nil {
-		return sofa.Shard{}, libErr(err)
+		return sofa.Shard{}, err
 	}
 	return sh, nil
 }
@@ -30,14 +30,14 @@ func (s *shardFlag) shard() (sofa.Shard, error) {
 func openSet(ctx context.Context, s3f *s3Flags, path string, allowPartial bool) (*sofa.ArchiveSet, error) {
 	ep, err := sofa.Open(ctx, path, s3f.openOptions())
 	if err != nil {
-		return nil, libErr(err)
+		return nil, err
 	}
 	if !sofa.IsSet(ctx, ep) {
 		return nil, nil
 	}
 	set, err := sofa.OpenSet(ctx, ep, sofa.SetOptions{AllowPartial: allowPartial})
 	if err != nil {
-		return nil, libErr(err)
+		return nil, err
 	}
 	return set, nil
 }
@@ -52,12 +52,12 @@ func openArchives(ctx context.Context, s3f *s3Flags, paths []string, allowPartia
 	for _, p := range paths {
 		a, err := sofa.Open(ctx, p, s3f.openOptions())
 		if err != nil {
-			return nil, nil, libErr(err)
+			return nil, nil, err
 		}
 		if sofa.IsSet(ctx, a) {
 			set, err := sofa.OpenSet(ctx, a, sofa.SetOptions{AllowPartial: allowPartial})
 			if err != nil {
-				return nil, nil, libErr(err)
+				return nil, nil, err
 			}
 			sets = append(sets, set)
 		}
@@ -71,7 +71,7 @@ func openArchives(ctx context.Context, s3f *s3Flags, paths []string, allowPartia
 	}
 	chain, err := sofa.ChainSets(sets...)
 	if err != nil {
-		return nil, nil, libErr(err)
+		return nil, nil, err
 	}
 	return archs, chain, nil
 }

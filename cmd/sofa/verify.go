@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -145,8 +144,8 @@ func (vc *verifyCmd) options(metadataDefault bool, cmd *cobra.Command) sofa.Veri
 		o.Metadata = true
 	}
 	return sofa.VerifyOptions{Compare: o,
-		Selection: sofa.Selection{Include: vc.include, Exclude: vc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, vc.withUsers), Shard: vc.mustShard()},
-		MaxDBs:    vc.control.maxDBs, Fixed: vc.control.fixed, IdealDuration: vc.control.idealDuration}
+		Selection:  sofa.Selection{Include: vc.include, Exclude: vc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, vc.withUsers), Shard: vc.mustShard()},
+		RunControl: sofa.RunControl{MaxDBs: vc.control.maxDBs, Fixed: vc.control.fixed, IdealDuration: vc.control.idealDuration}}
 }
 
 func (vc *verifyCmd) run(ctx context.Context, cmd *cobra.Command, aURL, bURL string) error {
@@ -163,23 +162,10 @@ func (vc *verifyCmd) run(ctx context.Context, cmd *cobra.Command, aURL, bURL str
 	servers := a.Kind() == sofa.KindServer && b.Kind() == sofa.KindServer
 	res, err := sofa.Verify(ctx, a, b, vc.options(servers, cmd))
 	if err != nil {
-		return libErr(err)
+		return err
 	}
 	vc.print(os.Stdout, os.Stderr, res)
-	return vc.exit(ctx, res)
-}
-
-// exit maps a comparison's result to an exit code.
-func (vc *verifyCmd) exit(ctx context.Context, res *verifyResult) error {
-	switch {
-	case res.Interrupted || ctx.Err() != nil:
-		return &exitError{code: exitInterrupted, err: errors.New("interrupted")}
-	case res.DBsFailed > 0:
-		return fatal(fmt.Errorf("%d of %d databases could not be compared (listed above)", res.DBsFailed, res.DBsTotal))
-	case res.DBsDiffer > 0:
-		return &exitError{code: exitDifferent, err: fmt.Errorf("%d of %d databases differ (listed above)", res.DBsDiffer, res.DBsTotal)}
-	}
-	return nil
+	return &outcome{verify: res}
 }
 
 func (vc *verifyCmd) print(stdout, stderr io.Writer, res *verifyResult) {

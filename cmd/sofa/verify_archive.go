@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sofadb/sofa"
-	"github.com/sofadb/sofa/archive"
 )
 
 func isURL(s string) bool { return sofa.IsURL(s) }
@@ -18,14 +17,23 @@ func isURL(s string) bool { return sofa.IsURL(s) }
 // decompressed sizes, the references between records and blobs, and the
 // manifest. Exit 0 when sound, 1 (naming the damaged member) when not.
 func (vc *verifyCmd) verifyArchive(ctx context.Context, path string) error {
-	rep, err := vc.checkArchive(ctx, path)
-	if vc.jsonOut && rep != nil {
-		printJSON(os.Stdout, rep)
-	}
-	if err != nil || vc.jsonOut {
+	ep, err := sofa.Open(ctx, path, vc.s3.openOptions())
+	if err != nil {
 		return err
 	}
+	sum, err := sofa.CheckArchives(ctx, ep)
+	if err != nil {
+		return fatal(err)
+	}
+	vc.printChecks(sum.Archives, false)
+	if rep := sum.Archives[0].Report; vc.jsonOut && rep != nil {
+		printJSON(os.Stdout, rep)
+	}
+	if sum.Status != sofa.ArchivesSound || vc.jsonOut {
+		return &outcome{archives: sum}
+	}
 	if !vc.quiet {
+		rep := sum.Archives[0].Report
 		fmt.Fprintf(os.Stderr, "sofa: archive %s is sound: %d databases, %d revisions, %d members, every checksum and the manifest check out\n",
 			path, len(rep.Databases), rep.Revisions, rep.Members)
 	}
@@ -43,14 +51,14 @@ func (vc *verifyCmd) verifyArchiveAgainst(ctx context.Context, cmd *cobra.Comman
 	}
 	a, err := sofa.Open(ctx, path, vc.s3.openOptions())
 	if err != nil {
-		return libErr(err)
+		return err
 	}
 	res, err := sofa.Verify(ctx, a, b, vc.options(true, cmd))
 	if err != nil {
-		return libErr(err)
+		return err
 	}
 	vc.print(os.Stdout, os.Stderr, res)
-	return vc.exit(ctx, res)
+	return &outcome{verify: res}
 }
 
 // verifySet checks every present member of a sharded backup's set as
@@ -67,70 +75,78 @@ func (vc *verifyCmd) verifySet(ctx context.Context, cmd *cobra.Command, set *sof
 		}
 		res, err := sofa.VerifySet(ctx, set, b, vc.options(true, cmd))
 		if err != nil {
-			return libErr(err)
+			return err
 		}
 		vc.print(os.Stdout, os.Stderr, res)
-		return vc.exit(ctx, res)
+		return &outcome{verify: res}
 	}
-	out, dbs, worst := vc.checkSet(ctx, set)
+	sets, sum, err := vc.checkSets(ctx, []*sofa.ArchiveSet{set})
+	if err != nil {
+		return err
+	}
 	if vc.jsonOut {
-		printJSON(os.Stdout, out)
+		printJSON(os.Stdout, sets[0])
 	}
-	if worst != nil {
-		return worst
+	if sum.Status != sofa.ArchivesSound {
+		return &outcome{archives: sum}
 	}
 	if !vc.quiet && !vc.jsonOut {
 		fmt.Fprintf(os.Stderr, "sofa: set %s is sound: %d of %d members, %d databases; every member's checksums and manifest check out\n",
-			set.Manifest, len(set.Members), set.Count, dbs)
+			set.Manifest, len(set.Members), set.Count, sum.Databases)
 	}
 	return nil
 }
 
-// checkedArchive is one archive's check, as --json prints it.
-type checkedArchive struct {
-	Archive string          `json:"archive"`
-	Report  *archive.Report `json:"report,omitempty"`
-	Error   string          `json:"error,omitempty"`
-}
-
 // checkedSet is one set's check, as --json prints it.
 type checkedSet struct {
-	Set         string           `json:"set"`
-	Count       int              `json:"count"`
-	SetID       string           `json:"set_id,omitempty"`
-	Incremental bool             `json:"incremental,omitempty"`
-	Missing     []string         `json:"missing,omitempty"`
-	Members     []checkedArchive `json:"members"`
+	Set         string              `json:"set"`
+	Count       int                 `json:"count"`
+	SetID       string              `json:"set_id,omitempty"`
+	Incremental bool                `json:"incremental,omitempty"`
+	Missing     []string            `json:"missing,omitempty"`
+	Members     []sofa.ArchiveCheck `json:"members"`
 }
 
-// checkArchives checks each archive alone (see checkArchive), printing
-// each failure unless --json; worst is the failure whose exit code wins
-// (fatal first), dbs the databases of the sound ones.
-func (vc *verifyCmd) checkArchives(ctx context.Context, eps []*sofa.Endpoint) (out []checkedArchive, dbs int, worst error) {
-	for _, m := range eps {
-		rep, err := vc.checkArchive(ctx, m.String())
-		out = append(out, checkedArchive{Archive: m.Archive(), Report: rep})
-		if err != nil {
-			out[len(out)-1].Error = err.Error()
-			if !vc.jsonOut {
-				fmt.Fprintf(os.Stderr, "sofa: %v\n", err)
-			}
-			if worst == nil || codeOf(err) == exitFatal {
-				worst = err
-			}
-			continue
-		}
-		dbs += len(rep.Databases)
+// printChecks prints, unless --json, the incomplete databases of each
+// archive checked and (inChain: one of several) what is wrong with it.
+func (vc *verifyCmd) printChecks(checks []sofa.ArchiveCheck, inChain bool) {
+	if vc.jsonOut {
+		return
 	}
-	return out, dbs, worst
+	for _, c := range checks {
+		if c.Report != nil {
+			for _, db := range c.Report.Databases {
+				if db.Error != "" {
+					fmt.Fprintf(os.Stderr, "sofa: archive %s: database %q is incomplete: %s\n", c.Location, db.Name, db.Error)
+				}
+			}
+		}
+		if inChain && c.Error != "" {
+			fmt.Fprintf(os.Stderr, "sofa: %s\n", c.Error)
+		}
+	}
 }
 
-// checkSet checks every present member of set alone.
-func (vc *verifyCmd) checkSet(ctx context.Context, set *sofa.ArchiveSet) (checkedSet, int, error) {
-	out := checkedSet{Set: set.Manifest, Count: set.Count, SetID: set.SetID, Incremental: set.Incremental, Missing: set.Missing}
-	members, dbs, worst := vc.checkArchives(ctx, set.Members)
-	out.Members = members
-	return out, dbs, worst
+// checkSets checks every present member of each set alone, as one run
+// (sum), and splits the checks by set for --json.
+func (vc *verifyCmd) checkSets(ctx context.Context, sets []*sofa.ArchiveSet) ([]checkedSet, *sofa.ArchivesCheck, error) {
+	var members []*sofa.Endpoint
+	for _, set := range sets {
+		members = append(members, set.Members...)
+	}
+	sum, err := sofa.CheckArchives(ctx, members...)
+	if err != nil {
+		return nil, nil, fatal(err)
+	}
+	vc.printChecks(sum.Archives, true)
+	var out []checkedSet
+	rest := sum.Archives
+	for _, set := range sets {
+		out = append(out, checkedSet{Set: set.Manifest, Count: set.Count, SetID: set.SetID, Incremental: set.Incremental, Missing: set.Missing,
+			Members: rest[:len(set.Members)]})
+		rest = rest[len(set.Members):]
+	}
+	return out, sum, nil
 }
 
 // verifyChain checks a chain of archives (a full one, then incrementals
@@ -142,30 +158,23 @@ func (vc *verifyCmd) verifyChain(ctx context.Context, paths []string) error {
 	if err != nil {
 		return err
 	}
-	var worst error
+	var sum *sofa.ArchivesCheck
 	var printed any
 	what := ""
-	dbs := 0
 	if chain == nil {
-		if err := sofa.CheckChain(ctx, archs...); err != nil {
-			return libErr(err)
+		if sum, err = sofa.VerifyChain(ctx, archs...); err != nil {
+			return err
 		}
-		var out []checkedArchive
-		out, dbs, worst = vc.checkArchives(ctx, archs)
-		printed = map[string]any{"chain": out}
+		vc.printChecks(sum.Archives, true)
+		printed = map[string]any{"chain": sum.Archives}
 		what = fmt.Sprintf("chain of %d archives (%s)", len(archs), strings.Join(paths, ", "))
 	} else {
 		for _, m := range chain.Missing {
 			fmt.Fprintf(os.Stderr, "sofa: warning: member %s of the set is missing (--allow-partial): it is not checked, nor the chain of its shard\n", m)
 		}
 		var sets []checkedSet
-		for _, set := range chain.Sets {
-			out, n, err := vc.checkSet(ctx, set)
-			sets = append(sets, out)
-			dbs += n
-			if err != nil && (worst == nil || codeOf(err) == exitFatal) {
-				worst = err
-			}
+		if sets, sum, err = vc.checkSets(ctx, chain.Sets); err != nil {
+			return err
 		}
 		printed = map[string]any{"sets": sets}
 		what = fmt.Sprintf("chain of %d sets of %d shards (%s)", len(chain.Sets), chain.Count, strings.Join(paths, ", "))
@@ -173,38 +182,11 @@ func (vc *verifyCmd) verifyChain(ctx context.Context, paths []string) error {
 	if vc.jsonOut {
 		printJSON(os.Stdout, printed)
 	}
-	if worst != nil {
-		return worst
+	if sum.Status != sofa.ArchivesSound {
+		return &outcome{archives: sum}
 	}
 	if !vc.quiet && !vc.jsonOut {
-		fmt.Fprintf(os.Stderr, "sofa: %s is sound: every link continues the archive before it, every checksum and manifest check out (%d database groups)\n", what, dbs)
+		fmt.Fprintf(os.Stderr, "sofa: %s is sound: every link continues the archive before it, every checksum and manifest check out (%d database groups)\n", what, sum.Databases)
 	}
 	return nil
-}
-
-// checkArchive checks one archive (see verifyArchive), saying which of
-// its databases are incomplete; the error carries the exit code.
-func (vc *verifyCmd) checkArchive(ctx context.Context, path string) (*archive.Report, error) {
-	ep, err := sofa.Open(ctx, path, vc.s3.openOptions())
-	if err != nil {
-		return nil, libErr(err)
-	}
-	rep, err := sofa.CheckArchive(ctx, ep)
-	if err != nil {
-		return nil, fatal(err)
-	}
-	var incomplete []string
-	for _, db := range rep.Databases {
-		if db.Error != "" {
-			incomplete = append(incomplete, db.Name)
-			if !vc.jsonOut {
-				fmt.Fprintf(os.Stderr, "sofa: archive %s: database %q is incomplete: %s\n", path, db.Name, db.Error)
-			}
-		}
-	}
-	if len(incomplete) > 0 {
-		// Intact, but the backup did not hold everything: not sound.
-		return rep, &exitError{code: exitPartial, err: fmt.Errorf("archive %s is intact but incomplete: %d of %d databases were not backed up completely", path, len(incomplete), len(rep.Databases))}
-	}
-	return rep, nil
 }
