@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 GO=${GO:-go}
 TEST_PKGS=${TEST_PKGS:-./...}
-RACE_PKGS=${RACE_PKGS:-./internal/... ./replicate/... ./couch/... ./archive/... ./verify/... ./fleet/... ./storage/...}
+RACE_PKGS=${RACE_PKGS:-. ./internal/... ./replicate/... ./couch/... ./archive/... ./verify/... ./fleet/... ./storage/...}
 TEST_TIMEOUT=${TEST_TIMEOUT:-40m}
 out=.work/test
 mkdir -p "$out"
