@@ -138,35 +138,16 @@ func (c *client) spool(src, dir string, par int) (*spoolIndex, error) {
 		return nil, err
 	}
 	idx := &spoolIndex{UpdateSeq: info.UpdateSeq, Docs: make([]spooled, len(feed.Results))}
-	var next atomic.Int64
-	errs := make(chan error, par)
-	var wg sync.WaitGroup
-	for w := 0; w < par; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(feed.Results) {
-					return
-				}
-				row := feed.Results[i]
-				if len(row.Changes) != 1 {
-					errs <- fmt.Errorf("document %q has %d leaves: not a database this bound reads", row.ID, len(row.Changes))
-					return
-				}
-				d, err := c.spoolOne(src, dir, i, row.ID)
-				if err != nil {
-					errs <- err
-					return
-				}
-				idx.Docs[i] = d
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	err := forEach(len(feed.Results), par, func(i int) error {
+		row := feed.Results[i]
+		if len(row.Changes) != 1 {
+			return fmt.Errorf("document %q has %d leaves: not a database this bound reads", row.ID, len(row.Changes))
+		}
+		d, err := c.spoolOne(src, dir, i, row.ID)
+		idx.Docs[i] = d
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	b, err := json.Marshal(idx)
@@ -200,39 +181,53 @@ func (c *client) spoolOne(src, dir string, i int, id string) (spooled, error) {
 
 // ingest PUTs every spooled document to tgt, par in flight.
 func (c *client) ingest(tgt string, idx *spoolIndex, par int) (int64, error) {
-	var next, bytes atomic.Int64
-	errs := make(chan error, par)
+	var bytes atomic.Int64
+	err := forEach(len(idx.Docs), par, func(i int) error {
+		d := idx.Docs[i]
+		f, err := os.Open(d.File)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		resp, err := c.do("PUT", tgt+"/"+url.PathEscape(d.ID)+"?new_edits=false", f, d.CType, "application/json", 201, 202)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		bytes.Add(d.Size)
+		return nil
+	})
+	return bytes.Load(), err
+}
+
+// forEach calls fn(0..n-1), par at a time, and returns the first error
+// (the workers stop taking new indexes after it).
+func forEach(n, par int, fn func(i int) error) error {
+	var next atomic.Int64
+	var first error
+	var once sync.Once
+	var failed atomic.Bool
 	var wg sync.WaitGroup
 	for w := 0; w < par; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
+			for !failed.Load() {
 				i := int(next.Add(1) - 1)
-				if i >= len(idx.Docs) {
+				if i >= n {
 					return
 				}
-				d := idx.Docs[i]
-				f, err := os.Open(d.File)
-				if err != nil {
-					errs <- err
+				if err := fn(i); err != nil {
+					once.Do(func() { first = err })
+					failed.Store(true)
 					return
 				}
-				resp, err := c.do("PUT", tgt+"/"+url.PathEscape(d.ID)+"?new_edits=false", f, d.CType, "application/json", 201, 202)
-				f.Close()
-				if err != nil {
-					errs <- err
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				bytes.Add(d.Size)
 			}
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	return bytes.Load(), <-errs
+	return first
 }
 
 func main() {
