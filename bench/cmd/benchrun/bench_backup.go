@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -19,6 +18,10 @@ type backupCase struct {
 	// synthDocs is the document count of the synthetic cases (0 others),
 	// for the flat-memory comparison.
 	synthDocs int
+	// attsIngest: the restore's ingest bound is bench/cmd/boundingest
+	// (multipart PUTs; one leaf per document, as atts_db), not
+	// bound-bulkdocs.js.
+	attsIngest bool
 }
 
 // backupPeer is one way of backing up and restoring, database by database
@@ -52,7 +55,7 @@ func benchBackup(ctx context.Context, e *env) error {
 			dbs: func() ([]dataset.DB, error) { return dataset.Real(e.root+"/node_modules", dataset.Options{Scale: s}) }})
 	}
 	if s := e.cfg.attsScale; s > 0 {
-		cases = append(cases, backupCase{name: fmt.Sprintf("atts_db, scale %g", s),
+		cases = append(cases, backupCase{name: fmt.Sprintf("atts_db, scale %g", s), attsIngest: true,
 			dbs: func() ([]dataset.DB, error) {
 				p, _ := dataset.Preset(dataset.PresetAtts, s)
 				return []dataset.DB{p.DB()}, nil
@@ -240,6 +243,13 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 		bound = e.backupReadBound(ctx, src, caseName, names)
 		t.add("bound-read", status(bound), secs(bound.TimeMS), secs(bound.CPUMS), mib(bound.MaxRSSKB), "-", "-", "-", "-", "-", "-", "-")
 	}
+	// The ingest bound of the restore: the target storing every
+	// revision, prepared beforehand, in its cheapest form.
+	var ingest record
+	if e.cfg.wants("bound-ingest") {
+		ingest = e.restoreIngestBound(ctx, src, caseName, names, c.attsIngest)
+		t.add("bound-ingest", "-", "-", "-", "-", "-", "-", status(ingest), secs(ingest.TimeMS), "-", "-", "-")
+	}
 	// Ratios against the fastest peer whose backup finished, and the
 	// fastest whose round trip restored an equal copy.
 	s := results["sofa"]
@@ -272,6 +282,11 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 			t.note("backup: sofa / read bound = %s; fastest peer (%s) / read bound = %s: where that is below 2, no backup can be 2x the fastest peer here without reading the source faster than the bound",
 				ratio(st, b), firstNonEmpty(fin.Tool, "none"), ratio(fin.TimeMS, b))
 		}
+		if phase == "restore" && okTime(ingest) > 0 {
+			b := okTime(ingest)
+			t.note("restore: sofa / ingest bound (%s) = %s; fastest peer (%s) / ingest bound = %s",
+				ingest.Extra["best"], check(ratio(st, b), st, b, "<=", 1.15), firstNonEmpty(fin.Tool, "none"), ratio(fin.TimeMS, b))
+		}
 	}
 	for _, p := range peers[1:] {
 		d := results[p.name].dump
@@ -302,7 +317,7 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 			t.note("%s: restore: %s", p.name, firstNonEmpty(pr.load.Error, pr.load.Verify))
 		}
 	}
-	t.note("peers run database by database (one process each, in sequence); sofa backs up and restores the whole server; verify = the test oracle (internal/couchtest.CompareDBs: ids, leaves, bodies, attachments) of every database of source and restored server")
+	t.note("on CouchDB couchbackup and couchrestore run in one process over every database; the other peers database by database (one process each, in sequence); sofa backs up and restores the whole server; verify = the test oracle (internal/couchtest.CompareDBs: ids, leaves, bodies, attachments) of every database of source and restored server")
 	t.print(os.Stdout)
 	return sofaRSS, nil
 }
@@ -438,39 +453,4 @@ func sofaAltBackup(bin string) backupPeer {
 // isSofa: the tool is sofa, one of its variants or sofa-alt.
 func isSofa(name string) bool {
 	return name == "sofa" || name == "sofa-alt" || strings.HasPrefix(name, "sofa ")
-}
-
-// backupReadBound runs bench/cmd/boundread over the source's databases
-// (built into the scratch directory on first use): its time is its timed
-// reading only.
-func (e *env) backupReadBound(ctx context.Context, src *server, caseName string, dbs []string) record {
-	b := record{Bench: "backup", Case: caseName, Tool: "bound-read",
-		Note: "time = timed reading of every leaf revision (_changes pages of 10,000, _bulk_get?revs=true&attachments=true of 500, 4 in flight, databases one after another), answers discarded unparsed"}
-	bin, err := e.buildTool(ctx, "boundread")
-	if err != nil {
-		b.Error = err.Error()
-		e.sink.write(b)
-		return b
-	}
-	r, o := e.runTool(ctx, b, []*server{src}, bin, append([]string{src.URL}, dbs...)...)
-	pr := applyPeer(&r, o)
-	r.TimeMS = int64(pr.MS)
-	e.sink.write(r)
-	e.logf("backup: %s: bound-read %s in %s", caseName, status(r), secs(r.TimeMS))
-	return r
-}
-
-// buildTool builds bench/cmd/NAME into the scratch directory on first use
-// and returns the binary's path.
-func (e *env) buildTool(ctx context.Context, name string) (string, error) {
-	bin := filepath.Join(e.tmp, name)
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./bench/cmd/"+name)
-	build.Dir, build.Stderr = e.root, os.Stderr
-	if err := build.Run(); err != nil {
-		return "", fmt.Errorf("build bench/cmd/%s: %w", name, err)
-	}
-	return bin, nil
 }
