@@ -68,9 +68,21 @@ type BackupOptions struct {
 // the archive and not ok in the Summary. When the archive itself could
 // not be written (a full disk, a closed stdout: EPIPE) the Summary is nil
 // and the error says why.
+//
+// src may also be a full archive (a file, "-", s3://): its selected
+// databases are copied into the new archive dst, which records src's
+// Source and, per database, the seq and checkpoints src recorded, so an
+// incremental backup of the server may continue dst (--since dst). A
+// database not whole in src stays marked not whole. With an archive src,
+// Since, Selection.Shard, an incremental src (consolidate its chain with
+// a restore into an archive: RestorePlan.Run) and the same archive as
+// dst are refused with an *OptionError.
 func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary, error) {
-	if src.Kind() == KindArchive || dst.Kind() != KindArchive {
-		return nil, optionErr("backup: %s to %s: want a server or database and an archive", src, dst)
+	if src.Kind() == KindArchive {
+		return backupArchive(ctx, src, dst, o)
+	}
+	if dst.Kind() != KindArchive {
+		return nil, optionErr("backup: %s to %s: want a server, database or archive and an archive", src, dst)
 	}
 	if o.Selection.Skip == nil {
 		o.Selection.Skip = BackupSkip
