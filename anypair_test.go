@@ -366,7 +366,7 @@ func TestRestore_IntoArchive(t *testing.T) {
 	for _, name := range []string{"keep", "again", "later", "_users", "_replicator"} {
 		d, ok := dbs[name]
 		if !ok || len(d.Since) != 0 || d.Error != "" || string(d.Seq) != string(dbsI[name].Seq) {
-			t.Errorf("%s in the consolidated archive: %+v (in the incremental: seq %s)", name, d, dbsI[name].Seq)
+			t.Errorf("%s in the consolidated archive: present %v, since %q, error %q, seq %s (in the incremental: seq %s)", name, ok, d.Since, d.Error, d.Seq, dbsI[name].Seq)
 		}
 	}
 	tgt := couchtest.Start(t)

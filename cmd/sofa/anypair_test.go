@@ -132,6 +132,7 @@ func TestCLI_RestoreIntoArchive(t *testing.T) {
 		{"restore", full, inc, x, "--q", "2"},
 		{"restore", full, inc, tgt.URL, "--compression", "none"},
 		{"restore", full, inc, inc, "--force"},
+		{"restore", full, "127.0.0.1:5984"}, // a forgotten http://, not an archive
 	} {
 		r := arSofa(t, bin, nil, args...)
 		r.want(t, exitUsage)

@@ -119,7 +119,11 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 		return err
 	}
 	var src *sofa.Endpoint
-	if sofa.IsURL(srcURL) {
+	isAr, err := isArchive(srcURL, "SOURCE")
+	if err != nil {
+		return err
+	}
+	if !isAr {
 		copts := bc.client.options()
 		copts.Log = bc.out.logf
 		src, err = openEndpoint(ctx, srcURL, "SOURCE", copts, bc.control.newLimiter(hostOf(srcURL)))

@@ -188,7 +188,11 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 		return err
 	}
 	var tgt *sofa.Endpoint
-	if sofa.IsURL(tgtURL) {
+	isAr, err := isArchive(tgtURL, "TARGET")
+	if err != nil {
+		return err
+	}
+	if !isAr {
 		if c.archiveFlags {
 			return usageErr("--compression and --force apply to an archive TARGET, not %s", sofa.Redact(tgtURL))
 		}
