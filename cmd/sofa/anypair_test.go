@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sofadb/sofa/internal/couchtest"
+	"github.com/sofadb/sofa/internal/s3test"
 )
 
 // The pairs of endpoints beyond server <-> archive through the CLI:
@@ -142,5 +143,38 @@ func TestCLI_RestoreIntoArchive(t *testing.T) {
 	}
 	if _, err := os.Stat(x); !os.IsNotExist(err) {
 		t.Errorf("a refused restore left x.sofa: %v", err)
+	}
+}
+
+// TestS3_ArchiveToArchive: the same two pairs with s3:// on both sides:
+// a backup of an s3:// archive into another, and a chain of s3://
+// archives restored into one s3:// archive; each restored into a server
+// equals the source.
+func TestS3_ArchiveToArchive(t *testing.T) {
+	bin := sofaBin(t)
+	s3srv := s3test.Start(t)
+	bucket := s3srv.Bucket(t)
+	env := s3srv.Env()
+	src := anypairSource(t)
+	run := func(args ...string) {
+		t.Helper()
+		s3Sofa(t, bin, env, append(args, "-q")...).want(t, exitOK)
+	}
+	full, inc := "s3://"+bucket+"/full.sofa", "s3://"+bucket+"/inc.sofa"
+	run("backup", src.URL, full, "--exclude", "_*")
+	run("backup", full, "s3://"+bucket+"/copy.sofa")
+	tgt := couchtest.Start(t)
+	run("restore", "s3://"+bucket+"/copy.sofa", tgt.URL)
+	for _, db := range []string{"orders", "users-x"} {
+		arEqual(t, src, db, tgt, db)
+	}
+
+	arWrite(t, src, "orders", true, arSmallDocs("later", 7)...)
+	run("backup", src.URL, inc, "--exclude", "_*", "--since", full)
+	run("restore", full, inc, "s3://"+bucket+"/merged.sofa")
+	tgt2 := couchtest.Start(t)
+	run("restore", "s3://"+bucket+"/merged.sofa", tgt2.URL)
+	for _, db := range []string{"orders", "users-x"} {
+		arEqual(t, src, db, tgt2, db)
 	}
 }
