@@ -63,7 +63,9 @@ type restorer struct {
 // Restore restores a chain of archives (a full one, then its
 // incrementals in order; archives that do not form a chain are refused
 // with an *OptionError) into dst, a server (every database under its own
-// name, or Renames) or a database (the one selected database). Archive
+// name, or Renames), a database (the one selected database) or an
+// archive (the chain consolidated into one full archive: see
+// RestorePlan.Run). Archive
 // headers and manifests are read before anything is written (but from
 // stdin, read once). Databases are created with their archived
 // properties, claimed before any document, `_revs_limit` set first,
