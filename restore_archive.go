@@ -89,7 +89,7 @@ func (p *RestorePlan) runIntoArchive(ctx context.Context, dst *Endpoint) (*Summa
 		sum, fatalErr = p.copyIndexed(ctx, c, idx, dst, filter)
 	} else {
 		if len(p.archives) > 1 {
-			return nil, optionErr("restore into an archive: every archive of a chain must be read at its offsets (not stdin); %s", "run sofa verify on the archives if they are files")
+			return nil, fmt.Errorf("%s into an archive: the archives of a chain are read at their offsets, and one of them cannot be (its size is unknown, or it is damaged: run sofa verify on each)", p.verb)
 		}
 		sum, fatalErr = p.copyInOrder(ctx, c, p.archives[0], dst, filter)
 	}
@@ -174,8 +174,9 @@ func manifestCheckpoints(ctx context.Context, a *Endpoint) (map[string]map[strin
 }
 
 // copyInOrder copies the databases of one archive that can only be read
-// in order (stdin) into the new archive dst, one after the other; a
-// damaged member stops it. The manifest, which alone holds each
+// in order (stdin, or an archive whose index is damaged) into the new
+// archive dst, one after the other; a damaged member stops it, and dst
+// is then not written (it would lack the databases after the damage). The manifest, which alone holds each
 // database's checkpoints, comes after the groups: they are not carried
 // (each group keeps its seq only), and an incremental backup continuing
 // the new archive backs each database up whole.
@@ -232,6 +233,12 @@ func (p *RestorePlan) copyInOrder(ctx context.Context, c *restorer, a *Endpoint,
 			out.abort()
 			return sum, err
 		}
+	}
+	if fatalErr != nil && !sum.Interrupted {
+		// What comes after the damage is not read: the new archive
+		// would lack those databases without saying so.
+		out.abort()
+		return sum, fmt.Errorf("%w (%s was not written)", fatalErr, dst)
 	}
 	var runErr error
 	if sum.Interrupted {
