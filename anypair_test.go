@@ -184,12 +184,13 @@ func TestBackup_FromArchive(t *testing.T) {
 	restoreInto(t, []*sofa.Endpoint{c}, tgt2)
 	assertSame(t, srv, tgt2, "rich")
 
-	// A damaged archive read in order: the new archive is not written
-	// (it would lack, without saying so, what comes after the damage).
-	writeAll(t, &st.Memory, "cut.sofa", raw[:len(raw)*2/3])
+	// A damaged archive read in order (stdin, "-": its manifest is not
+	// read first): the new archive is not written (it would lack, without
+	// saying so, what comes after the damage).
+	writeAll(t, &st.Memory, "-", raw[:len(raw)*2/3])
 	cut := openAt(t, filepath.Join(dir, "cut.sofa"), nil)
-	if _, err := sofa.Backup(ctx, openAt(t, "cut.sofa", st), cut, sofa.BackupOptions{}); err == nil {
-		t.Error("backup of a truncated archive read in order: no error")
+	if _, err := sofa.Backup(ctx, openAt(t, "-", st), cut, sofa.BackupOptions{}); err == nil || !strings.Contains(err.Error(), "not written") {
+		t.Errorf("backup of a truncated archive read in order: %v, want it to say the archive was not written", err)
 	}
 	if _, err := os.Stat(cut.Archive()); !os.IsNotExist(err) {
 		t.Errorf("backup of a truncated archive wrote %s: %v", cut, err)
