@@ -36,7 +36,8 @@ func anypairSource(t *testing.T) *couchtest.Server {
 // TestCLI_BackupFromArchive: `sofa backup a.sofa b.sofa` (and with
 // --include, and from stdin) copies the archive into a new one whose
 // restore equals the source; --since and --shard with an archive SOURCE
-// are usage errors (exit 2, one line), and so is the same archive.
+// are usage errors (exit 2, one line), and so are the same archive and
+// replicate with an archive on either side.
 func TestCLI_BackupFromArchive(t *testing.T) {
 	bin := sofaBin(t)
 	src := anypairSource(t)
@@ -73,6 +74,8 @@ func TestCLI_BackupFromArchive(t *testing.T) {
 		{"backup", a, filepath.Join(dir, "x.sofa"), "--since", b},
 		{"backup", a, filepath.Join(dir, "x.sofa"), "--shard", "0/2"},
 		{"backup", a, a, "--force"},
+		{"replicate", a, tgt.URL},
+		{"replicate", src.URL, filepath.Join(dir, "x.sofa")},
 	} {
 		r := arSofa(t, bin, nil, args...)
 		r.want(t, exitUsage)
