@@ -23,8 +23,8 @@ type BackupOptions struct {
 	// Engine are the one-database engine's options (see CopyOptions).
 	Engine replicate.Options
 	// Selection picks the source's databases (Skip: BackupSkip when nil);
-	// a database endpoint is its one database. With Selection.Shard i/n
-	// (a server source only) the archive is the member
+	// a database endpoint is its one database, an archive the databases
+	// it holds. With Selection.Shard i/n (a server source only) the archive is the member
 	// ShardArchiveName(dst, i/n) of a set, and the set manifest
 	// SetManifestName(dst) is written (over the same one of the other
 	// workers) once the member is committed; an empty shard writes an
@@ -37,7 +37,8 @@ type BackupOptions struct {
 	SetID string
 	// Since names the previous archive of the chain, in the target's
 	// store (or a local file when the target is s3://): only what
-	// changed after it is stored. "": a full backup. With
+	// changed after it is stored. "": a full backup. A server or
+	// database source only (an archive source refuses it). With
 	// Selection.Shard i/n it names the member of shard i of an earlier
 	// set of n, or that set (its manifest or ARCHIVE name: member i is
 	// taken); the member written continues it (see ChainSets).
