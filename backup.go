@@ -23,8 +23,8 @@ type BackupOptions struct {
 	// Engine are the one-database engine's options (see CopyOptions).
 	Engine replicate.Options
 	// Selection picks the source's databases (Skip: BackupSkip when nil);
-	// a database endpoint is its one database. With Selection.Shard i/n
-	// (a server source only) the archive is the member
+	// a database endpoint is its one database, an archive the databases
+	// it holds. With Selection.Shard i/n (a server source only) the archive is the member
 	// ShardArchiveName(dst, i/n) of a set, and the set manifest
 	// SetManifestName(dst) is written (over the same one of the other
 	// workers) once the member is committed; an empty shard writes an
@@ -37,7 +37,8 @@ type BackupOptions struct {
 	SetID string
 	// Since names the previous archive of the chain, in the target's
 	// store (or a local file when the target is s3://): only what
-	// changed after it is stored. "": a full backup. With
+	// changed after it is stored. "": a full backup. A server or
+	// database source only (an archive source refuses it). With
 	// Selection.Shard i/n it names the member of shard i of an earlier
 	// set of n, or that set (its manifest or ARCHIVE name: member i is
 	// taken); the member written continues it (see ChainSets).
@@ -68,9 +69,21 @@ type BackupOptions struct {
 // the archive and not ok in the Summary. When the archive itself could
 // not be written (a full disk, a closed stdout: EPIPE) the Summary is nil
 // and the error says why.
+//
+// src may also be a full archive (a file, "-", s3://): its selected
+// databases are copied into the new archive dst, which records src's
+// Source and, per database, the seq and checkpoints src recorded, so an
+// incremental backup of the server may continue dst (--since dst). A
+// database not whole in src stays marked not whole. With an archive src,
+// Since, Selection.Shard, an incremental src (consolidate its chain with
+// a restore into an archive: RestorePlan.Run) and the same archive as
+// dst are refused with an *OptionError.
 func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary, error) {
-	if src.Kind() == KindArchive || dst.Kind() != KindArchive {
-		return nil, optionErr("backup: %s to %s: want a server or database and an archive", src, dst)
+	if src.Kind() == KindArchive {
+		return backupArchive(ctx, src, dst, o)
+	}
+	if dst.Kind() != KindArchive {
+		return nil, optionErr("backup: %s to %s: want a server, database or archive and an archive", src, dst)
 	}
 	if o.Selection.Skip == nil {
 		o.Selection.Skip = BackupSkip

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/replicate"
+	"github.com/sofadb/sofa/storage"
 )
 
 // Summary is the result of a many-database operation: one result per
@@ -86,7 +88,14 @@ func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, err
 	if err := CheckDistinct(src, dst); err != nil {
 		return nil, err
 	}
-	if src.Kind() != KindServer || dst.Kind() != KindServer {
+	switch {
+	case src.Kind() == KindArchive && dst.Kind() == KindArchive:
+		return nil, optionErr("copy: %s to %s: to copy an archive into a new archive use backup (sofa backup %s %s)", src, dst, src, dst)
+	case src.Kind() == KindArchive:
+		return nil, optionErr("copy: %s is an archive: to copy it into a server use restore (sofa restore %s %s)", src, src, dst)
+	case dst.Kind() == KindArchive:
+		return nil, optionErr("copy: %s is an archive: to copy a server into an archive use backup (sofa backup %s %s)", dst, src, dst)
+	case src.Kind() != KindServer || dst.Kind() != KindServer:
 		return nil, optionErr("copy: %s to %s: both must be server URLs (one database: package replicate)", src, dst)
 	}
 	o, err := copyDefaults(o)
@@ -168,11 +177,20 @@ type CopyDBOptions struct {
 var ErrNoTarget = errors.New("target database does not exist")
 
 // CheckDistinct refuses, with an *OptionError ("SOURCE and TARGET are
-// the same server" or "... database"), a source and a target that name
-// the same CouchDB server (both server endpoints) or the same database:
-// a copy onto itself. Copy, CopyDB and Sync check it first; a caller may
-// check before it starts anything else. Archives are never refused.
+// the same server", "... database" or "... archive"), a source and a
+// target that name the same CouchDB server (both server endpoints), the
+// same database, or the same archive (both archives at one location of
+// one kind of store; "-", stdin as a source and stdout as a target, is
+// two): a copy onto itself. Copy, CopyDB, Sync, Backup and a restore
+// into an archive check it first; a caller may check before it starts
+// anything else.
 func CheckDistinct(src, dst *Endpoint) error {
+	if src.Kind() == KindArchive && dst.Kind() == KindArchive {
+		if src.archive != storage.Stdio && sameArchive(src, dst) {
+			return optionErr("SOURCE and TARGET are the same archive (%s)", dst)
+		}
+		return nil
+	}
 	s, d := src.Couch(), dst.Couch()
 	if s == nil || d == nil || s.Server.URL() != d.Server.URL() || s.DBName != d.DBName {
 		return nil
@@ -182,6 +200,21 @@ func CheckDistinct(src, dst *Endpoint) error {
 		what = "server"
 	}
 	return optionErr("SOURCE and TARGET are the same %s", what)
+}
+
+// sameArchive reports whether archive endpoints a and b name one archive:
+// the same kind of store and location (a local path made absolute; an
+// s3:// URL names its object).
+func sameArchive(a, b *Endpoint) bool {
+	if fmt.Sprintf("%T", a.store) != fmt.Sprintf("%T", b.store) {
+		return false
+	}
+	if _, local := a.store.(storage.Local); local {
+		pa, err1 := filepath.Abs(a.archive)
+		pb, err2 := filepath.Abs(b.archive)
+		return err1 == nil && err2 == nil && pa == pb
+	}
+	return a.archive == b.archive // an s3:// URL names its object
 }
 
 // CopyDB copies one database to another (both database endpoints) with

@@ -160,9 +160,10 @@ func ExamplePlanRestore() {
 	// --replace and --reuse-existing exclude each other: --replace deletes and recreates existing databases, --reuse-existing writes into them
 }
 
-// Backup reads a CouchDB server or database and writes an archive; Copy
-// and Verify need servers too (Verify: or an archive first). Given the
-// wrong kinds they refuse with an *OptionError before any request.
+// Backup reads a CouchDB server, a database or a full archive and writes
+// an archive; Copy needs servers and names the verb to use for an archive;
+// Verify takes an archive first. Given the wrong kinds they refuse with an
+// *OptionError before any request.
 func ExampleBackup_kinds() {
 	ctx := context.Background()
 	st := &storage.Memory{}
@@ -175,14 +176,17 @@ func ExampleBackup_kinds() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, err = sofa.Backup(ctx, a, b, sofa.BackupOptions{})
+	sum, err := sofa.Backup(ctx, a, b, sofa.BackupOptions{})
+	fmt.Println(sum.DBsOK, "databases copied into copy.sofa,", err)
+	_, err = sofa.Backup(ctx, a, a, sofa.BackupOptions{Overwrite: true})
 	fmt.Println(err)
 	_, err = sofa.Copy(ctx, a, b, sofa.CopyOptions{})
 	fmt.Println(err)
 	_, err = sofa.Verify(ctx, a, b, sofa.VerifyOptions{})
 	fmt.Println(err)
 	// Output:
-	// backup: nightly.sofa to copy.sofa: want a server or database and an archive
-	// copy: nightly.sofa to copy.sofa: both must be server URLs (one database: package replicate)
+	// 2 databases copied into copy.sofa, <nil>
+	// SOURCE and TARGET are the same archive (nightly.sofa)
+	// copy: nightly.sofa to copy.sofa: to copy an archive into a new archive use backup (sofa backup nightly.sofa copy.sofa)
 	// verify: copy.sofa is an archive: give it first
 }

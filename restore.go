@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/replicate"
 )
@@ -44,6 +43,10 @@ type RestoreOptions struct {
 	// archive read in order (stdin) cannot be read twice: its databases
 	// are checked by their counts only.
 	Verify VerifyMode
+	// Output configures the archive written when the target is an
+	// archive (RestorePlan.Run into an archive: the chain consolidated
+	// into one full archive); ignored for a server or database target.
+	Output ArchiveOutput
 	// RunControl: databases at once (from an archive that can be read
 	// at offsets; from stdin one after the other), progress and logs.
 	RunControl
@@ -60,7 +63,9 @@ type restorer struct {
 // Restore restores a chain of archives (a full one, then its
 // incrementals in order; archives that do not form a chain are refused
 // with an *OptionError) into dst, a server (every database under its own
-// name, or Renames) or a database (the one selected database). Archive
+// name, or Renames), a database (the one selected database) or an
+// archive (the chain consolidated into one full archive: see
+// RestorePlan.Run). Archive
 // headers and manifests are read before anything is written (but from
 // stdin, read once). Databases are created with their archived
 // properties, claimed before any document, `_revs_limit` set first,
@@ -90,6 +95,12 @@ type RestorePlan struct {
 	// gone holds, per database of a chain absent from the chain's last
 	// archive, the last archive holding it and the chain's last.
 	gone map[string]goneDB
+	// defaultSkip: the options left _replicator out by default (a
+	// server target only: an archive target keeps it).
+	defaultSkip bool
+	// verb names the operation in errors ("restore"; "backup" for a
+	// backup from an archive).
+	verb string
 }
 
 // PlanRestore checks a restore's options and reads the archives' headers
@@ -104,6 +115,7 @@ func PlanRestore(ctx context.Context, archives []*Endpoint, o RestoreOptions) (*
 			return nil, optionErr("restore: %s is not an archive", a)
 		}
 	}
+	defaultSkip := o.Selection.Skip == nil && !o.WithReplicator
 	o, filter, err := o.check()
 	if err != nil {
 		return nil, err
@@ -112,7 +124,7 @@ func PlanRestore(ctx context.Context, archives []*Endpoint, o RestoreOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	return &RestorePlan{archives: archives, c: &restorer{o: o}, filter: filter, fullFrom: fullFrom, gone: gone}, nil
+	return &RestorePlan{archives: archives, c: &restorer{o: o}, filter: filter, fullFrom: fullFrom, gone: gone, defaultSkip: defaultSkip}, nil
 }
 
 // check validates the options and fills their defaults.
@@ -153,10 +165,13 @@ func PlanRestoreSet(ctx context.Context, set *ArchiveSet, o RestoreOptions) (*Re
 	return PlanRestoreSets(ctx, chain, o)
 }
 
-// Run restores the planned archives into dst (see Restore).
+// Run restores the planned archives into dst (see Restore). dst may
+// also be an archive (a path, "-" or s3://): the chain is then
+// consolidated into that one full archive (see runIntoArchive), whose
+// restore into a server gives what the chain's restore gives.
 func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) {
 	if dst.Kind() == KindArchive {
-		return nil, optionErr("restore: %s is an archive, not a server or database", dst)
+		return p.runIntoArchive(ctx, dst)
 	}
 	c := &restorer{o: p.c.o, budget: replicate.NewBudget(p.c.o.Engine.MaxInflightBytes)}
 	o, archives := c.o, p.archives
@@ -166,13 +181,7 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 		return nil, err
 	}
 	c.o.Engine.Workers = restoreWorkers(o.Engine.Workers, tgt.Server.Vendor)
-	// A database absent from the last archive of the chain was deleted at
-	// the source (or left out of that backup): the restore gives the
-	// state as of the last archive, so it is not restored.
-	skip := maps.Clone(p.fullFrom)
-	for name := range p.gone {
-		skip[name] = len(archives) // in no archive
-	}
+	skip := p.skip()
 	if tgt.DBName == "" {
 		if names, err := fleet.ListDBs(ctx, tgt.Server, 1000); err == nil {
 			c.onTarget = make(map[string]bool, len(names))
@@ -195,11 +204,47 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	} else {
 		sum, fatalErr = c.runInOrder(ctx, archives, selected, skip, tgt, p.filter)
 	}
+	return p.finish(&sum, fatalErr, p.filter)
+}
+
+// skip says from which archive of the chain each database is restored
+// (index into the archives; those not named: from the first). A
+// database absent from the last archive of the chain was deleted at the
+// source (or left out of that backup): the restore gives the state as of
+// the last archive, so it is not restored (len(archives): in none).
+func (p *RestorePlan) skip() map[string]int {
+	skip := maps.Clone(p.fullFrom)
+	if skip == nil {
+		skip = map[string]int{}
+	}
+	for name := range p.gone {
+		skip[name] = len(p.archives)
+	}
+	return skip
+}
+
+// anyGone reports whether filter selects a database of the chain absent
+// from its last archive.
+func (p *RestorePlan) anyGone(filter fleet.Filter) bool {
+	for name := range p.gone {
+		if filter.Match(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// finish completes the Summary of a run: a chain's results merged per
+// database, the databases absent from the chain's last archive listed
+// (ok, with a warning: not restored), the duration. It returns fatalErr,
+// or the error of a run that selected nothing.
+func (p *RestorePlan) finish(sum *fleet.Summary, fatalErr error, filter fleet.Filter) (*Summary, error) {
+	o, archives := p.c.o, p.archives
 	if len(archives) > 1 {
-		mergeChainResults(&sum)
+		mergeChainResults(sum)
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.gone)) {
-		if !p.filter.Match(name) {
+		if !filter.Match(name) {
 			continue
 		}
 		tname := name
@@ -209,23 +254,24 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 		g := p.gone[name]
 		msg := fmt.Sprintf("not restored: deleted at the source since %s (or left out of the later backups' selection): %s, the last archive of the chain, does not hold it; restore the archives up to %s to get it back",
 			archives[g.last].archive, archives[g.end].archive, archives[g.last].archive)
-		c.o.logf("%s: %s", tname, msg)
+		o.logf("%s: %s", tname, msg)
 		sum.Add(fleet.DBResult{Name: tname, Status: fleet.StatusOK, Warnings: []string{msg}})
 	}
 	sum.Duration = fleet.Duration(time.Since(sum.Started))
 	if fatalErr != nil {
-		return &sum, fatalErr
+		return sum, fatalErr
 	}
 	if err := o.Selection.noneMatched(sum.DBsTotal, "no database of the archive was selected"); err != nil {
-		return &sum, err
+		return sum, err
 	}
-	return &sum, nil
+	return sum, nil
 }
 
-// targetName is the name database name of an archive is restored under.
-func (c *restorer) targetName(name string, tgt *couch.Endpoint) string {
-	if tgt.DBName != "" {
-		return tgt.DBName
+// targetName is the name database name of an archive is restored under:
+// dbName, the target database's, when not "" (a database URL).
+func (c *restorer) targetName(name string, dbName string) string {
+	if dbName != "" {
+		return dbName
 	}
 	if nu, ok := c.o.Renames[name]; ok {
 		return nu

@@ -161,7 +161,7 @@ func (c *restorer) runIndexed(ctx context.Context, archives []*Endpoint, idx []*
 			if from, ok := skip[g.Name]; ok && i < from {
 				continue // recreated at the source later in the chain, or gone
 			}
-			tname := c.targetName(g.Name, dst.couch)
+			tname := c.targetName(g.Name, dst.couch.DBName)
 			if _, ok := steps[tname]; !ok {
 				names = append(names, tname)
 			}

@@ -35,7 +35,7 @@ func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selecte
 					if from, ok := skip[name]; ok && j < from {
 						continue
 					}
-					sum.Add(fleet.DBResult{Name: c.targetName(name, tgt), Status: fleet.StatusNotStarted,
+					sum.Add(fleet.DBResult{Name: c.targetName(name, tgt.DBName), Status: fleet.StatusNotStarted,
 						Error: fmt.Sprintf("not restored from %s: the restore stopped before it", archives[j].archive)})
 				}
 				done = nil

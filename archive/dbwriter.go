@@ -57,6 +57,7 @@ type DBWriter struct {
 	checkpoints map[string]json.RawMessage
 	seq         replicate.Seq
 	summary     DBSummary
+	endState    *DBState // SetEndState's, which wins over seq and checkpoints
 
 	// counted outside mu, by emitters
 	storedBytes, nblobs, blobBytes, chunks, docBytes atomic.Int64
@@ -157,6 +158,21 @@ func recreated(prev DBState, info replicate.DBInfo) bool {
 	p, err1 := strconv.ParseInt(string(prev.Seq), 10, 64)
 	n, err2 := strconv.ParseInt(string(info.UpdateSeq), 10, 64)
 	return err1 == nil && err2 == nil && p > n
+}
+
+// SetEndState makes the group end where the group of the same database
+// in another archive ended (a copy of that archive, or a chain of
+// archives consolidated into this one): s.Seq becomes the seq reached
+// and s.Checkpoints the group's checkpoints, whatever PutLocal recorded
+// meanwhile. The engine's checkpoints of a copy from an archive name the
+// archive read, not the server backed up; with s, an incremental backup
+// of that server continues this archive as it would the other. It does
+// not change the group's instance_start_time (SetSourceInfo's). Call it
+// before Close or Abort; a later call wins.
+func (d *DBWriter) SetEndState(s DBState) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.endState = &s
 }
 
 // Since returns the seq an incremental backup of this database starts

@@ -59,6 +59,9 @@ func (d *DBWriter) finish(reason string) error {
 			d.summary.Checkpoints[id] = json.RawMessage(b)
 		}
 	}
+	if e := d.endState; e != nil {
+		d.summary.Seq, d.summary.Checkpoints = e.Seq, e.Checkpoints
+	}
 	d.summary.Metadata = d.meta
 	d.summary.Error = reason
 	d.summary.Blobs, d.summary.BlobBytes = d.nblobs.Load(), d.blobBytes.Load()

@@ -30,7 +30,7 @@ func newBackupCmd() *cobra.Command {
 	bc := &backupCmd{}
 	cmd := &cobra.Command{
 		Use:   "backup SOURCE ARCHIVE",
-		Short: "Back a server or a database up into one archive file",
+		Short: "Back a server, a database or an archive up into one archive file",
 		Long: `Back up every database of a server (or one database) into one archive:
 every leaf revision with its history, tombstones, bodies byte for byte,
 attachments in their stored encoding (each distinct one stored once), and
@@ -52,11 +52,22 @@ NAME.set.json (every worker writes the same). Give n workers 0/n .. n-1/n
 and the same --set-id; restore and verify take the set (NAME.set.json, or
 ARCHIVE) and refuse it while a member is missing or from another run.
 
+SOURCE may also be a full archive (a file, - for stdin, or s3://BUCKET/KEY):
+its databases (--include, --exclude) are copied into the new ARCHIVE, which
+records the same source server and, per database, the same seqs and
+checkpoints, so that a later backup --since ARCHIVE of the server continues
+it (from stdin, whose checkpoints come last, such a backup stores each
+database whole). A database the source archive holds not whole stays
+marked not whole (exit code 3). --since and --shard need a server SOURCE;
+an incremental archive is refused: consolidate its chain with
+sofa restore FULL INC... NEW.sofa.
+
 ` + exitCodesHelp,
 		Example: `  sofa backup http://admin:pw@db:5984 full.sofa
   sofa backup http://admin:pw@db:5984 inc1.sofa --since full.sofa
   sofa backup http://admin:pw@db:5984 s3://backups/full.sofa --transfers 8
   sofa backup http://admin:pw@db:5984/orders - | ssh elsewhere 'cat > orders.sofa'
+  sofa backup full.sofa s3://backups/full.sofa --include 'orders*'   # an archive into a new archive
   sofa backup http://admin:pw@db:5984 backup.sofa --shard 2/8 --set-id nightly-42   # writes backup.shard-2-of-8.sofa and backup.set.json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
@@ -107,9 +118,18 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	if err := sel.Validate(); err != nil {
 		return err
 	}
-	copts := bc.client.options()
-	copts.Log = bc.out.logf
-	src, err := openEndpoint(ctx, srcURL, "SOURCE", copts, bc.control.newLimiter(hostOf(srcURL)))
+	var src *sofa.Endpoint
+	isAr, err := isArchive(srcURL, "SOURCE")
+	if err != nil {
+		return err
+	}
+	if !isAr {
+		copts := bc.client.options()
+		copts.Log = bc.out.logf
+		src, err = openEndpoint(ctx, srcURL, "SOURCE", copts, bc.control.newLimiter(hostOf(srcURL)))
+	} else {
+		src, err = sofa.Open(ctx, srcURL, bc.s3.openOptions()) // an archive: copied into ARCHIVE
+	}
 	if err != nil {
 		return err
 	}

@@ -155,6 +155,13 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	if _, err := rc.shard.shard(); err != nil {
 		return err
 	}
+	// An archive on either side is another verb's (sofa.Copy says the same).
+	if ar, _ := isArchive(srcURL, "SOURCE"); ar {
+		return usageErr("invalid source URL %q: replicate copies between servers; to copy an archive into a server use sofa restore %s TARGET", sofa.Redact(srcURL), sofa.Redact(srcURL))
+	}
+	if ar, _ := isArchive(tgtURL, "TARGET"); ar {
+		return usageErr("invalid target URL %q: replicate copies between servers; to copy a server into an archive use sofa backup SOURCE %s", sofa.Redact(tgtURL), sofa.Redact(tgtURL))
+	}
 	copts := rc.client.options()
 	copts.Log = rc.logf
 	// Per-host adaptive limits: fewer requests in flight on 429, 503 and

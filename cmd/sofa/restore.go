@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sofadb/sofa"
+	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -26,6 +27,9 @@ type restoreCmd struct {
 	allowPartial   bool
 	q, n           int
 	verifyMode     string
+	compression    string
+	force          bool
+	archiveFlags   bool // --compression or --force given
 	s3             s3Flags
 }
 
@@ -33,7 +37,7 @@ func newRestoreCmd() *cobra.Command {
 	c := &restoreCmd{}
 	cmd := &cobra.Command{
 		Use:   "restore ARCHIVE... TARGET",
-		Short: "Restore archives (a full one and its incrementals, in order) into a server or database",
+		Short: "Restore archives (a full one and its incrementals, in order) into a server, a database or one new archive",
 		Long: `Restore the databases of an archive into TARGET, a server URL (every
 database under its own name, or --rename OLD=NEW) or a database URL (an
 archive holding one database, or --include selecting one). Several archives
@@ -78,6 +82,17 @@ unless --allow-partial (then the shards with a member missing anywhere in
 the chain are left out); a member of another run or of another number of
 shards is always refused.
 
+TARGET may also be an archive (a path, - for stdout, or s3://BUCKET/KEY):
+the chain is then consolidated into that one full archive (--compression,
+--force), which restored into a server gives what the chain restored there
+gives; a database deleted at the source between the backups is left out,
+one not whole in the chain stays marked not whole. It records the source
+server and each database's seqs and checkpoints of the chain's last
+archive: backup --since NEW.sofa continues it. _replicator is kept (an
+archive starts no replication) unless --exclude leaves it out.
+--replace, --reuse-existing, --q and --n need a server TARGET; --verify is
+ignored (each database is checked by the revisions stored).
+
 ` + exitCodesHelp,
 		Example: `  sofa restore full.sofa http://admin:pw@new:5984
   sofa restore full.sofa inc1.sofa inc2.sofa http://admin:pw@new:5984
@@ -85,7 +100,8 @@ shards is always refused.
   sofa restore orders.sofa http://admin:pw@new:5984 --rename orders=orders-copy
   sofa restore backup.set.json http://admin:pw@new:5984   # every member of a sharded backup
   sofa restore full.set.json inc1.set.json http://admin:pw@new:5984   # a chain of sets
-  ssh elsewhere 'cat orders.sofa' | sofa restore - http://admin:pw@new:5984/orders`,
+  ssh elsewhere 'cat orders.sofa' | sofa restore - http://admin:pw@new:5984/orders
+  sofa restore full.sofa inc1.sofa inc2.sofa merged.sofa   # one full archive of the chain`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usageErr("restore needs ARCHIVE... and TARGET (got %d arguments)", len(args))
@@ -96,6 +112,7 @@ shards is always refused.
 			if err := configure(cmd, &c.engine); err != nil {
 				return err
 			}
+			c.archiveFlags = cmd.Flags().Changed("compression") || cmd.Flags().Changed("force")
 			return c.run(cmd.Context(), args[:len(args)-1], args[len(args)-1])
 		},
 	}
@@ -121,6 +138,8 @@ shards is always refused.
 	fs.IntVar(&c.q, "q", 0, "shards (q) of created databases (0: the target's default)")
 	fs.IntVar(&c.n, "n", 0, "replicas (n) of created databases (0: the target's default)")
 	fs.StringVar(&c.verifyMode, "verify", "none", "check each database after restoring it: none, cheap (doc counts against those the archive recorded; on a mismatch every document is compared, the database restored once more, and each remaining difference reported), full (compare every document and leaf revision with the archive, same retry); an archive read from stdin is checked by its counts only")
+	fs.StringVar(&c.compression, "compression", "zstd", "with an archive TARGET: compression of its members: zstd, gzip or none")
+	fs.BoolVar(&c.force, "force", false, "with an archive TARGET: overwrite an existing archive file")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
 	return cmd
 }
@@ -146,12 +165,17 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 			fmt.Fprintf(os.Stderr, "sofa: warning: member %s of the set is missing (--allow-partial): the databases of its shard are not restored\n", m)
 		}
 	}
+	comp, err := archive.ParseCompression(c.compression)
+	if err != nil {
+		return usageErr("--compression: %w", err)
+	}
 	ropts := sofa.RestoreOptions{
 		Engine:         c.engine.options(),
 		Selection:      sofa.Selection{Include: c.include, Exclude: c.exclude},
 		WithReplicator: c.withReplicator, Renames: renames,
 		ReuseExisting: c.reuseExisting, Replace: c.replace, Q: c.q, N: c.n,
 		Verify:     sofa.VerifyMode(c.verifyMode),
+		Output:     sofa.ArchiveOutput{Compression: comp, Overwrite: c.force, Tool: "sofa " + version},
 		RunControl: c.control.runControl(&c.out, nil),
 	}
 	var plan *sofa.RestorePlan
@@ -163,14 +187,38 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 	if err != nil {
 		return err
 	}
-	copts := c.client.options()
-	copts.Log = c.out.logf
-	tgt, err := openEndpoint(ctx, tgtURL, "TARGET", copts, c.control.newLimiter(hostOf(tgtURL)))
+	var tgt *sofa.Endpoint
+	isAr, err := isArchive(tgtURL, "TARGET")
+	if err != nil {
+		return err
+	}
+	if !isAr {
+		if c.archiveFlags {
+			return usageErr("--compression and --force apply to an archive TARGET, not %s", sofa.Redact(tgtURL))
+		}
+		copts := c.client.options()
+		copts.Log = c.out.logf
+		tgt, err = openEndpoint(ctx, tgtURL, "TARGET", copts, c.control.newLimiter(hostOf(tgtURL)))
+	} else {
+		if tgtURL == "-" && c.out.jsonOut {
+			return usageErr("--json prints the summary on stdout, which carries the archive when TARGET is -")
+		}
+		tgt, err = sofa.Open(ctx, tgtURL, c.s3.openOptions()) // the chain consolidated into one archive
+	}
 	if err != nil {
 		return err
 	}
 	c.engine.setMemoryLimit(64 << 20)
 	setGCPercent(archiveGCPercent)
 	sum, err := plan.Run(ctx, tgt)
-	return finishDBs(sum, err, c.out, "restored")
+	o := finishDBs(sum, err, c.out, "restored")
+	if tgt.Kind() == sofa.KindArchive {
+		o.interrupted = "interrupted: no archive was written (the restore starts over when run again)"
+		if code, _ := exitFor(o, ctx.Err() != nil); code != exitInterrupted && code != exitFatal && sum != nil && !c.out.quiet && tgtURL != "-" {
+			if st, err := tgt.Store().Stat(ctx, tgt.Archive()); err == nil {
+				fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", tgt, humanBytes(st.Size))
+			}
+		}
+	}
+	return o
 }
