@@ -118,6 +118,39 @@ func arCreate(t *testing.T, srv *couchtest.Server, db string, newEdits bool, doc
 	arWrite(t, srv, db, newEdits, docs...)
 }
 
+// arRecreate deletes db and creates it empty again, with an
+// instance_start_time of its own: CouchDB 3 gives it in seconds, so a
+// database recreated within the second it was created in would look like
+// the same one; it is recreated again once the clock has passed to the
+// next second. (PouchDB Server gives its own start time for every
+// database: there the second try changes nothing, and is the last.)
+func arRecreate(t *testing.T, srv *couchtest.Server, db string) {
+	t.Helper()
+	c, ctx := srv.Client(), t.Context()
+	start := func() string {
+		var info struct {
+			Start json.RawMessage `json:"instance_start_time"`
+		}
+		if err := c.GetJSON(ctx, "/"+db, &info); err != nil {
+			t.Fatalf("info %s: %v", db, err)
+		}
+		return string(info.Start)
+	}
+	old := start()
+	for try := 0; ; try++ {
+		if err := c.DeleteDB(ctx, db); err != nil {
+			t.Fatalf("delete %s: %v", db, err)
+		}
+		if err := c.CreateDB(ctx, db); err != nil {
+			t.Fatalf("create %s: %v", db, err)
+		}
+		if start() != old || try == 1 {
+			return
+		}
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	}
+}
+
 // arWrite writes docs into db, 500 per request.
 func arWrite(t *testing.T, srv *couchtest.Server, db string, newEdits bool, docs ...json.RawMessage) {
 	t.Helper()
