@@ -62,6 +62,9 @@ type boundCase struct {
 	docs    int    // documents per database
 	docSize int    // body bytes per document
 	srcURL  string // the loaded source server
+	// srcServer is the source server's process (for its CPU time);
+	// nil: not known
+	srcServer *server
 	// inlineDocs: sofa reads an initial copy with
 	// _changes?include_docs=true from this source (couch.Caps.InlineDocsFeed:
 	// PouchDB Server), else with the plain feed.
@@ -96,11 +99,14 @@ type kindCost struct {
 
 // bound is the request-rate bound of one sofa run.
 type bound struct {
-	costs  []kindCost
-	secs   map[string]float64            // server -> seconds
-	rates  map[string]map[string]float64 // server -> kind -> req/s measured
-	server string                        // the busier server
-	ms     int64                         // bound of the run
+	costs []kindCost
+	secs  map[string]float64            // server -> seconds
+	rates map[string]map[string]float64 // server -> kind -> req/s measured
+	// cpuMS: server -> kind -> the server's CPU ms per request, the
+	// least of the levels measured (the server at its most frugal)
+	cpuMS  map[string]map[string]float64
+	server string // the busier server
+	ms     int64  // bound of the run
 }
 
 // costs charges every kind sofa sent to server at its measured rate, or at
@@ -139,7 +145,9 @@ func costs(server string, counts map[string]int64, rates map[string]float64, fre
 // against the loaded source, read-only; the target's on a scratch server
 // it starts and stops) and returns the bound.
 func (e *env) requestBound(ctx context.Context, c boundCase) (*bound, error) {
-	b := &bound{secs: map[string]float64{}, rates: map[string]map[string]float64{"source": {}, "target": {}}}
+	b := &bound{secs: map[string]float64{},
+		rates: map[string]map[string]float64{"source": {}, "target": {}},
+		cpuMS: map[string]map[string]float64{"source": {}, "target": {}}}
 	for _, lvl := range boundLevels {
 		src, err := e.sourceRates(ctx, c, lvl)
 		if err != nil {
@@ -149,9 +157,14 @@ func (e *env) requestBound(ctx context.Context, c boundCase) (*bound, error) {
 		if err != nil {
 			return nil, fmt.Errorf("target rates: %w", err)
 		}
-		for server, rates := range map[string]map[string]float64{"source": src, "target": tgt} {
-			for k, r := range rates {
+		for server, p := range map[string]*probeSet{"source": src, "target": tgt} {
+			for k, r := range p.rates {
 				b.rates[server][k] = max(b.rates[server][k], r)
+			}
+			for k, ms := range p.cpuMS {
+				if old, ok := b.cpuMS[server][k]; !ok || ms < old {
+					b.cpuMS[server][k] = ms
+				}
 			}
 		}
 	}
@@ -170,9 +183,23 @@ func (e *env) requestBound(ctx context.Context, c boundCase) (*bound, error) {
 	return b, nil
 }
 
-// rateRun measures one kind into rates, inFlight requests at a time; see
+// probeSet is what the probes of one server at one level measured: kind
+// -> requests/s, and kind -> the server's CPU ms per request (from /proc
+// over the probe; absent where the server's usage is unknown).
+type probeSet struct {
+	srv   *server
+	rates map[string]float64
+	cpuMS map[string]float64
+}
+
+func newProbeSet(srv *server) *probeSet {
+	return &probeSet{srv: srv, rates: map[string]float64{}, cpuMS: map[string]float64{}}
+}
+
+// rateRun measures one kind into p, inFlight requests at a time; see
 // requestRate.
-func (e *env) rateRun(ctx context.Context, inFlight int, rates map[string]float64, kind string, n int, next func(ctx context.Context, i int) (*http.Request, error)) (int, error) {
+func (e *env) rateRun(ctx context.Context, inFlight int, p *probeSet, kind string, n int, next func(ctx context.Context, i int) (*http.Request, error)) (int, error) {
+	before, _ := p.srv.usage()
 	r, done, err := requestRate(ctx, inFlight, e.cfg.rateProbe, n, next)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", kind, err)
@@ -180,15 +207,20 @@ func (e *env) rateRun(ctx context.Context, inFlight int, rates map[string]float6
 	if done == 0 {
 		return 0, fmt.Errorf("%s: no request answered within %s", kind, e.cfg.rateProbe)
 	}
-	rates[kind] = r
+	after, _ := p.srv.usage()
+	p.rates[kind] = r
+	if after > before {
+		p.cpuMS[kind] = float64(after-before) / float64(done)
+	}
 	return done, nil
 }
 
-// sourceRates measures, against the source's own databases, GET /db and
-// the frequent ones of GET /db/_security and the initial copy's
-// GET /db/_changes (include_docs, first page).
-func (e *env) sourceRates(ctx context.Context, c boundCase, inFlight int) (map[string]float64, error) {
-	rates := map[string]float64{}
+// sourceRates measures, against the source's own databases, GET /db,
+// GET /db/_security and GET /db/_revs_limit (always: the full-fidelity
+// bound charges them, whatever sofa sent), and the initial copy's
+// GET /db/_changes (include_docs, first page) when sofa sent it often.
+func (e *env) sourceRates(ctx context.Context, c boundCase, inFlight int) (*probeSet, error) {
+	rates := newProbeSet(c.srcServer)
 	counts, freq := c.kinds["source"], c.frequent()
 	get := func(suffix string) func(ctx context.Context, i int) (*http.Request, error) {
 		return func(ctx context.Context, i int) (*http.Request, error) {
@@ -198,10 +230,11 @@ func (e *env) sourceRates(ctx context.Context, c boundCase, inFlight int) (map[s
 	if _, err := e.rateRun(ctx, inFlight, rates, "GET /db", 0, get("")); err != nil {
 		return nil, err
 	}
-	if counts["GET /db/_security"] >= freq {
-		if _, err := e.rateRun(ctx, inFlight, rates, "GET /db/_security", 0, get("/_security")); err != nil {
-			return nil, err
-		}
+	if _, err := e.rateRun(ctx, inFlight, rates, "GET /db/_security", 0, get("/_security")); err != nil {
+		return nil, err
+	}
+	if _, err := e.rateRun(ctx, inFlight, rates, "GET /db/_revs_limit", 0, get("/_revs_limit")); err != nil && !strings.Contains(err.Error(), "HTTP 404") {
+		return nil, err // a 404: a server without _revs_limit (PouchDB Server), nothing to copy
 	}
 	if counts["GET /db/_changes"] >= freq {
 		// What sofa asks on an initial copy: couch.DB.ChangesWithDocs
@@ -221,13 +254,13 @@ func (e *env) sourceRates(ctx context.Context, c boundCase, inFlight int) (map[s
 // the order sofa sends them to each database: PUT /db (always: it creates
 // the probe databases), PUT /db/_local, POST /db/_bulk_docs, GET /db
 // (always), GET and PUT /db/_security.
-func (e *env) targetRates(ctx context.Context, c boundCase, inFlight int) (map[string]float64, error) {
+func (e *env) targetRates(ctx context.Context, c boundCase, inFlight int) (*probeSet, error) {
 	s, err := e.startServer(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer e.stopServer(s)
-	rates := map[string]float64{}
+	rates := newProbeSet(s)
 	counts, freq := c.kinds["target"], c.frequent()
 	dbURL := func(i int) string { return fmt.Sprintf("%s/probe-%06d", s.URL, i) }
 	dbs, err := e.rateRun(ctx, inFlight, rates, "PUT /db", c.nDBs, func(ctx context.Context, i int) (*http.Request, error) {
@@ -322,18 +355,41 @@ var (
 // servers' totals, the bound and sofa/bound (sofaMS: sofa's time, 0 when
 // it failed; peak: sofa's peak databases in flight).
 func (b *bound) table(title string, sofaMS int64, peak int) *table {
-	t := &table{title: title, head: []string{"server", "kind", "count", "req/s", "rate of", "s"}}
+	t := &table{title: title, head: []string{"server", "kind", "count", "req/s", "rate of", "s", "server CPU ms/req"}}
 	for _, c := range b.costs {
 		of := "itself"
 		if c.RateOf != c.Kind {
 			of = c.RateOf
 		}
-		t.add(c.Server, c.Kind, strconv.FormatInt(c.Count, 10), fmt.Sprintf("%.0f", c.Rate), of, fmt.Sprintf("%.2f", c.Secs))
+		cpu := "-"
+		if ms, ok := b.cpuMS[c.Server][c.RateOf]; ok {
+			cpu = fmt.Sprintf("%.2f", ms)
+		}
+		t.add(c.Server, c.Kind, strconv.FormatInt(c.Count, 10), fmt.Sprintf("%.0f", c.Rate), of, fmt.Sprintf("%.2f", c.Secs), cpu)
 	}
 	t.note("source %.2f s, target %.2f s -> request-rate bound = %s s (%s; each kind's best rate at %v requests in flight)",
 		b.secs["source"], b.secs["target"], secs(b.ms), b.server, boundLevels)
 	t.note("sofa/bound     = %s (peak databases in flight %d)", check(ratio(sofaMS, b.ms), sofaMS, b.ms, "<=", 1.3), peak)
 	return t
+}
+
+// charge is count requests of one kind on one server ("source",
+// "target") that a correct copy needs.
+type charge struct {
+	server, kind string
+	count        float64
+}
+
+// needed is the bound of the requests any correct copy needs (see
+// minimal).
+type needed struct {
+	ms       int64   // the bound: the largest of src, tgt and cpu/cores
+	src, tgt float64 // seconds each server takes alone at its measured rates
+	// cpu is the CPU seconds both servers spend on those requests, at
+	// their measured CPU per request; 0: not measured. On a machine
+	// they share, no copy beats cpu/cores.
+	cpu   float64
+	cores int
 }
 
 // minimal is the bound of the requests any correct copy of the case needs,
@@ -344,23 +400,62 @@ func (b *bound) table(title string, sofaMS int64, peak int) *table {
 // measured for sofa's feed; GET /db's when none was measured). Unlike the
 // request-rate bound it does not charge what sofa chose to send (its
 // checkpoints, claims, count checks), so a tool sending fewer requests
-// cannot beat it. It returns the bound in ms and its two sides in seconds.
-func (b *bound) minimal(c boundCase) (ms int64, src, tgt float64, err error) {
+// cannot beat it.
+//
+// With props the source side also reads each database's properties,
+// GET /db/_security and GET /db/_revs_limit at their measured rates (the
+// latter only where the server has it): what a server copy needs to be
+// equal in the conformance sense (docs/conformance.md: "the database's
+// _security and _revs_limit wherever the copy path carries them"). The
+// target side is the same either way: a property left at its default
+// (empty _security, _revs_limit 1000, as in the fleet's databases) needs
+// no write.
+//
+// Both servers run on this machine's cores (cores): besides each
+// server's own time, the bound is the CPU those requests cost the two
+// servers together, spread over every core. The tool's own CPU is not
+// charged.
+func (b *bound) minimal(c boundCase, props bool, cores int) (needed, error) {
 	n := float64(c.nDBs)
-	rt := b.rates["target"]
+	rt, rs := b.rates["target"], b.rates["source"]
 	if rt["PUT /db"] <= 0 || rt["POST /db/_bulk_docs"] <= 0 {
-		return 0, 0, 0, fmt.Errorf("no PUT /db or _bulk_docs rate measured on the target")
+		return needed{}, fmt.Errorf("no PUT /db or _bulk_docs rate measured on the target")
 	}
 	bulks := math.Ceil(float64(max(c.docs, 1)) / 500)
-	tgt = n/rt["PUT /db"] + n*bulks/rt["POST /db/_bulk_docs"]
-	rs := b.rates["source"]
-	read := rs["GET /db/_changes"]
-	if read <= 0 {
-		read = rs["GET /db"]
+	charges := []charge{{"target", "PUT /db", n}, {"target", "POST /db/_bulk_docs", n * bulks}}
+	read := "GET /db/_changes"
+	if rs[read] <= 0 {
+		read = "GET /db"
 	}
-	if read <= 0 {
-		return 0, 0, 0, fmt.Errorf("no read rate measured on the source")
+	if rs[read] <= 0 {
+		return needed{}, fmt.Errorf("no read rate measured on the source")
 	}
-	src = n / read
-	return int64(max(src, tgt) * 1000), src, tgt, nil
+	charges = append(charges, charge{"source", read, n})
+	if props {
+		if rs["GET /db/_security"] <= 0 {
+			return needed{}, fmt.Errorf("no GET /db/_security rate measured on the source")
+		}
+		charges = append(charges, charge{"source", "GET /db/_security", n})
+		if rs["GET /db/_revs_limit"] > 0 { // none: the server has no _revs_limit
+			charges = append(charges, charge{"source", "GET /db/_revs_limit", n})
+		}
+	}
+	nd := needed{cores: max(cores, 1)}
+	cpuKnown := true
+	for _, ch := range charges {
+		t := ch.count / b.rates[ch.server][ch.kind]
+		if ch.server == "source" {
+			nd.src += t
+		} else {
+			nd.tgt += t
+		}
+		ms, ok := b.cpuMS[ch.server][ch.kind]
+		cpuKnown = cpuKnown && ok
+		nd.cpu += ch.count * ms / 1000
+	}
+	if !cpuKnown {
+		nd.cpu = 0
+	}
+	nd.ms = int64(max(nd.src, nd.tgt, nd.cpu/float64(nd.cores)) * 1000)
+	return nd, nil
 }

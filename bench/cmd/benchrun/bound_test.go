@@ -145,12 +145,33 @@ func TestMinimalBound(t *testing.T) {
 		"target": {"PUT /db": 200, "POST /db/_bulk_docs": 100},
 	}}
 	// 1,000 dbs of 600 docs: target 1000/200 + 1000*2/100 = 25 s; source 1000/400 = 2.5 s
-	ms, src, tgt, err := b.minimal(boundCase{nDBs: 1000, docs: 600})
-	if err != nil || ms != 25000 || src != 2.5 || tgt != 25 {
-		t.Errorf("minimal = %d ms (source %g, target %g), %v; want 25000 (2.5, 25)", ms, src, tgt, err)
+	nd, err := b.minimal(boundCase{nDBs: 1000, docs: 600}, false, 2)
+	if err != nil || nd.ms != 25000 || nd.src != 2.5 || nd.tgt != 25 || nd.cpu != 0 {
+		t.Errorf("minimal = %+v, %v; want 25000 ms (2.5, 25), no CPU", nd, err)
+	}
+	// with the properties: source also 1000/500 + 1000/250 = 6 s more
+	if _, err := b.minimal(boundCase{nDBs: 1000, docs: 600}, true, 2); err == nil {
+		t.Errorf("no error without a _security rate")
+	}
+	b.rates["source"]["GET /db/_security"] = 500
+	b.rates["source"]["GET /db/_revs_limit"] = 250
+	nd, err = b.minimal(boundCase{nDBs: 1000, docs: 100}, true, 2)
+	if err != nil || nd.ms != 15000 || nd.src != 8.5 || nd.tgt != 15 {
+		t.Errorf("minimal with properties = %+v, %v; want 15000 ms (8.5, 15)", nd, err)
+	}
+	// CPU per request known for every kind charged: the two servers'
+	// CPU, 1000*(10+20) + 1000*(1+2+3) ms = 36 CPU-s, is 18 s of 2 cores,
+	// above either server alone.
+	b.cpuMS = map[string]map[string]float64{
+		"source": {"GET /db/_changes": 1, "GET /db/_security": 2, "GET /db/_revs_limit": 3},
+		"target": {"PUT /db": 10, "POST /db/_bulk_docs": 20},
+	}
+	nd, err = b.minimal(boundCase{nDBs: 1000, docs: 100}, true, 2)
+	if err != nil || nd.ms != 18000 || nd.cpu != 36 {
+		t.Errorf("minimal with CPU = %+v, %v; want 18000 ms, 36 CPU-s", nd, err)
 	}
 	b.rates["target"]["PUT /db"] = 0
-	if _, _, _, err := b.minimal(boundCase{nDBs: 1, docs: 1}); err == nil {
+	if _, err := b.minimal(boundCase{nDBs: 1, docs: 1}, false, 2); err == nil {
 		t.Errorf("no error without a PUT /db rate")
 	}
 }
