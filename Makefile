@@ -33,6 +33,7 @@ deps: node_modules/.package-lock.json $(VERSITYGW)
 
 build:
 	$(GO) build -o bin/sofa ./cmd/sofa
+	$(GO) build -o bin/sofa-load ./cmd/sofa-load
 
 vet:
 	$(GO) vet ./...

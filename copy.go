@@ -108,7 +108,7 @@ func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, err
 	}
 	ssrv, tsrv := src.couch.Server, dst.couch.Server
 	j := o.job(ssrv, tsrv, replicate.NewBudget(o.Engine.MaxInflightBytes), listTarget(ctx, tsrv, &o.RunControl))
-	sum, runErr := o.runDBs(ctx, dbs, j.fleetJob(), NewStallWatch(src, dst).Waiting, src, dst)
+	sum, runErr := o.runDBs(ctx, dbs, j.fleetJob(), NewStallWatch(src, dst).Waiting, true, src, dst)
 	sum.RequestsByKind = map[string]map[string]int64{"source": ssrv.Stats.Kinds(), "target": tsrv.Stats.Kinds()}
 	if runErr != nil {
 		return &sum, fmt.Errorf("copy: %w", runErr)

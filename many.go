@@ -53,13 +53,16 @@ func (o *RunControl) progress() Progress {
 }
 
 // runDBs runs job once per database of dbs under the scheduler and the
-// limiters of eps, telling o's Progress (started with waiting).
-func (o *RunControl) runDBs(ctx context.Context, dbs []string, job dbJob, waiting func(bool) string, eps ...*Endpoint) (fleet.Summary, error) {
+// limiters of eps, telling o's Progress (started with waiting). stopWhenLost
+// is fleet.Options.StopWhenLost: a copy or restore into a server stops once
+// a server is lost (exit code 1), where a backup keeps the databases it
+// read in its archive, each failed one marked.
+func (o *RunControl) runDBs(ctx context.Context, dbs []string, job dbJob, waiting func(bool) string, stopWhenLost bool, eps ...*Endpoint) (fleet.Summary, error) {
 	p := o.progress()
 	p.Start(len(dbs), waiting)
 	return fleet.Run(ctx, dbs, job, fleet.Options{
 		Limiters: limiters(eps...), MaxDBs: o.MaxDBs, Fixed: o.Fixed,
-		IdealDuration: o.IdealDuration, Progress: p, Logger: o.Logger,
+		IdealDuration: o.IdealDuration, Progress: p, Logger: o.Logger, StopWhenLost: stopWhenLost,
 	})
 }
 

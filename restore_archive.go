@@ -147,7 +147,7 @@ func (p *RestorePlan) copyIndexed(ctx context.Context, c *restorer, idx []*archi
 		}
 		return r, err
 	}
-	sum, runErr := c.o.runDBs(ctx, cs.names, job, NewStallWatch().Waiting)
+	sum, runErr := c.o.runDBs(ctx, cs.names, job, NewStallWatch().Waiting, false)
 	if err := out.finish(&sum, runErr); err != nil {
 		return out.failed(sum, err)
 	}

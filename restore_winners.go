@@ -40,7 +40,9 @@ func newWinnerLog(dbr *archive.DBReader) (*winnerLog, error) {
 // of every document of the archive, those before since included (a rerun
 // resuming from a checkpoint still compares every document). The leaves
 // of one document may come in two Changes (a chunk boundary): a document
-// is noted once its last one has passed.
+// is noted once its last one has passed. Leaves of one document further
+// apart in the archive (other documents between them) are noted apart,
+// once per run of records: notWinning settles them.
 func (l *winnerLog) Changes(ctx context.Context, since replicate.Seq, fn func(replicate.Change) error) error {
 	var after int64
 	if s := since.String(); s != "" && s != "0" {
@@ -54,7 +56,7 @@ func (l *winnerLog) Changes(ctx context.Context, since replicate.Seq, fn func(re
 	var best *replicate.Doc
 	note := func() {
 		if best != nil && l.err == nil {
-			l.err = l.enc.Encode([2]string{id, best.Rev})
+			l.err = l.enc.Encode(noted{id, best.Rev, best.Deleted})
 		}
 		best = nil
 	}
@@ -77,10 +79,32 @@ func (l *winnerLog) Changes(ctx context.Context, since replicate.Seq, fn func(re
 	return err
 }
 
+// noted is one line of the winner log: the best leaf of a run of records
+// of one document, as a JSON array [id, rev, deleted].
+type noted struct {
+	ID      string
+	Rev     string
+	Deleted bool
+}
+
+func (n noted) MarshalJSON() ([]byte, error) { return json.Marshal([]any{n.ID, n.Rev, n.Deleted}) }
+
+func (n *noted) UnmarshalJSON(b []byte) error {
+	a := [3]any{&n.ID, &n.Rev, &n.Deleted}
+	return json.Unmarshal(b, &a)
+}
+
 // notWinning reads the noted winners back in batches and asks the target
 // for its winners: kept counts the documents whose winner on the target
 // is not the archive's (ids in skip, already reported failed, aside),
 // total the documents compared.
+//
+// A document noted more than once (its leaves apart in the archive) has
+// at most one note that names its winner: the others differ from the
+// target's winner and so come back as suspects. Only suspects (few) are
+// held in memory: a second pass over the log finds each one's best leaf
+// over all its notes, and counts its notes, so that it is compared and
+// counted once.
 func (l *winnerLog) notWinning(ctx context.Context, t replicate.Target, skip map[string]bool) (kept, total int64, err error) {
 	tdb, ok := t.(winnersReader)
 	if !ok {
@@ -92,12 +116,9 @@ func (l *winnerLog) notWinning(ctx context.Context, t replicate.Target, skip map
 	if l.err != nil {
 		return 0, 0, fmt.Errorf("temporary file: %w", l.err)
 	}
-	if _, err := l.f.Seek(0, io.SeekStart); err != nil {
-		return 0, 0, fmt.Errorf("temporary file: %w", err)
-	}
-	dec := json.NewDecoder(bufio.NewReader(l.f))
 	const batch = 500
 	want := make(map[string]string, batch)
+	suspects := map[string]string{} // id -> the target's winner
 	check := func() error {
 		if len(want) == 0 {
 			return nil
@@ -113,30 +134,76 @@ func (l *winnerLog) notWinning(ctx context.Context, t replicate.Target, skip map
 		for id, rev := range want {
 			total++
 			if got[id] != rev {
-				kept++
+				suspects[id] = got[id]
 			}
 		}
 		clear(want)
 		return nil
 	}
-	for {
-		var e [2]string
-		if err := dec.Decode(&e); err == io.EOF {
-			break
-		} else if err != nil {
-			return 0, 0, fmt.Errorf("temporary file: %w", err)
-		}
-		if skip[e[0]] {
-			continue
-		}
-		want[e[0]] = e[1] // a document seen twice (resume) keeps its last winner
-		if len(want) >= batch {
+	err = l.each(skip, func(n noted) error {
+		if _, ok := want[n.ID]; ok {
+			// noted twice in one batch: compare and count once
 			if err := check(); err != nil {
-				return 0, 0, err
+				return err
 			}
 		}
+		want[n.ID] = n.Rev
+		if len(want) >= batch {
+			return check()
+		}
+		return nil
+	})
+	if err == nil {
+		err = check()
 	}
-	return kept, total, check()
+	if err != nil || len(suspects) == 0 {
+		return 0, total, err
+	}
+	best := make(map[string]noted, len(suspects))
+	notes := make(map[string]int64, len(suspects))
+	err = l.each(skip, func(n noted) error {
+		if _, ok := suspects[n.ID]; !ok {
+			return nil
+		}
+		notes[n.ID]++
+		b, seen := best[n.ID]
+		if !seen || wins(&replicate.Doc{Rev: n.Rev, Deleted: n.Deleted}, &replicate.Doc{Rev: b.Rev, Deleted: b.Deleted}) {
+			best[n.ID] = n
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	for id, rev := range suspects {
+		total -= notes[id] - 1
+		if best[id].Rev != rev {
+			kept++
+		}
+	}
+	return kept, total, nil
+}
+
+// each calls fn for every note of the log in order, ids in skip aside.
+func (l *winnerLog) each(skip map[string]bool, fn func(noted) error) error {
+	if _, err := l.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("temporary file: %w", err)
+	}
+	dec := json.NewDecoder(bufio.NewReader(l.f))
+	for {
+		var n noted
+		if err := dec.Decode(&n); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("temporary file: %w", err)
+		}
+		if skip[n.ID] {
+			continue
+		}
+		if err := fn(n); err != nil {
+			return err
+		}
+	}
 }
 
 // winnersReader is a database that tells the winning revision of

@@ -170,7 +170,7 @@ func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*Verif
 		}
 		return r, nil
 	}
-	sum, runErr := o.runDBs(ctx, dbs, job, NewStallWatch(a, b).Waiting, a, b)
+	sum, runErr := o.runDBs(ctx, dbs, job, NewStallWatch(a, b).Waiting, false, a, b)
 	for _, r := range sum.DBs {
 		d, ok := out[r.Name]
 		if !ok {

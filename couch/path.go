@@ -111,28 +111,28 @@ func Redacted(u *url.URL) string {
 }
 
 // RedactURL is Redacted for URL text, including text that does not parse
-// (a mistyped flag value): then everything from the first ":" of the
-// userinfo to its last "@" is cut, so an error that echoes the input never
-// leaks a password.
+// as the user meant (a mistyped flag value, a password with an unescaped
+// "#", "?", "/" or "@"): when any "@" follows the scheme outside a parsed
+// userinfo, everything from the first ":" after the scheme to the last
+// "@" is cut, so an error that echoes the input never leaks a password.
+// A database or document name with an "@" is then cut too: over-redacting
+// text that is only printed is harmless.
 func RedactURL(raw string) string {
-	if u, err := url.Parse(raw); err == nil && !strings.Contains(u.Opaque, "@") {
-		return Redacted(u)
-	}
 	i := strings.Index(raw, "://")
 	rest := raw
 	if i >= 0 {
 		rest = raw[i+3:]
 	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
+	at := strings.LastIndexByte(rest, '@')
+	if u, err := url.Parse(raw); err == nil && !strings.Contains(u.Opaque, "@") &&
+		(at < 0 || u.User != nil && !strings.Contains(u.Host+u.RawPath+u.Path+u.RawQuery+u.Fragment, "@")) {
+		return Redacted(u)
 	}
-	at := strings.LastIndexByte(rest[:end], '@')
 	if at < 0 {
 		return raw
 	}
 	user := rest[:at]
-	if c := strings.IndexByte(user, ':'); c >= 0 {
+	if c := strings.IndexAny(user, ":/?#"); c >= 0 {
 		user = user[:c]
 	}
 	return raw[:len(raw)-len(rest)] + user + rest[at:]

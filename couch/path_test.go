@@ -126,12 +126,20 @@ func TestRedactURL(t *testing.T) {
 		{"http://admin:s3cret@host:badport/db", "http://admin@host:badport/db"},
 		{"http://admin:p@ss:w0rd@host/db", "http://admin@host/db"},
 		{"admin:s3cret@host", "admin@host"},
+		// unescaped "#", "?", "/" or "@" in the password: the parse
+		// splits the URL elsewhere, so the cut goes to the last "@"
+		{"http://op:s3cret#yz@127.0.0.1:25984/special", "http://op@127.0.0.1:25984/special"},
+		{"http://op:s3cret?yz@127.0.0.1:25984/special", "http://op@127.0.0.1:25984/special"},
+		{"http://op:s3cret/yz@127.0.0.1:25984/special", "http://op@127.0.0.1:25984/special"},
+		{"http://op:123/s3cret@host/db", "http://op@host/db"},
+		{"http://op:Pq@ss:w0rd/Zx@127.0.0.1:25984/db", "http://op@127.0.0.1:25984/db"},
+		{"http://op:s3cret@host/db?x=1#f", "http://op@host/db?x=1#f"},
 	} {
 		got := RedactURL(c.in)
 		if got != c.want {
 			t.Errorf("RedactURL(%q) = %q, want %q", c.in, got, c.want)
 		}
-		if strings.Contains(got, "s3cret") || strings.Contains(got, "w0rd") {
+		if strings.Contains(got, "s3cret") || strings.Contains(got, "w0rd") || strings.Contains(got, "yz") || strings.Contains(got, "Zx") {
 			t.Errorf("RedactURL(%q) leaks the password: %q", c.in, got)
 		}
 	}

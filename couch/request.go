@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/sofadb/sofa/replicate"
 )
 
 // request describes one HTTP request; Body is kept so it can be resent.
@@ -160,11 +162,11 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 				budget = r.RetryTime
 			}
 			if budget < 0 {
-				return nil, err
+				return nil, lost(err)
 			}
 			wait = backoff(attempt, 250*time.Millisecond, 20*time.Second)
 			if time.Since(start)-waited429+wait > budget {
-				return nil, fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt, time.Since(start).Round(time.Second))
+				return nil, lost(fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt, time.Since(start).Round(time.Second)))
 			}
 		}
 		c.Stats.Retries.Add(1)
@@ -184,6 +186,22 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 		c.Stats.Backoff.Add(-1)
 	}
 }
+
+// lost marks err, the last of a request's attempts, as
+// replicate.ErrUnreachable when no attempt got an answer from the server
+// (a NetError), its text unchanged; an HTTP error is left as it is.
+func lost(err error) error {
+	var ne *NetError
+	if !errors.As(err, &ne) {
+		return err
+	}
+	return unreachable{err}
+}
+
+// unreachable is an error of a server that never answered.
+type unreachable struct{ error }
+
+func (u unreachable) Unwrap() []error { return []error{u.error, replicate.ErrUnreachable} }
 
 // busyWait is the throttle wait for an overload a server reported inside
 // a successful answer (CouchDB's per-revision all_dbs_active): counted as

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sofadb/sofa/internal/limit"
+	"github.com/sofadb/sofa/replicate"
 )
 
 // Job copies one database. It reports its counters in the DBResult (Run
@@ -56,12 +57,18 @@ type Options struct {
 	// Tick is how often the number of databases in flight is reconsidered
 	// while Run waits for room. Zero means 20 ms.
 	Tick time.Duration
+	// StopWhenLost stops the run when a database's job fails with
+	// replicate.ErrUnreachable (its server gave no answer within the
+	// client's retry budget): no further database starts, those running
+	// end as they do, the others are not_started, and Run returns that
+	// error. False: every database is tried whatever the others did.
+	StopWhenLost bool
 }
 
 // Run calls job once for every name in dbs, many at once, and returns a
 // Summary with one result per database, in the order of dbs. A failing
-// database does not stop the others; a job that panics fails its database
-// only.
+// database does not stop the others (but see Options.StopWhenLost); a job
+// that panics fails its database only.
 //
 // How many databases run at once: each limiter's demand (requests in
 // flight plus waiting) divided by the running databases estimates the
@@ -74,28 +81,41 @@ type Options struct {
 //
 // When ctx is cancelled Run starts no more databases, waits for the running
 // jobs to return, marks the others not_started and returns the Summary with
-// ctx.Err(). Otherwise the error is nil: per-database outcomes are in the
-// Summary.
+// ctx.Err(). With Options.StopWhenLost, a server lost (see there) stops
+// the run the same way, with the lost server's error. Otherwise the error
+// is nil: per-database outcomes are in the Summary.
 func Run(ctx context.Context, dbs []string, job Job, opts Options) (Summary, error) {
 	s := newScheduler(opts)
 	start := time.Now()
 	results := make([]DBResult, len(dbs))
 	started := make([]bool, len(dbs))
+	// admission stops on ctx's end, or when a server is lost
+	actx, stop := context.WithCancel(ctx)
+	defer stop()
+	var lostOnce sync.Once
+	var lostErr error
 	var wg sync.WaitGroup
 	for i, db := range dbs {
 		if opts.IdealDuration > 0 {
 			at := start.Add(time.Duration(float64(opts.IdealDuration) * float64(i) / float64(len(dbs))))
-			if limit.Sleep(ctx, time.Until(at)) != nil {
+			if limit.Sleep(actx, time.Until(at)) != nil {
 				break
 			}
 		}
-		if !s.admit(ctx) {
+		if !s.admit(actx) {
 			break
 		}
 		started[i] = true
 		wg.Go(func() {
 			defer s.release()
-			results[i] = runOne(ctx, db, job, opts)
+			var err error
+			results[i], err = runOne(ctx, db, job, opts)
+			if opts.StopWhenLost && ctx.Err() == nil && errors.Is(err, replicate.ErrUnreachable) {
+				lostOnce.Do(func() {
+					lostErr = fmt.Errorf("stopped, no further database started: %s: %w", db, err)
+					stop()
+				})
+			}
 		})
 	}
 	wg.Wait()
@@ -116,18 +136,17 @@ func Run(ctx context.Context, dbs []string, job Job, opts Options) (Summary, err
 		sum.Interrupted = true
 		return sum, err
 	}
-	return sum, nil
+	return sum, lostErr
 }
 
 // runOne runs one job, isolating its panics, and completes its result.
-func runOne(ctx context.Context, db string, job Job, opts Options) (r DBResult) {
+func runOne(ctx context.Context, db string, job Job, opts Options) (r DBResult, err error) {
 	dp := NoDBProgress
 	if opts.Progress != nil {
 		dp = opts.Progress.Begin(db)
 	}
 	p := &counted{DBProgress: dp}
 	t0 := time.Now()
-	var err error
 	func() {
 		defer func() {
 			if v := recover(); v != nil {
@@ -161,7 +180,7 @@ func runOne(ctx context.Context, db string, job Job, opts Options) (r DBResult) 
 			"docs_written", r.DocsWritten, "doc_write_failures", r.DocWriteFailures,
 			"duration", time.Duration(r.Duration).Round(time.Millisecond), "error", r.Error)
 	}
-	return r
+	return r, err
 }
 
 // Decide sets the status of one database's result from the error its

@@ -279,3 +279,32 @@ func (p trackerProgress) End(db string, d DBProgress, failed bool) {
 func (p trackerProgress) EndInterrupted(db string, d DBProgress) {
 	p.t.EndInterrupted(d.(*progress.DB))
 }
+
+// A database whose server is lost (replicate.ErrUnreachable) stops a
+// StopWhenLost run: the databases before it are copied, none starts
+// after it, and Run returns its error; without StopWhenLost every
+// database is tried.
+func TestRun_StopWhenLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dbs := names(10)
+		lost := fmt.Errorf("http://h: cannot connect: %w", replicate.ErrUnreachable)
+		job := func(ctx context.Context, db string, p DBProgress) (DBResult, error) {
+			time.Sleep(10 * time.Millisecond)
+			if db >= dbs[3] {
+				return DBResult{}, lost
+			}
+			return DBResult{DocsWritten: 1}, nil
+		}
+		sum, err := Run(t.Context(), dbs, job, Options{MaxDBs: 1, Fixed: true, StopWhenLost: true})
+		if !errors.Is(err, replicate.ErrUnreachable) || !strings.Contains(err.Error(), dbs[3]) {
+			t.Errorf("err = %v, want the lost server's, naming %s", err, dbs[3])
+		}
+		if sum.DBsOK != 3 || sum.DBsFailed != 1 || sum.DBsNotStarted != 6 {
+			t.Errorf("ok %d, failed %d, not started %d; want 3, 1, 6", sum.DBsOK, sum.DBsFailed, sum.DBsNotStarted)
+		}
+		sum, err = Run(t.Context(), dbs, job, Options{MaxDBs: 1, Fixed: true})
+		if err != nil || sum.DBsOK != 3 || sum.DBsFailed != 7 {
+			t.Errorf("without StopWhenLost: err %v, ok %d, failed %d; want nil, 3, 7", err, sum.DBsOK, sum.DBsFailed)
+		}
+	})
+}

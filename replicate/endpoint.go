@@ -125,6 +125,14 @@ var ErrBatchRejected = errors.New("batch rejected")
 // documents.
 var ErrMetadataRefused = errors.New("metadata refused by the target")
 
+// ErrUnreachable is wrapped by an endpoint's error when its server gave
+// no answer at all (connection refused or reset, no response in time) on
+// every attempt of a request within the retry budget: the server is taken
+// as lost. A many-database copy or restore then starts no further
+// database (fleet.Options.StopWhenLost) rather than trying each one for
+// the whole budget.
+var ErrUnreachable = errors.New("server unreachable")
+
 // ErrMissingStub is wrapped (with ErrBatchRejected) by WriteDocs when the
 // server refused a whole request because a revision named, as a stub, an
 // attachment it lacks (CouchDB: 412 missing_stub). A clustered CouchDB

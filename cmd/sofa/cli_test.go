@@ -161,6 +161,12 @@ func TestCLI_BadInput(t *testing.T) {
 		{"cut JSON welcome", withCreds(cutWelcome) + "/db", good + "/tgt", 1, strings.TrimPrefix(cutWelcome, "http://"), "not a CouchDB server"},
 		{"cut JSON changes", withCreds(cutChanges) + "/db", good + "/tgt", 1, strings.TrimPrefix(cutChanges, "http://") + "/db", "changes"},
 		{"bad URL", "ftp://admin:" + pw + "@host/db", good + "/tgt", 2, "ftp://", "invalid source URL"},
+		// a password with an unescaped "#", "/", "?" or "@" splits the URL
+		// before its "@": none of it may show, and the line says why
+		{"password with #", "http://admin:" + pw + "#x@" + host + "/src", good + "/tgt", 2, "http://admin@" + host + "/src", "percent-encode"},
+		{"password with /", "http://admin:123/" + pw + "@" + host + "/src", good + "/tgt", 2, "http://admin@" + host + "/src", "percent-encode"},
+		{"password with @", "http://admin:" + pw + "@x/y@" + host + "/src", good + "/tgt", 2, "http://admin@" + host + "/src", "percent-encode"},
+		{"target password with ?", good + "/src", "http://admin:" + pw + "?x@" + host + "/tgt", 2, "http://admin@" + host + "/tgt", "SOFA_TARGET_PASSWORD"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// no periodic progress line: the run may last about as long as

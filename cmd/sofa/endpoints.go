@@ -16,13 +16,28 @@ import (
 	"github.com/sofadb/sofa/couch"
 )
 
+// strayAt reports an "@" outside the userinfo of a parsed URL: a password
+// with an unescaped "#", "?" or "/" splits the URL before its "@", so the
+// rest of the password would be taken for a port, path or query.
+func strayAt(u *url.URL) bool {
+	return strings.Contains(u.Host+u.Path+u.RawQuery+u.Fragment, "@")
+}
+
+// atHint explains the usual cause of an unparsable URL with an "@".
+func atHint(raw, role string) string {
+	if !strings.Contains(raw, "@") {
+		return ""
+	}
+	return fmt.Sprintf(`: percent-encode special characters of the user name and password (%%23 for "#", %%3F for "?", %%2F for "/", %%40 for "@", %%3A for ":"), or give them in SOFA_%s_USER and SOFA_%s_PASSWORD`, role, role)
+}
+
 // withCredentials adds credentials from SOFA_<ROLE>_USER and
 // SOFA_<ROLE>_PASSWORD to a URL that has none, and prompts for a missing
 // password on a terminal. role is "SOURCE" or "TARGET".
 func withCredentials(raw, role string) (string, error) {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return "", usageErr("invalid %s URL %q", strings.ToLower(role), couch.RedactURL(raw))
+	if err != nil || strayAt(u) {
+		return "", usageErr("invalid %s URL %q%s", strings.ToLower(role), couch.RedactURL(raw), atHint(raw, role))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return "", usageErr("invalid %s URL %q: want http(s)://[user[:password]@]host[:port][/db]", strings.ToLower(role), couch.RedactURL(raw))

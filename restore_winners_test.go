@@ -1,0 +1,116 @@
+package sofa
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/sofadb/sofa/archive"
+	"github.com/sofadb/sofa/replicate"
+)
+
+// winnersTarget answers Winners from a map (a component test of the
+// winner log; the restore's end to end cases run on real servers).
+type winnersTarget struct {
+	replicate.Target
+	winners map[string]string
+}
+
+func (w winnersTarget) Winners(ctx context.Context, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, id := range ids {
+		if r, ok := w.winners[id]; ok {
+			out[id] = r
+		}
+	}
+	return out, nil
+}
+
+// leavesApart writes one database whose document "a" has its two leaves
+// in records apart (document "b" between them), its losing leaf last,
+// and returns the database read back.
+func leavesApart(t *testing.T) *archive.DBReader {
+	t.Helper()
+	ctx := t.Context()
+	var buf bytes.Buffer
+	w, err := archive.NewWriter(&buf, archive.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := w.Database("db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetSourceInfo(replicate.DBInfo{Name: "db", DocCount: 3})
+	leaf := func(id, gen, hash string, deleted bool) *replicate.Doc {
+		rev := gen + "-" + hash
+		body := fmt.Sprintf(`{"_id":%q,"_rev":%q}`, id, rev)
+		if deleted {
+			body = fmt.Sprintf(`{"_id":%q,"_rev":%q,"_deleted":true}`, id, rev)
+		}
+		return &replicate.Doc{ID: id, Rev: rev, Deleted: deleted, Body: []byte(body),
+			Revisions: replicate.Revisions{Start: 1, IDs: []string{hash}}}
+	}
+	for _, docs := range [][]*replicate.Doc{
+		{leaf("a", "1", "bbb", false)},
+		{leaf("b", "1", "ccc", false)},
+		{leaf("a", "1", "aaa", false), leaf("c", "1", "zzz", true), leaf("c", "1", "ddd", false)},
+		{leaf("c", "1", "eee", true)},
+	} {
+		if _, err := d.WriteDocs(ctx, docs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := archive.NewReader(bytes.NewReader(buf.Bytes()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	dbr, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dbr
+}
+
+// TestWinnerLog_LeavesApart: a document whose leaves lie apart in the
+// archive is compared once, against its best leaf over all of them (the
+// live 1-ddd of "c" beats its later deleted leaves, 1-bbb of "a" beats
+// 1-aaa), and counted once: a rerun of a restore reports nothing as not
+// rolled back, while a target whose winner is truly another still is.
+func TestWinnerLog_LeavesApart(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		winners map[string]string
+		kept    int64
+	}{
+		{"restored", map[string]string{"a": "1-bbb", "b": "1-ccc", "c": "1-ddd"}, 0},
+		{"a newer winner kept", map[string]string{"a": "2-new", "b": "1-ccc", "c": "1-ddd"}, 1},
+		{"a loser winning", map[string]string{"a": "1-aaa", "b": "1-ccc", "c": "1-eee"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := newWinnerLog(leavesApart(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if err := l.Changes(t.Context(), nil, func(replicate.Change) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			kept, total, err := l.notWinning(t.Context(), winnersTarget{winners: tc.winners}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept != tc.kept || total != 3 {
+				t.Errorf("kept %d of %d, want %d of 3", kept, total, tc.kept)
+			}
+		})
+	}
+}
