@@ -20,7 +20,8 @@ import (
 // with an unescaped "#", "?" or "/" splits the URL before its "@", so the
 // rest of the password would be taken for a port, path or query.
 func strayAt(u *url.URL) bool {
-	return strings.Contains(u.Host+u.Path+u.RawQuery+u.Fragment, "@")
+	// escaped forms: a "%40" in a path is an "@" the user meant
+	return strings.Contains(u.Host+u.EscapedPath()+u.RawQuery+u.EscapedFragment(), "@")
 }
 
 // atHint explains the usual cause of an unparsable URL with an "@".
