@@ -24,11 +24,12 @@ const (
 
 const exitCodesHelp = `Exit codes:
   0    everything copied (or equal, for verify)
-  1    fatal error: nothing or not everything was done
+  1    fatal error: the run stopped (bad endpoint, credentials, damaged archive, lost server)
   2    usage error (bad flags or arguments)
   3    finished, but some documents or databases were not copied (each is listed)
   4    verify found a difference
-  130  interrupted (SIGINT or SIGTERM); checkpoints were written, rerun to resume`
+  130  interrupted (SIGINT or SIGTERM): a copy or restore wrote its checkpoints (rerun to
+       resume); an interrupted backup leaves no archive (rerun to start over)`
 
 // resumeMsg is what an interrupted run says unless its outcome says
 // otherwise.
