@@ -110,6 +110,15 @@ func Redacted(u *url.URL) string {
 	return c.String()
 }
 
+// StrayAt reports an "@" outside the userinfo of a parsed URL (its host,
+// path, query or fragment, in their escaped forms: a "%40" is an "@" the
+// user meant): a password with an unescaped "#", "?" or "/" splits the URL
+// before its "@", so the rest of the password was taken for a port, path
+// or query.
+func StrayAt(u *url.URL) bool {
+	return strings.Contains(u.Host+u.EscapedPath()+u.RawQuery+u.EscapedFragment(), "@")
+}
+
 // RedactURL is Redacted for URL text, including text that does not parse
 // as the user meant (a mistyped flag value, a password with an unescaped
 // "#", "?", "/" or "@"): when any "@" follows the scheme outside a parsed
@@ -125,7 +134,7 @@ func RedactURL(raw string) string {
 	}
 	at := strings.LastIndexByte(rest, '@')
 	if u, err := url.Parse(raw); err == nil && !strings.Contains(u.Opaque, "@") &&
-		(at < 0 || u.User != nil && !strings.Contains(u.Host+u.RawPath+u.Path+u.RawQuery+u.Fragment, "@")) {
+		(at < 0 || u.User != nil && !StrayAt(u)) {
 		return Redacted(u)
 	}
 	if at < 0 {

@@ -16,14 +16,6 @@ import (
 	"github.com/sofadb/sofa/couch"
 )
 
-// strayAt reports an "@" outside the userinfo of a parsed URL: a password
-// with an unescaped "#", "?" or "/" splits the URL before its "@", so the
-// rest of the password would be taken for a port, path or query.
-func strayAt(u *url.URL) bool {
-	// escaped forms: a "%40" in a path is an "@" the user meant
-	return strings.Contains(u.Host+u.EscapedPath()+u.RawQuery+u.EscapedFragment(), "@")
-}
-
 // atHint explains the usual cause of an unparsable URL with an "@".
 func atHint(raw, role string) string {
 	if !strings.Contains(raw, "@") {
@@ -37,7 +29,7 @@ func atHint(raw, role string) string {
 // password on a terminal. role is "SOURCE" or "TARGET".
 func withCredentials(raw, role string) (string, error) {
 	u, err := url.Parse(raw)
-	if err != nil || strayAt(u) {
+	if err != nil || couch.StrayAt(u) {
 		return "", usageErr("invalid %s URL %q%s", strings.ToLower(role), couch.RedactURL(raw), atHint(raw, role))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
