@@ -409,6 +409,23 @@ func enableDBUpdates(t *testing.T, srv *couchtest.Server) {
 	}
 }
 
+// strayMarker drops from ex the requests about enableDBUpdates' marker
+// database: CouchDB may put one more of its events (an update from one of
+// its shards) into _db_updates after the deletion the helper waited for,
+// and a run then looks the marker up (seen in CI on a loaded machine).
+func strayMarker(t *testing.T, ex []recproxy.Exchange) []recproxy.Exchange {
+	t.Helper()
+	var out []recproxy.Exchange
+	for _, e := range ex {
+		if e.Path == "/zz-marker" || (e.Path == "/_dbs_info" && e.ReqJSON == `{"keys":["zz-marker"]}`) {
+			t.Logf("a late _db_updates event of the marker database: %s %s", e.Method, e.Path)
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // TestSync_Faults: through fault proxies on both sides, the run keeps
 // going and ends equal: the _db_updates feed cut (CouchDB), changes feeds
 // reset, 503 and 429 bursts, _bulk_docs answers lost after the write, and
@@ -558,7 +575,7 @@ func TestSync_IdleCost(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.wait("i0077's catch-up", func() bool { return r.synced["i0077"] > synced })
-		ex := rec.Recorded()
+		ex := strayMarker(t, rec.Recorded())
 		total, other := countOther(ex, "i0077")
 		t.Logf("a write into 1 of %d databases: %d requests to the source", n, total)
 		// The database's Session is kept from the initial copy: a wake

@@ -158,8 +158,30 @@ func (c *Client) PostJSON(ctx context.Context, path string, in, out any) error {
 }
 
 // CreateDB creates database db; an existing one is an error (412).
+//
+// CouchDB 3 may answer 412 file_exists to a PUT sent just after the
+// database's DELETE was acknowledged, while GET /db already says 404 (seen
+// in CI on a loaded machine): the old shard files are still being removed.
+// CreateDB asks again, for up to 30 s, as long as GET /db says the
+// database is missing, so a test that recreates a database does not fail
+// on that race; a database that does exist still gives the 412.
 func (c *Client) CreateDB(ctx context.Context, db string) error {
-	return c.PutJSON(ctx, "/"+EscapeDB(db), nil, nil)
+	path := "/" + EscapeDB(db)
+	deadline := time.Now().Add(30 * time.Second)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		st, err := c.Do(ctx, http.MethodPut, path, nil, nil)
+		if st != http.StatusPreconditionFailed || time.Now().After(deadline) {
+			return err
+		}
+		if gst, _ := c.Do(ctx, http.MethodGet, path, nil, nil); gst != http.StatusNotFound {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // DeleteDB deletes database db; a missing one is not an error.

@@ -7,6 +7,7 @@
 package recproxy
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -28,6 +29,9 @@ type Exchange struct {
 	Accept   string // request Accept header
 	ReqType  string // request Content-Type
 	ReqBytes int64  // request body bytes forwarded
+	// ReqJSON is the body of a POST of JSON up to 64 KiB (the keys of a
+	// `_dbs_info` or `_revs_diff`), "" for any other request.
+	ReqJSON string
 	// AuthScheme is the scheme of the request's Authorization header
 	// ("Basic"), "" without one; Cookies names the cookies it carried.
 	// Neither holds a credential.
@@ -115,6 +119,16 @@ func Start(t testing.TB, target string) *Proxy {
 		}
 		for _, c := range r.Cookies() {
 			e.Cookies = append(e.Cookies, c.Name)
+		}
+		if r.Method == http.MethodPost && strings.HasPrefix(e.ReqType, "application/json") &&
+			r.ContentLength > 0 && r.ContentLength <= 64<<10 {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			e.ReqJSON = string(body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		p.mu.Lock()
 		p.log = append(p.log, e)
