@@ -58,6 +58,8 @@ type restorer struct {
 	// onTarget, when not nil, holds the target's databases listed at
 	// the start: one missing is created without being asked for.
 	onTarget map[string]bool
+	// archived holds every database name of the archives (checkSelection).
+	archived map[string]bool
 }
 
 // Restore restores a chain of archives (a full one, then its
@@ -204,7 +206,29 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	} else {
 		sum, fatalErr = c.runInOrder(ctx, archives, selected, skip, tgt, p.filter)
 	}
+	if tgt.DBName == "" {
+		sum.LeftOut = p.leftOut(c.archived)
+	}
 	return p.finish(&sum, fatalErr, p.filter)
+}
+
+// leftOut lists the archived databases the default selection left out of
+// a restore into a server: _replicator, unless WithReplicator or a Skip
+// of the caller's own (its documents would start replications on the
+// target).
+func (p *RestorePlan) leftOut(archived map[string]bool) []fleet.LeftOut {
+	if !p.defaultSkip {
+		return nil
+	}
+	o := p.c.o
+	loose := fleet.Filter{Include: o.Selection.Include, Exclude: o.Selection.Exclude}
+	var out []fleet.LeftOut
+	for _, name := range slices.Sorted(maps.Keys(archived)) {
+		if loose.Match(name) && !p.filter.Match(name) {
+			out = append(out, fleet.LeftOut{Name: name, Reason: "its documents would start replications on the target; --with-replicator restores it"})
+		}
+	}
+	return out
 }
 
 // skip says from which archive of the chain each database is restored

@@ -42,6 +42,7 @@ func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, fil
 			}
 		}
 	}
+	c.archived = all
 	for old := range renames {
 		if !all[old] {
 			return nil, optionErr("--rename %s=...: the archive holds no database %q", old, old)

@@ -92,6 +92,11 @@ type Summary struct {
 	Bytes            int64 `json:"bytes"`
 	// DBs holds one result per database, in the order given to Run.
 	DBs []DBResult `json:"dbs"`
+	// LeftOut names the databases of the source that a default rule left
+	// out, which the caller's selection did not name (a restore's
+	// _replicator); they are not among DBs and not counted. Nil when
+	// none or when the caller does not report them.
+	LeftOut []LeftOut `json:"left_out,omitempty"`
 	// Hosts holds each limiter's totals and decisions.
 	Hosts []limitstats.Stats `json:"hosts,omitempty"`
 	// Concurrency tells how many databases ran at once and why.
@@ -100,6 +105,12 @@ type Summary struct {
 	// attempts sent by kind, e.g. {"target": {"PUT /db": 1000}} (see
 	// couch.Counters.Kinds). Set by the caller; nil when unknown.
 	RequestsByKind map[string]map[string]int64 `json:"requests_by_kind,omitempty"`
+}
+
+// LeftOut is a database a default rule left out of a run, and why.
+type LeftOut struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
 }
 
 // Complete reports whether every database finished with status ok.

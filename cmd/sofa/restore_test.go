@@ -223,6 +223,10 @@ func TestRestore_WholeServer50(t *testing.T) {
 	if slices.Contains(restored, "_replicator") {
 		t.Error("_replicator restored without --with-replicator")
 	}
+	// ... and the summary says it was left out, and why.
+	if len(s.LeftOut) != 1 || s.LeftOut[0].Name != "_replicator" || !strings.Contains(s.LeftOut[0].Reason, "--with-replicator") {
+		t.Errorf("left_out %+v, want _replicator with a --with-replicator hint", s.LeftOut)
+	}
 	if !slices.Contains(restored, "_users") || len(restored) != 51 {
 		t.Errorf("restored %d databases (%v), want the 50 and _users", len(restored), restored)
 	}
@@ -251,8 +255,8 @@ func TestRestore_WholeServer50(t *testing.T) {
 	tgt2 := couchtest.Start(t)
 	r = arSofa(t, bin, nil, "restore", path, tgt2.URL, "--json", "--with-replicator", "--include", "_*")
 	r.want(t, exitOK)
-	if s := r.summary(t); s.DBsOK != 2 {
-		t.Errorf("--with-replicator --include '_*': %d ok, want 2: %+v", s.DBsOK, s.DBs)
+	if s := r.summary(t); s.DBsOK != 2 || len(s.LeftOut) != 0 {
+		t.Errorf("--with-replicator --include '_*': %d ok, want 2: %+v; left out %+v, want none", s.DBsOK, s.DBs, s.LeftOut)
 	}
 	arEqual(t, src, "_replicator", tgt2, "_replicator")
 }

@@ -43,6 +43,11 @@ func printFleetSummary(w *os.File, s *fleet.Summary, quiet bool) {
 			s.DBsTotal, time.Duration(s.Duration).Seconds(), s.DBsOK, s.DBsPartial, s.DBsFailed, s.DBsInterrupted, s.DBsNotStarted,
 			s.DocsRead, s.DocsWritten, s.DocWriteFailures, s.Bytes, humanBytes(s.Bytes))
 	}
+	if !quiet {
+		for _, l := range s.LeftOut {
+			fmt.Fprintf(w, "sofa: database %q left out: %s\n", l.Name, l.Reason)
+		}
+	}
 	for _, d := range s.DBs {
 		if d.Status == fleet.StatusOK && (quiet || len(d.Warnings) == 0) {
 			continue
