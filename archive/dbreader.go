@@ -31,11 +31,50 @@ type DBReader struct {
 	chunks int
 	// release frees the private reader of a group opened by Index.OpenDB.
 	release func()
+	// ahead, when not nil, delivers the member after meta.json, read by
+	// its own goroutine from the moment Index.OpenDB returned (see
+	// readAhead); run takes it before reading on.
+	ahead chan readResult
+}
+
+// readResult is a member read ahead, or the error reading it gave.
+type readResult struct {
+	m   *member
+	err error
+}
+
+// readAhead reads the group's next member (its first blob or doc chunk)
+// on a goroutine of its own: a restore prepares the target database
+// (creates it, claims it) meanwhile, and its first write does not wait
+// for the first chunk's read, checksums and decompression. The DBReader
+// touches its Reader only once the member is taken (nextMember) or the
+// read waited for (Close).
+func (d *DBReader) readAhead() {
+	ch := make(chan readResult, 1)
+	d.ahead = ch
+	go func() {
+		m, err := d.r.readMember()
+		ch <- readResult{m, err}
+	}()
+}
+
+// nextMember returns the member read ahead, if any, else reads one.
+func (d *DBReader) nextMember() (*member, error) {
+	if d.ahead != nil {
+		res := <-d.ahead
+		d.ahead = nil
+		return res.m, res.err
+	}
+	return d.r.readMember()
 }
 
 // Close releases what a DBReader of Index.OpenDB holds (its blob spill
 // file); a DBReader of Reader.Next needs none (Reader.Close does it).
 func (d *DBReader) Close() error {
+	if d.ahead != nil {
+		<-d.ahead // the read ahead ends before its Reader is closed
+		d.ahead = nil
+	}
 	if d.release != nil {
 		d.release()
 		d.release = nil
@@ -174,7 +213,7 @@ func (d *DBReader) run(ctx context.Context, after int64, fn func(replicate.Chang
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		m, err := r.readMember()
+		m, err := d.nextMember()
 		if err == io.EOF {
 			return r.fail(&Error{Err: &detailErr{ErrTruncated, fmt.Sprintf("archive ends after member %q inside database %q", r.last, d.meta.Name)}})
 		}

@@ -276,6 +276,7 @@ func (x *Index) OpenDB(g Group) (*DBReader, error) {
 		return nil, &Error{Err: &detailErr{ErrFormat, fmt.Sprintf("group at offset %d holds %q, its end member says %q", g.Offset, db.Name(), g.Name)}}
 	}
 	db.release = closeRd
+	db.readAhead()
 	return db, nil
 }
 

@@ -69,6 +69,20 @@ func (d *DesignLast) GetLocal(ctx context.Context, id string) ([]byte, error) {
 	return d.Target.GetLocal(ctx, id)
 }
 
+// LocalRev is the target's (LocalRevver): the `_rev` its last PutLocal of
+// id gave, so that a checkpoint written through needs no re-read. While
+// the checkpoint is held back it is false (GetLocal answers that one).
+func (d *DesignLast) LocalRev(id string) (string, bool) {
+	d.mu.Lock()
+	held := d.cpID == id && d.cpBody != nil && !d.finished
+	d.mu.Unlock()
+	lr, ok := d.Target.(LocalRevver)
+	if held || !ok {
+		return "", false
+	}
+	return lr.LocalRev(id)
+}
+
 // Finish writes the held design documents, then the deferred checkpoint.
 // The returned DocErrors name design revisions the target refused.
 func (d *DesignLast) Finish(ctx context.Context) ([]DocError, error) {
