@@ -167,6 +167,11 @@ func selectiveIndex(f storage.Reader, filter fleet.Filter) *archive.TOC {
 	if err != nil {
 		return nil
 	}
+	// A damaged manifest: the archive is read whole, in order, and the
+	// damage reported when the reader reaches it.
+	if err := idx.CheckManifest(f, nil); err != nil {
+		return nil
+	}
 	for _, d := range idx.Databases {
 		if !filter.Match(d.Summary.Name) {
 			return idx

@@ -303,20 +303,7 @@ func (x *Index) blob(sum [32]byte) ([]byte, error) {
 // instead of scanning every tar header: one read of the index, one of the
 // manifest member (its checksum checked), then nothing until OpenDB.
 func (x *Index) fromTOC(toc *TOC) (*Index, error) {
-	rd := &Reader{tr: tar.NewReader(x.section(toc.Manifest.Offset, toc.Manifest.End-toc.Manifest.Offset, MinReadSize)), opts: x.opts, seen: sha256.New()}
-	defer rd.dec.close()
-	m, err := rd.readMember()
-	if err != nil {
-		return nil, err
-	}
-	if m.p.kind != kindManifest {
-		return nil, memberErr(m.name, ErrFormat, "the index's manifest span holds another member")
-	}
-	sh := sha256.New()
-	if _, err := io.Copy(sh, io.LimitReader(rd.tr, x.opts.MaxMemberSize)); err != nil {
-		return nil, rd.dataErr(m.name, err)
-	}
-	if err := checkStoredSum(m.name, sh, m.sum); err != nil {
+	if err := toc.checkManifest(x.section(toc.Manifest.Offset, toc.Manifest.End-toc.Manifest.Offset, MinReadSize), x.opts); err != nil {
 		return nil, err
 	}
 	for _, d := range toc.Databases {

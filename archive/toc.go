@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"crypto/sha256"
@@ -219,6 +220,41 @@ func NewIndexedReader(r io.ReaderAt, idx *TOC, keep func(name string) bool, opts
 	}
 	rd.partial = true
 	return rd, nil
+}
+
+// CheckManifest reads the manifest member where the index places it in
+// r and checks it against the SHA-256 of its tar header: a reader that
+// reads only some groups (NewIndexedReader) never reaches the manifest,
+// whose damage would then go unreported. opts may be nil. Errors are
+// *Error (ErrChecksum, ErrFormat, ErrTruncated...).
+func (x *TOC) CheckManifest(r io.ReaderAt, opts *ReaderOptions) error {
+	o := ReaderOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxMemberSize <= 0 {
+		o.MaxMemberSize = DefaultMaxMemberSize
+	}
+	return x.checkManifest(section(r, x.Manifest), o)
+}
+
+// checkManifest reads the manifest member from src (its span) and checks
+// its stored bytes' SHA-256.
+func (x *TOC) checkManifest(src io.Reader, opts ReaderOptions) error {
+	rd := &Reader{tr: tar.NewReader(src), opts: opts, seen: sha256.New()}
+	defer rd.dec.close()
+	m, err := rd.readMember()
+	if err != nil {
+		return err
+	}
+	if m.p.kind != kindManifest {
+		return memberErr(m.name, ErrFormat, "the index's manifest span holds another member")
+	}
+	sh := sha256.New()
+	if _, err := io.Copy(sh, io.LimitReader(rd.tr, opts.MaxMemberSize)); err != nil {
+		return rd.dataErr(m.name, err)
+	}
+	return checkStoredSum(m.name, sh, m.sum)
 }
 
 // section reads the span s of r through a buffer of at most
