@@ -23,6 +23,10 @@ const (
 	// DefaultBehindAfter: a database whose oldest unwritten change is
 	// older than this is reported behind.
 	DefaultBehindAfter = 10 * time.Second
+	// DefaultSecurityInterval is the time between two reads of each
+	// followed database's `_security` at the source (see
+	// SyncOptions.SecurityInterval).
+	DefaultSecurityInterval = 5 * time.Minute
 )
 
 // SyncOptions configure Sync.
@@ -48,6 +52,15 @@ type SyncOptions struct {
 	// this long is reported behind (log line, metrics, status), and
 	// caught up once written. Zero: DefaultBehindAfter.
 	BehindAfter time.Duration
+	// SecurityInterval is the time between two reads of the `_security`
+	// of each database the run has copied, at the source (one GET per
+	// database per interval, one database at a time); a change is written
+	// to the target. CouchDB announces a `_security` change neither in
+	// `_db_updates` nor in the database's `_changes`, so nothing else
+	// carries it while the run follows. Zero: DefaultSecurityInterval;
+	// negative: never (`_security` is then copied only when a database
+	// is copied from the beginning).
+	SecurityInterval time.Duration
 	// DeleteMissing deletes the target's copy of a database deleted on
 	// the source. Without it the deletion is only reported and the
 	// target keeps its copy.
@@ -119,6 +132,9 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 	}
 	if o.BehindAfter <= 0 {
 		o.BehindAfter = DefaultBehindAfter
+	}
+	if o.SecurityInterval == 0 {
+		o.SecurityInterval = DefaultSecurityInterval
 	}
 	if err := o.Copy.Selection.Validate(); err != nil {
 		return nil, err
@@ -207,6 +223,7 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 
 	bg.Go(func() { s.watchBehind(wctx) })
 	bg.Go(func() { s.checkpointLoop(wctx) })
+	bg.Go(func() { s.securityLoop(wctx) })
 	s.dispatch(ctx)
 	s.checkpointAll(ctx)
 	return s.finish(), ctx.Err()

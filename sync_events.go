@@ -33,6 +33,10 @@ const (
 	// EventPolled: a listing of the source ended (poll mode; Detail: the
 	// number of databases seen).
 	EventPolled SyncEventKind = "polled"
+	// EventSecurity: DB's `_security` changed at the source and was
+	// written to the target (Detail: the new `_security`), or that write
+	// failed (Err).
+	EventSecurity SyncEventKind = "security"
 )
 
 // SyncEvent is one thing a Sync run did.
@@ -66,6 +70,9 @@ type SyncSummary struct {
 	DeletedOnTarget []string `json:"deleted_on_target,omitempty"`
 	// Failing maps the databases whose last copy failed to its error.
 	Failing map[string]string `json:"failing,omitempty"`
+	// SecurityUpdates counts the `_security` changes at the source
+	// written to the target while following (SecurityInterval).
+	SecurityUpdates int64 `json:"security_updates"`
 	// Reconnects counts failures of the server's watch.
 	Reconnects int64          `json:"reconnects"`
 	Duration   fleet.Duration `json:"duration"`

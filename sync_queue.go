@@ -31,6 +31,9 @@ type syncDB struct {
 	// polled is the source's info from the last poll that saw it
 	// change (poll mode), checked against sess before a pass.
 	polled *replicate.DBInfo
+	// security is the `_security` the target was last seen or made to
+	// hold (securitySweep); nil: not read yet.
+	security []byte
 }
 
 // change is what the watch says about a database: when it noticed, and

@@ -44,6 +44,7 @@ type syncRun struct {
 	deleted  map[string]string
 	polls    int
 	events   int
+	security map[string]int // _security written to the target while following
 }
 
 // waitTimeout bounds every wait on a Sync event (a loaded 2-core machine
@@ -62,7 +63,7 @@ func startSync(t *testing.T, srcURL, dstURL string, o sofa.SyncOptions, dstOpen 
 		t.Fatal(err)
 	}
 	r := &syncRun{t: t, cancel: cancel, done: make(chan struct{}), written: map[string]int64{},
-		synced: map[string]int{}, failed: map[string]int{}, deleted: map[string]string{}}
+		synced: map[string]int{}, failed: map[string]int{}, deleted: map[string]string{}, security: map[string]int{}}
 	r.changed = sync.NewCond(&r.mu)
 	if o.Metrics == nil {
 		o.Metrics = metrics.New()
@@ -91,6 +92,10 @@ func startSync(t *testing.T, srcURL, dstURL string, o sofa.SyncOptions, dstOpen 
 			r.deleted[e.DB] = e.Detail
 		case sofa.EventPolled:
 			r.polls++
+		case sofa.EventSecurity:
+			if e.Err == nil {
+				r.security[e.DB]++
+			}
 		}
 		r.events++
 		r.changed.Broadcast()

@@ -32,6 +32,24 @@ func (d *DB) readRevsLimit(ctx context.Context) (*http.Response, error) {
 	return resp, err
 }
 
+// Security reads `_security` (its JSON object, trimmed). A 404 (PouchDB
+// Server before a first write) gives "{}".
+func (d *DB) Security(ctx context.Context) ([]byte, error) {
+	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_security"})
+	if StatusOf(err) == 404 {
+		return []byte("{}"), nil
+	}
+	if err != nil {
+		return nil, d.fail("read _security", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, d.fail("read _security", err)
+	}
+	return bytes.TrimSpace(b), nil
+}
+
 // Metadata reads `_security`, `_revs_limit` and props.
 func (d *DB) Metadata(ctx context.Context) (replicate.Metadata, error) {
 	var m replicate.Metadata

@@ -20,6 +20,7 @@ type continuousFlags struct {
 	flushInterval time.Duration
 	metricsAddr   string
 	pollInterval  time.Duration
+	securityEvery time.Duration
 	deleteMissing bool
 }
 
@@ -27,6 +28,7 @@ func (c *continuousFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.continuous, "continuous", false, "keep replicating as writes arrive until SIGINT/SIGTERM (exit 130 after the final checkpoints); server mode: one catch-up of every database, then only the databases the source's _db_updates feed says changed (without it, such as PouchDB Server: polled every --poll-interval)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "continuous: serve Prometheus metrics on host:port/metrics and a JSON status on /status (e.g. 127.0.0.1:9464)")
 	fs.DurationVar(&c.pollInterval, "poll-interval", sofa.DefaultPollInterval, "continuous server mode: time between listings of a source without _db_updates (_all_dbs and each database's update_seq)")
+	fs.DurationVar(&c.securityEvery, "security-interval", sofa.DefaultSecurityInterval, "continuous server mode: time between two reads of each copied database's _security at the source, a change written to the target (CouchDB announces _security changes in no feed); one GET per database per interval; negative: never")
 	fs.BoolVar(&c.deleteMissing, "delete-missing", false, "continuous server mode: delete the target's copy of a database deleted on the source (default: report it and keep the copy)")
 }
 
@@ -71,9 +73,10 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 				return c
 			}(),
 		},
-		PollInterval:  rc.cont.pollInterval,
-		DeleteMissing: rc.cont.deleteMissing,
-		Metrics:       m,
+		PollInterval:     rc.cont.pollInterval,
+		SecurityInterval: rc.cont.securityEvery,
+		DeleteMissing:    rc.cont.deleteMissing,
+		Metrics:          m,
 		Event: func(e sofa.SyncEvent) {
 			if e.Kind == sofa.EventCaughtUp {
 				stopProg.Do(prog.Stop)
@@ -88,8 +91,8 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 			if sum.CatchUp != nil {
 				printFleetSummary(os.Stderr, sum.CatchUp, false)
 			}
-			fmt.Fprintf(os.Stderr, "sofa: continuous (%s) for %s: %d catch-up copies (%d failed), docs_written=%d doc_write_failures=%d; created %v, deleted on the source %v (deleted on the target %v)\n",
-				sum.Mode, time.Duration(sum.Duration).Round(time.Second), sum.Runs, sum.RunsFailed, sum.DocsWritten, sum.DocWriteFailures,
+			fmt.Fprintf(os.Stderr, "sofa: continuous (%s) for %s: %d catch-up copies (%d failed), docs_written=%d doc_write_failures=%d, _security updates %d; created %v, deleted on the source %v (deleted on the target %v)\n",
+				sum.Mode, time.Duration(sum.Duration).Round(time.Second), sum.Runs, sum.RunsFailed, sum.DocsWritten, sum.DocWriteFailures, sum.SecurityUpdates,
 				sum.Created, sum.Deleted, sum.DeletedOnTarget)
 			for db, e := range sum.Failing {
 				fmt.Fprintf(os.Stderr, "sofa: database %q: last copy failed: %s\n", db, e)

@@ -1,0 +1,96 @@
+package sofa
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/sofadb/sofa/replicate"
+)
+
+// securityLoop runs securitySweep every SecurityInterval until ctx ends.
+func (s *syncer) securityLoop(ctx context.Context) {
+	if s.o.SecurityInterval < 0 {
+		return
+	}
+	t := time.NewTicker(s.o.SecurityInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.securitySweep(ctx)
+	}
+}
+
+// securitySweep reads, one database at a time, the source's `_security`
+// of every database this run has copied and writes it to the target
+// where it differs from what the target was last seen or made to hold
+// (the first time: from the target's own). A failed read or write is
+// logged and tried again at the next sweep.
+func (s *syncer) securitySweep(ctx context.Context) {
+	s.mu.Lock()
+	var names []string
+	for n, d := range s.dbs {
+		if d.synced && !d.deleted {
+			names = append(names, n)
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(names)
+	for _, name := range names {
+		if ctx.Err() != nil {
+			return
+		}
+		sec, err := s.ssrv.DB(name).Security(ctx)
+		if err != nil {
+			s.o.Copy.logf("%s: source: %v; trying again in %s", name, err, s.o.SecurityInterval)
+			continue
+		}
+		var last []byte
+		s.mu.Lock()
+		if d := s.dbs[name]; d != nil {
+			last = d.security
+		}
+		s.mu.Unlock()
+		tdb := s.tsrv.DB(name)
+		if last == nil {
+			if last, err = tdb.Security(ctx); err != nil {
+				s.o.Copy.logf("%s: target: %v; trying again in %s", name, err, s.o.SecurityInterval)
+				continue
+			}
+		}
+		if !sameJSON(sec, last) {
+			if err := tdb.SetMetadata(ctx, replicate.Metadata{Security: sec}, replicate.AfterDocs); err != nil {
+				s.o.Copy.logf("%s: target: %v; trying again in %s", name, err, s.o.SecurityInterval)
+				s.event(SyncEvent{Kind: EventSecurity, DB: name, Err: err})
+				continue
+			}
+			s.o.Copy.logf("%s: _security changed at the source: written to the target", name)
+			s.event(SyncEvent{Kind: EventSecurity, DB: name, Detail: string(sec)})
+			s.mu.Lock()
+			s.sum.SecurityUpdates++
+			s.mu.Unlock()
+		}
+		s.mu.Lock()
+		if d := s.dbs[name]; d != nil {
+			d.security = sec
+		}
+		s.mu.Unlock()
+	}
+}
+
+// sameJSON reports whether a and b hold the same JSON value (key order
+// and spacing aside); bytes that do not parse compare as bytes.
+func sameJSON(a, b []byte) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(va, vb)
+}
