@@ -70,9 +70,6 @@ func (s *syncer) wakeJob(ctx context.Context, name string, p DBProgress) (fleet.
 	s.sum.Runs++
 	s.sum.DocsWritten += r.DocsWritten
 	s.sum.DocWriteFailures += r.DocWriteFailures
-	if err != nil && ctx.Err() == nil {
-		s.sum.RunsFailed++
-	}
 	s.mu.Unlock()
 	s.ended(ctx, name, r, res, err, noticed)
 	return r, err
@@ -220,6 +217,8 @@ func (s *syncer) ended(ctx context.Context, name string, r fleet.DBResult, res *
 		d.retry = min(max(2*d.retry, s.o.RetryInterval), time.Minute)
 		retry = d.retry
 		s.sum.Failing[name] = err.Error()
+		// not a database deleted on the source (reported as such above)
+		s.sum.RunsFailed++
 	} else {
 		if !d.synced && s.sum.CatchUp != nil && !slices.Contains(s.sum.Created, name) && !s.inCatchUp(name) {
 			s.sum.Created = append(s.sum.Created, name)

@@ -56,7 +56,8 @@ type SyncSummary struct {
 	// Mode is how the source was watched: db_updates or poll.
 	Mode string `json:"mode"`
 	// Runs counts catch-up copies after the initial one; RunsFailed
-	// those that failed (each retried).
+	// those that failed (each retried), not counting a catch-up that
+	// found its database deleted on the source (listed in Deleted).
 	Runs       int64 `json:"runs"`
 	RunsFailed int64 `json:"runs_failed"`
 	// DocsWritten and DocWriteFailures are the totals of those runs.

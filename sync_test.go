@@ -701,6 +701,10 @@ func TestSync_CreatedAndDeletedBeforeCopied(t *testing.T) {
 	if slices.Contains(sum.Deleted, "flash") || slices.Contains(sum.DeletedOnTarget, "flash") {
 		t.Errorf("deleted %v, deleted on the target %v: want no flash", sum.Deleted, sum.DeletedOnTarget)
 	}
+	// A catch-up that found its database gone is no failed copy.
+	if sum.RunsFailed != 0 || len(sum.Failing) != 0 {
+		t.Errorf("%d catch-ups failed (%v), want none", sum.RunsFailed, sum.Failing)
+	}
 	if _, err := couchtest.NewClient(b.URL).Do(ctx, "GET", "/flash", nil, nil); couchtest.StatusOf(err) != 404 {
 		t.Errorf("target's flash: %v, want 404", err)
 	}
