@@ -55,7 +55,7 @@ type VerifySummary struct {
 
 // ErrSeveralDatabases: an archive of several databases compared with a
 // database URL (an *OptionError wraps it).
-var ErrSeveralDatabases = errors.New("holds several databases: compare it with a server URL")
+var ErrSeveralDatabases = errors.New("holds several databases: compare it with a server URL, or select one with --include")
 
 // Verify compares a with b: two databases, two servers (every selected
 // database of a with its namesake on b, many at once; selected databases
@@ -270,7 +270,7 @@ func verifyArchive(ctx context.Context, a, b *Endpoint, o verify.Options, filter
 // unless o.Selection.Sharded (the summary is then empty and equal).
 func VerifySet(ctx context.Context, set *ArchiveSet, b *Endpoint, o VerifyOptions) (*VerifySummary, error) {
 	if b.Kind() != KindServer {
-		return nil, optionErr("verify: a set holds several databases: compare it with a server URL, not %s", b)
+		return nil, optionErr("verify: a set holds several databases: compare it with a server URL, or select one with --include, not %s", b)
 	}
 	o.Compare.LenientRevpos = o.Compare.LenientRevpos || isPouch(b)
 	var res VerifySummary
