@@ -264,3 +264,17 @@ type syncer struct {
 }
 
 func (s *syncer) observer(name string) replicate.Observer { return s.o.Metrics.DB(name) }
+
+// everyTick calls fn every d until ctx ends (the first call after d).
+func everyTick(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fn()
+	}
+}

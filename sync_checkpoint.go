@@ -35,16 +35,9 @@ func (s *syncer) checkpointInterval() time.Duration {
 // checkpointed once, an interval after its wake.
 func (s *syncer) checkpointLoop(ctx context.Context) {
 	every := s.checkpointInterval()
-	t := time.NewTicker(max(every/4, 10*time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	everyTick(ctx, max(every/4, 10*time.Millisecond), func() {
 		s.checkpointDue(ctx, time.Now().Add(-every), timerCheckpointsAtOnce)
-	}
+	})
 }
 
 // checkpointDue checkpoints the dirty Sessions last checkpointed before

@@ -98,14 +98,7 @@ func (s *syncer) setMode(m string) {
 // watchBehind looks every second for databases whose oldest unwritten
 // change is older than BehindAfter, and for those caught up again.
 func (s *syncer) watchBehind(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	everyTick(ctx, time.Second, func() {
 		now := time.Now()
 		var edges []SyncEvent
 		s.mu.Lock()
@@ -134,7 +127,7 @@ func (s *syncer) watchBehind(ctx context.Context) {
 			}
 			s.event(e)
 		}
-	}
+	})
 }
 
 func (s *syncer) finish() *SyncSummary {

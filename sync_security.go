@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
-	"time"
 
 	"github.com/sofadb/sofa/replicate"
 )
@@ -16,16 +15,7 @@ func (s *syncer) securityLoop(ctx context.Context) {
 	if s.o.SecurityInterval < 0 {
 		return
 	}
-	t := time.NewTicker(s.o.SecurityInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.securitySweep(ctx)
-	}
+	everyTick(ctx, s.o.SecurityInterval, func() { s.securitySweep(ctx) })
 }
 
 // securitySweep reads, one database at a time, the source's `_security`
