@@ -125,32 +125,19 @@ func (d *decoders) close() {
 
 // decompress returns stored decompressed with c. The result must be exactly
 // rawSize bytes: decoding stops as soon as it would exceed rawSize (a bomb
-// is cut off after rawSize+1 bytes), and memory used is rawSize plus the
-// decoder's bounded window.
+// is cut off within a block past rawSize), and memory used is rawSize plus
+// the decoder's bounded window (gzip) or nothing more (zstd, which decodes
+// into the result itself, its history included: no copy out of a sliding
+// window, the most of a chunk's CPU when it was read as a stream).
 func (d *decoders) decompress(member string, c Compression, stored []byte, rawSize int64) ([]byte, error) {
-	if c == None {
+	switch c {
+	case None:
 		if int64(len(stored)) != rawSize {
 			return nil, memberErr(member, ErrFormat, fmt.Sprintf("size %d, declared %d", len(stored), rawSize))
 		}
 		return stored, nil
-	}
-	var r io.Reader
-	switch c {
 	case Zstd:
-		if d.zstd == nil {
-			z, err := zstd.NewReader(nil,
-				zstd.WithDecoderConcurrency(1),
-				zstd.WithDecoderLowmem(true),
-				zstd.WithDecoderMaxWindow(maxZstdWindow))
-			if err != nil {
-				return nil, err
-			}
-			d.zstd = z
-		}
-		if err := d.zstd.Reset(bytes.NewReader(stored)); err != nil {
-			return nil, memberErr(member, ErrFormat, "zstd: "+err.Error())
-		}
-		r = d.zstd
+		return d.unzstd(member, stored, rawSize)
 	case Gzip:
 		if d.gzip == nil {
 			d.gzip = new(gzip.Reader)
@@ -159,10 +146,44 @@ func (d *decoders) decompress(member string, c Compression, stored []byte, rawSi
 			return nil, memberErr(member, ErrFormat, "gzip: "+err.Error())
 		}
 		d.gzip.Multistream(false)
-		r = d.gzip
-	default:
-		return nil, memberErr(member, ErrFormat, "unknown compression "+string(c))
+		return readDeclared(member, c, d.gzip, rawSize)
 	}
+	return nil, memberErr(member, ErrFormat, "unknown compression "+string(c))
+}
+
+// zstdSlack is the room past rawSize a zstd decode may use before it is
+// cut off (the decoder writes whole sequences, a few bytes past the end).
+const zstdSlack = 64
+
+// unzstd decodes every zstd frame of stored into one buffer of rawSize
+// (plus zstdSlack) bytes, refusing a frame that declares or decodes to more.
+func (d *decoders) unzstd(member string, stored []byte, rawSize int64) ([]byte, error) {
+	if d.zstd == nil {
+		z, err := zstd.NewReader(nil,
+			zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(maxZstdWindow),
+			zstd.WithDecodeAllCapLimit(true))
+		if err != nil {
+			return nil, err
+		}
+		d.zstd = z
+	}
+	out, err := d.zstd.DecodeAll(stored, make([]byte, 0, rawSize+zstdSlack))
+	switch {
+	case errors.Is(err, zstd.ErrDecoderSizeExceeded) || int64(len(out)) > rawSize:
+		return nil, memberErr(member, ErrTooLarge, fmt.Sprintf("decompresses to more than the declared %d bytes", rawSize))
+	case err != nil:
+		return nil, memberErr(member, ErrFormat, "zstd: "+err.Error())
+	case int64(len(out)) != rawSize:
+		return nil, memberErr(member, ErrFormat, fmt.Sprintf("decompresses to %d bytes, declared %d", len(out), rawSize))
+	}
+	return out[:rawSize:rawSize], nil
+}
+
+// readDeclared reads exactly rawSize bytes from r, a decompressor of
+// codec c, and checks that nothing follows.
+func readDeclared(member string, c Compression, r io.Reader, rawSize int64) ([]byte, error) {
 	out := make([]byte, rawSize)
 	n, err := io.ReadFull(r, out)
 	if err != nil {
