@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/sofadb/sofa/internal/dataset"
@@ -171,8 +172,6 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 	caseName := fmt.Sprintf("%s (%d dbs)", c.name, len(names))
 	t := &table{title: "backup: " + caseName,
 		head: []string{"tool", "backup", "time s", "cpu s", "rss MiB", "size MiB", "gzip MiB", "restore", "time s", "cpu s", "rss MiB", "verify"}}
-	type pair struct{ dump, load record }
-	results := map[string]pair{}
 	var peers []backupPeer
 	for _, p := range backupPeers(src.couch()) {
 		if p.name == "sofa" || e.cfg.wants(p.name) {
@@ -185,47 +184,51 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 			}
 		}
 	}
-	for _, p := range peers {
-		if err := ctx.Err(); err != nil {
-			return sofaRSS, err
-		}
-		out, err := os.MkdirTemp(e.tmp, "backup-")
-		if err != nil {
-			return sofaRSS, err
-		}
-		b := record{Bench: "backup", Case: caseName, Tool: p.name, Note: p.note}
-		b.Tool = p.name + " backup"
-		name, args := p.dump(e, src.URL, out, names)
-		dump, o := e.runTool(ctx, b, []*server{src}, name, args...)
-		e.applyBackupOutput(&dump, o, p, out, names)
-		e.sink.write(dump)
-		e.logf("backup: %s: %s backup %s in %s", caseName, p.name, status(dump), secs(dump.TimeMS))
-
-		load := record{Bench: "backup", Case: caseName, Tool: p.name + " restore", Note: p.note, Error: "not run: backup failed"}
-		if dump.OK {
-			tgt, err := e.startServer(ctx)
+	// Every tool and bound once per run, interleaved: with several runs
+	// each figure is the median of its runs (the ingest bound: the best
+	// setting's median), so neither side gets the luck of a single run.
+	runs := max(e.cfg.backupRuns, 1)
+	dumps, loads := map[string][]record{}, map[string][]record{}
+	var bounds []record
+	ingestRuns := map[string][]record{}
+	var ingestOrder []string
+	for run := 1; run <= runs; run++ {
+		for _, p := range peers {
+			if err := ctx.Err(); err != nil {
+				return sofaRSS, err
+			}
+			dump, load, err := e.backupRoundTrip(ctx, src, caseName, names, p, run)
 			if err != nil {
 				return sofaRSS, err
 			}
-			b.Tool = p.name + " restore"
-			name, args := p.load(e, out, tgt.URL, names)
-			var o *outcome
-			load, o = e.runTool(ctx, b, []*server{tgt}, name, args...)
-			if isSofa(p.name) {
-				applySofa(&load, o)
-			} else {
-				applyPeers(&load, o, len(names))
-			}
-			load.Verify = e.oracle(ctx, src.URL, tgt.URL, true, !tgt.couch())
-			if load.Verify != "equal" {
-				load.OK = false
-			}
-			e.stopServer(tgt)
-			e.logf("backup: %s: %s restore %s in %s (%s)", caseName, p.name, status(load), secs(load.TimeMS), load.Verify)
+			dumps[p.name] = append(dumps[p.name], dump)
+			loads[p.name] = append(loads[p.name], load)
 		}
-		e.sink.write(load)
-		_ = os.RemoveAll(out)
-		results[p.name] = pair{dump, load}
+		// The read bound: every revision read from the source as plainly
+		// as possible and thrown away (bench/cmd/boundread).
+		if e.cfg.wants("bound-read") {
+			bounds = append(bounds, e.backupReadBound(ctx, src, caseName, names, run))
+		}
+		// The ingest bound of the restore: the target storing every
+		// revision, prepared beforehand, in its cheapest form.
+		if e.cfg.wants("bound-ingest") {
+			for _, r := range e.restoreIngestBound(ctx, src, caseName, names, c.attsIngest, run) {
+				if _, ok := ingestRuns[r.Tool]; !ok {
+					ingestOrder = append(ingestOrder, r.Tool)
+				}
+				ingestRuns[r.Tool] = append(ingestRuns[r.Tool], r)
+			}
+		}
+	}
+	if runs > 1 {
+		t.title += fmt.Sprintf(" (median of %d interleaved runs)", runs)
+	}
+	type pair struct{ dump, load record }
+	results := map[string]pair{}
+	for _, p := range peers {
+		pr := pair{summary(e, dumps[p.name]), summary(e, loads[p.name])}
+		dump, load := pr.dump, pr.load
+		results[p.name] = pr
 		if p.name == "sofa" {
 			sofaRSS = [2]int64{dump.MaxRSSKB, load.MaxRSSKB}
 		}
@@ -236,18 +239,14 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 		t.add(append(append([]string{p.name, status(dump), secs(dump.TimeMS), secs(dump.CPUMS), mib(dump.MaxRSSKB),
 			mibBytes(dump.ArchiveBytes), mibBytes(dump.GzipBytes)}, rs...), shortVerify(load))...)
 	}
-	// The read bound: every revision read from the source as plainly as
-	// possible and thrown away (bench/cmd/boundread).
 	var bound record
-	if e.cfg.wants("bound-read") {
-		bound = e.backupReadBound(ctx, src, caseName, names)
+	if len(bounds) > 0 {
+		bound = summary(e, bounds)
 		t.add("bound-read", status(bound), secs(bound.TimeMS), secs(bound.CPUMS), mib(bound.MaxRSSKB), "-", "-", "-", "-", "-", "-", "-")
 	}
-	// The ingest bound of the restore: the target storing every
-	// revision, prepared beforehand, in its cheapest form.
 	var ingest record
 	if e.cfg.wants("bound-ingest") {
-		ingest = e.restoreIngestBound(ctx, src, caseName, names, c.attsIngest)
+		ingest = bestIngest(e, caseName, ingestOrder, ingestRuns)
 		t.add("bound-ingest", "-", "-", "-", "-", "-", "-", status(ingest), secs(ingest.TimeMS), "-", "-", "-")
 	}
 	// Ratios against the fastest peer whose backup finished, and the
@@ -320,6 +319,64 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 	t.note("on CouchDB couchbackup and couchrestore run in one process over every database; the other peers database by database (one process each, in sequence); sofa backs up and restores the whole server; verify = the test oracle (internal/couchtest.CompareDBs: ids, leaves, bodies, attachments) of every database of source and restored server")
 	t.print(os.Stdout)
 	return sofaRSS, nil
+}
+
+// backupRoundTrip runs one peer's backup of names on src and, when it
+// finished, its restore into a fresh target, checked by the test oracle;
+// both records are written with Run set to run.
+func (e *env) backupRoundTrip(ctx context.Context, src *server, caseName string, names []string, p backupPeer, run int) (record, record, error) {
+	out, err := os.MkdirTemp(e.tmp, "backup-")
+	if err != nil {
+		return record{}, record{}, err
+	}
+	defer os.RemoveAll(out)
+	b := record{Bench: "backup", Case: caseName, Tool: p.name + " backup", Note: p.note, Run: run}
+	name, args := p.dump(e, src.URL, out, names)
+	dump, o := e.runTool(ctx, b, []*server{src}, name, args...)
+	e.applyBackupOutput(&dump, o, p, out, names)
+	e.sink.write(dump)
+	e.logf("backup: %s: run %d %s backup %s in %s", caseName, run, p.name, status(dump), secs(dump.TimeMS))
+
+	load := record{Bench: "backup", Case: caseName, Tool: p.name + " restore", Note: p.note, Run: run, Error: "not run: backup failed"}
+	if dump.OK {
+		tgt, err := e.startServer(ctx)
+		if err != nil {
+			return dump, load, err
+		}
+		b.Tool = p.name + " restore"
+		name, args := p.load(e, out, tgt.URL, names)
+		var o *outcome
+		load, o = e.runTool(ctx, b, []*server{tgt}, name, args...)
+		if isSofa(p.name) {
+			applySofa(&load, o)
+		} else {
+			applyPeers(&load, o, len(names))
+		}
+		load.Verify = e.oracle(ctx, src.URL, tgt.URL, true, !tgt.couch())
+		if load.Verify != "equal" {
+			load.OK = false
+		}
+		e.stopServer(tgt)
+		e.logf("backup: %s: run %d %s restore %s in %s (%s)", caseName, run, p.name, status(load), secs(load.TimeMS), load.Verify)
+	}
+	e.sink.write(load)
+	return dump, load, nil
+}
+
+// summary is the one record a table row shows for runs of one tool: the
+// run itself when there was one, else their median (written to the
+// results file as such). A restore whose backup failed in every run keeps
+// its "not run" error.
+func summary(e *env, runs []record) record {
+	if len(runs) == 1 {
+		return runs[0]
+	}
+	m := median(runs)
+	if allNotRun := slices.IndexFunc(runs, func(r record) bool { return r.Error != "not run: backup failed" }) < 0; allNotRun {
+		m.Error = "not run: backup failed"
+	}
+	e.sink.write(m)
+	return m
 }
 
 // applyBackupOutput fills a backup record from the tool's output lines

@@ -7,13 +7,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // backupReadBound runs bench/cmd/boundread over the source's databases
 // (built into the scratch directory on first use): its time is its timed
 // reading only.
-func (e *env) backupReadBound(ctx context.Context, src *server, caseName string, dbs []string) record {
-	b := record{Bench: "backup", Case: caseName, Tool: "bound-read",
+func (e *env) backupReadBound(ctx context.Context, src *server, caseName string, dbs []string, run int) record {
+	b := record{Bench: "backup", Case: caseName, Tool: "bound-read", Run: run,
 		Note: "time = timed reading of every leaf revision (_changes pages of 10,000, _bulk_get?revs=true&attachments=true of 500, 4 in flight, databases one after another), answers discarded unparsed"}
 	bin, err := e.buildTool(ctx, "boundread")
 	if err != nil {
@@ -25,27 +26,30 @@ func (e *env) backupReadBound(ctx context.Context, src *server, caseName string,
 	pr := applyPeer(&r, o)
 	r.TimeMS = int64(pr.MS)
 	e.sink.write(r)
-	e.logf("backup: %s: bound-read %s in %s", caseName, status(r), secs(r.TimeMS))
+	e.logf("backup: %s: run %d bound-read %s in %s", caseName, run, status(r), secs(r.TimeMS))
 	return r
 }
 
-// restoreIngestBound is the ingest bound of a restore: into a fresh
-// target server, every database's leaf revisions, read from src and
-// prepared untimed, are stored in the target's cheapest form, databases
-// one after another, and only the storing is timed: bound-bulkdocs.js
-// (pre-built `_bulk_docs` bodies with new_edits=false) at each
-// batch/parallel setting of -bound-sweep, or, for atts (one leaf per
-// document, large attachments), bench/cmd/boundingest (multipart/related
-// PUTs, attachments as raw parts) at each parallelism of
-// -seeds-atts-ingest. The best setting's total counts; no restore can
-// finish before its target has stored what it restores.
-func (e *env) restoreIngestBound(ctx context.Context, src *server, caseName string, dbs []string, atts bool) record {
-	best := record{Bench: "backup", Case: caseName, Tool: "bound-ingest"}
+// restoreIngestBound measures the ingest bound of a restore (run run):
+// into a fresh target server, every database's leaf revisions, read from
+// src and prepared untimed, are stored in the target's cheapest form,
+// databases one after another, and only the storing is timed:
+// bound-bulkdocs.js (pre-built `_bulk_docs` bodies with new_edits=false)
+// at each batch/parallel setting of -bound-sweep, or, for atts (one leaf
+// per document, large attachments), bench/cmd/boundingest
+// (multipart/related PUTs, attachments as raw parts) at each parallelism
+// of -seeds-atts-ingest. It returns one record per setting (tool
+// "bound-ingest SETTING"); bestIngest picks the bound among them. No
+// restore can finish before its target has stored what it restores.
+func (e *env) restoreIngestBound(ctx context.Context, src *server, caseName string, dbs []string, atts bool, run int) []record {
+	fail := func(err error) []record {
+		r := record{Bench: "backup", Case: caseName, Tool: "bound-ingest", Run: run, Error: err.Error()}
+		e.sink.write(r)
+		return []record{r}
+	}
 	tgt, err := e.startServer(ctx)
 	if err != nil {
-		best.Error = err.Error()
-		e.sink.write(best)
-		return best
+		return fail(err)
 	}
 	defer e.stopServer(tgt)
 	type setting struct {
@@ -56,9 +60,7 @@ func (e *env) restoreIngestBound(ctx context.Context, src *server, caseName stri
 	if atts {
 		bin, err := e.buildTool(ctx, "boundingest")
 		if err != nil {
-			best.Error = err.Error()
-			e.sink.write(best)
-			return best
+			return fail(err)
 		}
 		for _, par := range e.cfg.attsIngestSweep {
 			settings = append(settings, setting{fmt.Sprintf("boundingest %d", par), func(db, s, t string) (string, []string) {
@@ -72,12 +74,13 @@ func (e *env) restoreIngestBound(ctx context.Context, src *server, caseName stri
 			}})
 		}
 	}
+	var out []record
 	for i, st := range settings {
-		r := record{Bench: "backup", Case: caseName, Tool: "bound-ingest " + st.name, OK: true,
+		r := record{Bench: "backup", Case: caseName, Tool: "bound-ingest " + st.name, Run: run, OK: true,
 			Note: "time = the timed storing of every database's leaf revisions into a fresh target, databases one after another; the reading from the source and the preparation are untimed"}
 		for _, db := range dbs {
-			// a database of its own per setting: boundingest creates it
-			name, args := st.args(db, dbURL(src.URL, db), dbURL(tgt.URL, fmt.Sprintf("%s-bound%d", db, i)))
+			// a database of its own per setting and run: boundingest creates it
+			name, args := st.args(db, dbURL(src.URL, db), dbURL(tgt.URL, fmt.Sprintf("%s-bound%d-%d", db, i, run)))
 			one, o := e.runTool(ctx, record{Bench: "backup", Case: caseName, Tool: r.Tool}, []*server{tgt}, name, args...)
 			pr := applyPeer(&one, o)
 			if !one.OK {
@@ -88,10 +91,22 @@ func (e *env) restoreIngestBound(ctx context.Context, src *server, caseName stri
 			r.Docs += one.Docs
 		}
 		e.sink.write(r)
-		e.logf("backup: %s: %s %s in %s", caseName, r.Tool, status(r), secs(r.TimeMS))
+		e.logf("backup: %s: run %d %s %s in %s", caseName, run, r.Tool, status(r), secs(r.TimeMS))
+		out = append(out, r)
+	}
+	return out
+}
+
+// bestIngest is the ingest bound over runs: each setting's median over
+// the runs (its single run with one), the fastest setting's median
+// counting (Extra "best" names it); no setting OK: the first error.
+func bestIngest(e *env, caseName string, order []string, byTool map[string][]record) record {
+	best := record{Bench: "backup", Case: caseName, Tool: "bound-ingest"}
+	for _, tool := range order {
+		r := summary(e, byTool[tool])
 		if r.OK && (!best.OK || r.TimeMS < best.TimeMS) {
 			best.OK, best.TimeMS, best.Docs, best.Error = true, r.TimeMS, r.Docs, ""
-			best.Extra = map[string]any{"best": st.name}
+			best.Extra = map[string]any{"best": strings.TrimPrefix(tool, "bound-ingest ")}
 		} else if !best.OK && best.Error == "" {
 			best.Error = r.Error
 		}

@@ -93,6 +93,7 @@ type config struct {
 	// backup
 	backupSizes     intList
 	backupRealScale float64
+	backupRuns      int // backup: runs per tool and bound, interleaved; medians reported
 	attsScale       float64
 	timeout         time.Duration
 
@@ -173,6 +174,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.seedsAttsScale, "seeds-atts-scale", c.seedsAttsScale, "seeds: scale of atts_db (10: 1,100 docs, the benchmark's size; 0 skips)")
 	fs.Float64Var(&c.seedsLargeScale, "seeds-large-scale", c.seedsLargeScale, "seeds: scale of large1kb (1: 341,298 docs; 0 skips)")
 	fs.Var(&c.backupSizes, "backup-sizes", "backup: comma-separated document counts of the synthetic cases")
+	fs.IntVar(&c.backupRuns, "backup-runs", 1, "backup: runs of every tool (backup and restore) and bound, interleaved; each figure is the median of its runs (the ingest bound: its best setting's median)")
 	fs.Float64Var(&c.backupRealScale, "backup-real-scale", c.backupRealScale, "backup: --scale of the real-data case (0 skips)")
 	fs.Float64Var(&c.attsScale, "atts-scale", c.attsScale, "backup: --scale of atts_db (0 skips)")
 	fs.IntVar(&c.s3MiB, "s3-mib", c.s3MiB, "s3: MiB of documents with attachments in the source (atts_db's shape, about 2 MiB each)")
