@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -93,5 +96,29 @@ func TestLs_ColumnsFitTheirContent(t *testing.T) {
 				t.Errorf("sofa ls %s: padded line %q", target, line)
 			}
 		}
+	}
+}
+
+// TestListing_ReaderGoneIsQuiet: `sofa ls SERVER | head` whose reader is
+// gone before the listing is written ends with exit 0 and nothing on
+// stderr, as a Unix lister does; a backup to a closed stdout still fails
+// (TestNU2_BackupClosedStdout).
+func TestListing_ReaderGoneIsQuiet(t *testing.T) {
+	srv := couchtest.Start(t)
+	if err := srv.Client().CreateDB(t.Context(), "listed"); err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // the reader is gone: every write to w fails with EPIPE
+	cmd := exec.CommandContext(t.Context(), sofaBin(t), "ls", srv.URL)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = w, &stderr
+	err = cmd.Run()
+	w.Close()
+	if err != nil || strings.TrimSpace(stderr.String()) != "" {
+		t.Fatalf("sofa ls into a closed pipe: %v, stderr %q (want exit 0, nothing said)", err, stderr.String())
 	}
 }

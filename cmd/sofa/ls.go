@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -85,7 +87,7 @@ func lsArchive(ctx context.Context, s3f *s3Flags, path string, jsonOut bool) err
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t %s\n", name, d.DocCount, d.DelCount, d.Revisions, d.Tombstones, d.Attachments, humanBytes(d.StoredBytes), d.Seq.String())
 	}
-	return tw.Flush()
+	return listed(tw.Flush())
 }
 
 func lsServer(ctx context.Context, raw string, client clientFlags, jsonOut bool) error {
@@ -106,7 +108,7 @@ func lsServer(ctx context.Context, raw string, client clientFlags, jsonOut bool)
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t %s\n", r.Name, r.DocCount, r.DelCount, r.UpdateSeq)
 	}
-	return tw.Flush()
+	return listed(tw.Flush())
 }
 
 // lsSet lists every present member of a set, and names the missing ones.
@@ -151,4 +153,15 @@ func lsSet(ctx context.Context, s3f *s3Flags, set *sofa.ArchiveSet, jsonOut bool
 		printJSON(os.Stdout, out)
 	}
 	return nil
+}
+
+// listed is the error of writing a listing to stdout, nil when the reader
+// went away (sofa ls ... | head): like any Unix lister, ls stops quietly
+// when nobody reads the rest. Only stdout's errors come here, never a
+// server's.
+func listed(err error) error {
+	if errors.Is(err, syscall.EPIPE) {
+		return nil
+	}
+	return err
 }
