@@ -1,10 +1,7 @@
 package sofa
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"reflect"
 	"slices"
 
 	"github.com/sofadb/sofa/replicate"
@@ -55,7 +52,7 @@ func (s *syncer) securitySweep(ctx context.Context) {
 				continue
 			}
 		}
-		if !sameJSON(sec, last) {
+		if !replicate.SameJSON(sec, last) {
 			if err := tdb.SetMetadata(ctx, replicate.Metadata{Security: sec}, replicate.AfterDocs); err != nil {
 				s.o.Copy.logf("%s: target: %v; trying again in %s", name, err, s.o.SecurityInterval)
 				s.event(SyncEvent{Kind: EventSecurity, DB: name, Err: err})
@@ -73,14 +70,4 @@ func (s *syncer) securitySweep(ctx context.Context) {
 		}
 		s.mu.Unlock()
 	}
-}
-
-// sameJSON reports whether a and b hold the same JSON value (key order
-// and spacing aside); bytes that do not parse compare as bytes.
-func sameJSON(a, b []byte) bool {
-	var va, vb any
-	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
-		return bytes.Equal(a, b)
-	}
-	return reflect.DeepEqual(va, vb)
 }

@@ -529,3 +529,59 @@ func TestContinuous_IdleIsQuiet(t *testing.T) {
 	waitEqual(t, srv, src, tgt, f)
 	f.stop(t)
 }
+
+// A continuous run that copies metadata follows it: a `_security` (and,
+// on CouchDB, a `_revs_limit`) changed at the source after the catch-up
+// reaches the target within MetadataInterval, said in the run's log.
+func TestContinuous_FollowsSecurity(t *testing.T) {
+	srv, src, tgt, sdb, tdb := pair(t)
+	loadDocs(t, srv, src, 5, 50)
+	obs := newRecObserver()
+	logged := make(chan string, 100)
+	f := follow(t, sdb, tdb, replicate.Options{Observer: obs, CopyMetadata: true, MetadataInterval: 100 * time.Millisecond,
+		Log: func(s string) { t.Log("sofa: " + s); logged <- s }})
+	obs.waitCaughtUp(t)
+	c := srv.Client()
+	ctx := t.Context()
+	sec := `{"admins":{"names":[],"roles":[]},"members":{"names":["alice"],"roles":["staff"]}}`
+	if _, err := c.Do(ctx, "PUT", "/"+src+"/_security", []byte(sec), nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"_security changed at the source"}
+	if srv.Kind == couchtest.CouchDB {
+		if _, err := c.Do(ctx, "PUT", "/"+src+"/_revs_limit", []byte("77"), nil); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, "_revs_limit changed at the source")
+	}
+	deadline := time.After(2 * time.Minute)
+	for len(want) > 0 {
+		select {
+		case s := <-logged:
+			for i, w := range want {
+				if strings.HasPrefix(s, w) {
+					want = append(want[:i], want[i+1:]...)
+					break
+				}
+			}
+		case <-deadline:
+			t.Fatalf("not logged within 2 minutes: %q", want)
+		}
+		f.alive(t)
+	}
+	var got struct {
+		Members struct {
+			Names []string `json:"names"`
+		} `json:"members"`
+	}
+	if err := c.GetJSON(ctx, "/"+tgt+"/_security", &got); err != nil || len(got.Members.Names) != 1 || got.Members.Names[0] != "alice" {
+		t.Fatalf("target _security %+v (%v), want the source's members", got, err)
+	}
+	if srv.Kind == couchtest.CouchDB {
+		var n int
+		if err := c.GetJSON(ctx, "/"+tgt+"/_revs_limit", &n); err != nil || n != 77 {
+			t.Fatalf("target _revs_limit %d (%v), want 77", n, err)
+		}
+	}
+	f.stop(t)
+}

@@ -439,11 +439,20 @@ func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr 
 	}
 	if r.opts.CopyMetadata {
 		// A continuous run never ends on its own: `_security` is set
-		// once the catch-up feed is read.
+		// once the catch-up feed is read, and followed from then on.
 		if err := r.tgt.SetMetadata(ctx, r.meta, AfterDocs); errors.Is(err, ErrMetadataRefused) {
 			r.warn("target: " + err.Error())
 		} else if err != nil {
 			return fmt.Errorf("target: %w", err)
+		}
+		if r.opts.MetadataInterval > 0 {
+			mctx, stop := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				r.followMetadata(mctx, r.meta)
+			}()
+			defer func() { stop(); <-done }()
 		}
 	}
 	return r.follow(ctx, k.last, k)

@@ -144,6 +144,12 @@ type Options struct {
 	// the server writes a newline after this much time without a change,
 	// so that a dead connection is told from an idle one. Zero: 10 s.
 	Heartbeat time.Duration
+	// MetadataInterval (continuous runs with CopyMetadata) is the time
+	// between two reads of the source's `_security` and `_revs_limit`
+	// after the catch-up, a change written to the target (CouchDB
+	// announces them in no feed; each read is two GETs). Zero or negative:
+	// never (they are set once, after the catch-up).
+	MetadataInterval time.Duration
 	// Log receives one-line notices of a continuous run: the feed lost and
 	// reconnecting, a batch retried, falling behind, caught up. Nil:
 	// silent.

@@ -18,7 +18,7 @@ import (
 )
 
 // `replicate --continuous` copies, says it has caught up, copies the
-// writes made while it runs, and on SIGTERM writes its final checkpoint
+// writes made while it runs and a changed `_security`, and on SIGTERM writes its final checkpoint
 // and exits 130; a rerun resumes from that checkpoint (nothing to copy).
 func TestCLI_ContinuousOneDatabase(t *testing.T) {
 	bin := sofaBin(t)
@@ -33,6 +33,7 @@ func TestCLI_ContinuousOneDatabase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "replicate", "--continuous", "--flush-interval", "50ms",
+		"--copy-security", "--security-interval", "100ms",
 		"--metrics-addr", "127.0.0.1:0", srv.AdminURL()+"/src", srv.AdminURL()+"/tgt")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -86,6 +87,21 @@ func TestCLI_ContinuousOneDatabase(t *testing.T) {
 			t.Fatalf("the writes made while following never reached the target:\n%s", all.String())
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+	// A _security changed at the source while following reaches the
+	// target within --security-interval.
+	sec := `{"admins":{"names":[],"roles":[]},"members":{"names":["alice"],"roles":[]}}`
+	if _, err := c.Do(t.Context(), "PUT", "/src/_security", []byte(sec), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitLine("src: _security changed at the source: written to the target")
+	var got struct {
+		Members struct {
+			Names []string `json:"names"`
+		} `json:"members"`
+	}
+	if err := c.GetJSON(t.Context(), "/tgt/_security", &got); err != nil || len(got.Members.Names) != 1 || got.Members.Names[0] != "alice" {
+		t.Errorf("target _security %+v (%v), want the source's", got, err)
 	}
 	// --metrics-addr serves the database's counters, fed by the engine's
 	// Observer: all 80 documents written, and the lag histogram filled.

@@ -209,6 +209,7 @@ func (rc *replicateCmd) replicateDB(ctx context.Context, src, tgt *sofa.Endpoint
 	}
 	if rc.cont.continuous {
 		opts.Continuous = true
+		opts.MetadataInterval = rc.cont.securityEvery // negative: never
 		opts.FlushInterval = rc.cont.flushInterval
 		if opts.FlushInterval == 0 {
 			opts.FlushInterval = -1 // the library's "no wait"
