@@ -350,3 +350,24 @@ func TestMemberAfterManifest(t *testing.T) {
 	bad := append(bytes.Clone(data[:len(data)-1024]), extra.Bytes()...)
 	mustFail(t, bad, ErrFormat, "")
 }
+
+// Bytes after the tar trailer: zeros (a tar writer's padding to its
+// record size) are taken; anything else, such as a second archive
+// appended (cat a.sofa b.sofa), is refused, never passed over.
+func TestBytesAfterTrailer(t *testing.T) {
+	good := goodArchive(t)
+	padded := append(append([]byte(nil), good...), make([]byte, 10240)...)
+	if _, _, err := tryRead(padded, nil); err != nil {
+		t.Fatalf("archive padded with zeros: %v", err)
+	}
+	for name, tail := range map[string][]byte{
+		"garbage":          []byte("garbage"),
+		"another archive":  good,
+		"zeros then bytes": append(make([]byte, 1000), 'x'),
+		"too many zeros":   make([]byte, tailLimit+4096),
+	} {
+		t.Run(name, func(t *testing.T) {
+			mustFail(t, append(append([]byte(nil), good...), tail...), ErrFormat, "")
+		})
+	}
+}

@@ -63,7 +63,7 @@ func (r *Reader) finish(m *member) error {
 		}
 		return &Error{Err: &detailErr{ErrFormat, "member after " + manifestName}}
 	}
-	return nil
+	return r.checkTail()
 }
 
 // memberList is the manifest's member list folded as it streams: a count

@@ -86,6 +86,7 @@ const (
 // delivered. Close releases temporary files.
 type Reader struct {
 	tr    *tar.Reader
+	src   io.Reader // under tr, read past the trailer (checkTail); nil: a section
 	opts  ReaderOptions
 	hdr   Header
 	dec   decoders
@@ -129,7 +130,7 @@ type member struct {
 // options. Errors: ErrVersion for another format or version, ErrFormat or
 // ErrUnsafeName when the first member is not a valid header.
 func NewReader(r io.Reader, opts *ReaderOptions) (*Reader, error) {
-	rd := &Reader{tr: tar.NewReader(r), seen: sha256.New(), dirs: map[string]bool{}, summaries: map[string]DBSummary{}}
+	rd := &Reader{tr: tar.NewReader(r), src: r, seen: sha256.New(), dirs: map[string]bool{}, summaries: map[string]DBSummary{}}
 	if opts != nil {
 		rd.opts = *opts
 	}
@@ -375,6 +376,39 @@ func (r *Reader) tarErr(err error) error {
 		return &Error{Err: &detailErr{ErrTruncated, "archive ends " + where}}
 	}
 	return &Error{Err: &detailErr{ErrFormat, "bad tar header " + where + ": " + err.Error()}}
+}
+
+// tailLimit is the most bytes read after the tar trailer: zeros (a tar
+// writer's padding to its record size, 10,240 bytes by default) are
+// taken; anything else, or more, is damage or another archive after this
+// one, which a reader must not pass over in silence (cat a.sofa b.sofa
+// restores a only).
+const tailLimit = 64 << 10
+
+// checkTail reads what follows the tar trailer of a stream: nothing, or
+// zeros.
+func (r *Reader) checkTail() error {
+	if r.src == nil {
+		return nil
+	}
+	buf := make([]byte, 4096)
+	var n int64
+	for {
+		k, err := r.src.Read(buf)
+		if i := bytes.IndexFunc(buf[:k], func(c rune) bool { return c != 0 }); i >= 0 {
+			return &Error{Err: &detailErr{ErrFormat, fmt.Sprintf("bytes after the archive's end (%d bytes past its tar trailer): damage, or another archive appended", n+int64(i))}}
+		}
+		n += int64(k)
+		if n > tailLimit {
+			return &Error{Err: &detailErr{ErrFormat, fmt.Sprintf("more than %d bytes after the archive's end", tailLimit)}}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return &Error{Err: &detailErr{ErrTruncated, "reading past the archive's end: " + err.Error()}}
+		}
+	}
 }
 
 func (r *Reader) dataErr(name string, err error) error {
