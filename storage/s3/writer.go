@@ -189,7 +189,14 @@ func (w *writer) Write(p []byte) (int, error) {
 // free.
 func (w *writer) flush() error {
 	if w.uploadID == "" {
-		out, err := w.s.c.CreateMultipartUpload(w.ctx, &awss3.CreateMultipartUploadInput{Bucket: &w.bucket, Key: &w.key})
+		if err := w.ctx.Err(); err != nil {
+			w.setErr(err)
+			return err
+		}
+		// Not cancelled with the run: an upload the store creates while
+		// the run is interrupted would stay behind, its ID never known to
+		// the abort that follows.
+		out, err := w.s.c.CreateMultipartUpload(context.WithoutCancel(w.ctx), &awss3.CreateMultipartUploadInput{Bucket: &w.bucket, Key: &w.key})
 		if err != nil {
 			err = w.s.fail(w.ctx, "upload", w.bucket, w.key, err)
 			w.setErr(err)
