@@ -396,7 +396,7 @@ func (r *Reader) checkTail() error {
 	for {
 		k, err := r.src.Read(buf)
 		if i := bytes.IndexFunc(buf[:k], func(c rune) bool { return c != 0 }); i >= 0 {
-			return &Error{Err: &detailErr{ErrFormat, fmt.Sprintf("bytes after the archive's end (%d bytes past its tar trailer): damage, or another archive appended", n+int64(i))}}
+			return &Error{Err: &detailErr{ErrFormat, fmt.Sprintf("bytes after the archive's end (from byte %d past its tar trailer): damage, or another archive appended", n+int64(i))}}
 		}
 		n += int64(k)
 		if n > tailLimit {
