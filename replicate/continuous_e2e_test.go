@@ -539,7 +539,13 @@ func TestContinuous_FollowsSecurity(t *testing.T) {
 	obs := newRecObserver()
 	logged := make(chan string, 100)
 	f := follow(t, sdb, tdb, replicate.Options{Observer: obs, CopyMetadata: true, MetadataInterval: 100 * time.Millisecond,
-		Log: func(s string) { t.Log("sofa: " + s); logged <- s }})
+		Log: func(s string) {
+			t.Log("sofa: " + s)
+			select {
+			case logged <- s:
+			default: // never block the run: lines past 100 unread are dropped
+			}
+		}})
 	obs.waitCaughtUp(t)
 	c := srv.Client()
 	ctx := t.Context()
