@@ -62,8 +62,11 @@ type SyncOptions struct {
 	// is copied from the beginning).
 	SecurityInterval time.Duration
 	// DeleteMissing deletes the target's copy of a database deleted on
-	// the source. Without it the deletion is only reported and the
-	// target keeps its copy.
+	// the source, and of one deleted and created again there (seen
+	// deleted by the watch, or recreated by its instance or seq) before
+	// the new one is copied into a fresh target database. Without it the
+	// deletion is only reported and the target keeps its copy (a new
+	// database under the name is copied next to the old documents).
 	DeleteMissing bool
 	// Metrics, if set, receives the run's metrics and status.
 	Metrics *metrics.Set

@@ -32,7 +32,8 @@ func (s *syncer) wakeJob(ctx context.Context, name string, p DBProgress) (fleet.
 	if d.stale {
 		d.sess, d.stale = nil, false
 	}
-	noticed, synced, sess, polled := d.noticed, d.synced, d.sess, d.polled
+	noticed, synced, sess, polled, gone := d.noticed, d.synced, d.sess, d.polled, d.gone
+	d.gone = false
 	s.mu.Unlock()
 	m := s.o.Metrics.DB(name)
 	m.BeginRun()
@@ -42,9 +43,20 @@ func (s *syncer) wakeJob(ctx context.Context, name string, p DBProgress) (fleet.
 		err error
 	)
 	if sess != nil && polled != nil {
-		sess = s.checkRecreated(ctx, name, sess, polled)
+		var recreated bool
+		sess, recreated = s.checkRecreated(ctx, name, sess, polled)
+		gone = gone || recreated
+	}
+	if gone && synced && s.o.DeleteMissing {
+		// Seen deleted since its last copy: if it exists again, it is
+		// another database, and the target's copy of the old one goes.
+		if err = s.mirrorRecreated(ctx, name); err == nil {
+			synced, sess = false, nil
+		}
 	}
 	switch {
+	case err != nil:
+		r.Name = name
 	case sess != nil:
 		res, err = sess.Pass(ctx)
 		r.Name = name
@@ -142,21 +154,21 @@ func (s *syncer) targetGone(ctx context.Context, name string) {
 // gone: see replicate.Session.SourceRecreated); if so, the Session is
 // dropped (nil) and the database reopened, which starts over. A source
 // with _db_updates says so with its "deleted" and "created" rows instead.
-func (s *syncer) checkRecreated(ctx context.Context, name string, sess *replicate.Session, info *replicate.DBInfo) *replicate.Session {
+func (s *syncer) checkRecreated(ctx context.Context, name string, sess *replicate.Session, info *replicate.DBInfo) (*replicate.Session, bool) {
 	gone, err := sess.SourceRecreated(ctx, info)
 	if err != nil {
 		s.o.Copy.logf("%s: could not check that the source database is the one followed: %v", name, err)
-		return sess
+		return sess, false
 	}
 	if !gone {
-		return sess
+		return sess, false
 	}
 	s.mu.Lock()
 	if d := s.dbs[name]; d.sess == sess {
 		d.sess = nil
 	}
 	s.mu.Unlock()
-	return nil
+	return nil, true
 }
 
 // logFailures logs the revisions a catch-up could not copy (at most 10
@@ -255,59 +267,4 @@ func (s *syncer) inCatchUp(name string) bool {
 		}
 	}
 	return false
-}
-
-// sourceGone asks the source whether name still exists.
-func (s *syncer) sourceGone(ctx context.Context, name string) bool {
-	_, err := s.ssrv.DB(name).Info(ctx)
-	return errors.Is(err, replicate.ErrNotFound)
-}
-
-// deletedOnSource reports a database deleted on the source and, with
-// DeleteMissing, deletes the target's copy.
-//
-// A database this run never copied (created and deleted on the source
-// before a copy could read it, e.g. an event from before the run) that
-// the target does not hold either is not reported: nothing of it was or
-// is on the target.
-func (s *syncer) deletedOnSource(ctx context.Context, name string) {
-	s.mu.Lock()
-	d := s.dbLocked(name)
-	known := d.synced || d.sess != nil || s.inCatchUp(name)
-	d.running, d.again, d.synced, d.noticed, d.againAt = false, false, false, time.Time{}, time.Time{}
-	d.sess = nil // a database created again under the name is another one
-	already := d.deleted
-	d.deleted = true
-	delete(s.sum.Failing, name)
-	s.mu.Unlock()
-	if already {
-		return
-	}
-	if !known {
-		if _, err := s.tsrv.DB(name).Info(ctx); errors.Is(err, replicate.ErrNotFound) {
-			if s.o.Copy.DebugLogf != nil {
-				s.o.Copy.DebugLogf("%s: created and deleted on the source before it was copied; not on the target", name)
-			}
-			return
-		}
-	}
-	s.mu.Lock()
-	s.sum.Deleted = append(s.sum.Deleted, name)
-	s.mu.Unlock()
-	detail := "kept on the target"
-	if s.o.DeleteMissing {
-		if err := s.tsrv.DeleteDB(ctx, name); err != nil {
-			detail = fmt.Sprintf("deleting it on the target failed: %v", err)
-		} else {
-			detail = "deleted on the target too"
-			s.mu.Lock()
-			s.sum.DeletedOnTarget = append(s.sum.DeletedOnTarget, name)
-			s.mu.Unlock()
-		}
-	}
-	s.o.Copy.logf("%s: deleted on the source; %s", name, detail)
-	if s.o.Copy.Logger != nil {
-		s.o.Copy.Logger.Warn("database deleted on the source", "db", name, "target", detail)
-	}
-	s.event(SyncEvent{Kind: EventDeleted, DB: name, Detail: detail})
 }

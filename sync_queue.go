@@ -28,6 +28,10 @@ type syncDB struct {
 	// source database was deleted or created, or the watch had a gap).
 	sess  *replicate.Session
 	stale bool
+	// gone: the watch saw the database deleted since its last copy (a
+	// _db_updates "deleted" row, a poll that did not list it), whether or
+	// not it exists again now.
+	gone bool
 	// polled is the source's info from the last poll that saw it
 	// change (poll mode), checked against sess before a pass.
 	polled *replicate.DBInfo
@@ -42,6 +46,7 @@ type syncDB struct {
 type change struct {
 	at     time.Time
 	stale  bool
+	gone   bool // seen deleted
 	polled *replicate.DBInfo
 }
 
@@ -77,6 +82,9 @@ func (s *syncer) note(name string, c change) {
 	d := s.dbLocked(name)
 	if c.stale {
 		d.stale = true
+	}
+	if c.gone {
+		d.gone = true
 	}
 	if c.polled != nil {
 		d.polled = c.polled

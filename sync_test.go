@@ -728,3 +728,56 @@ func TestSync_CreatedAndDeletedBeforeCopied(t *testing.T) {
 		t.Errorf("target's flash: %v, want 404", err)
 	}
 }
+
+// TestSync_DeleteMissingRecreated: with DeleteMissing, a database deleted
+// on the source and created again before the catch-up looks at it is
+// another database: the target's copy of the old one is deleted and the
+// new one copied, so the target holds the new documents only (a copy into
+// the old one would keep the old documents: replication never deletes).
+// The source proxy answers 503 to every question about s1 until the new
+// s1 exists, so the catch-up finds it recreated, never gone.
+func TestSync_DeleteMissingRecreated(t *testing.T) {
+	ctx := context.Background()
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	if a.Kind != couchtest.CouchDB {
+		t.Skip("the deletion is told by a _db_updates row: CouchDB")
+	}
+	seed(t, a, "s1", 3)
+	seed(t, a, "keep", 1)
+	enableDBUpdates(t, a)
+	p := faultproxy.StartT(t, a.URL)
+	r := startSync(t, p.URL, b.URL, sofa.SyncOptions{DeleteMissing: true})
+	r.wait("the initial copy", func() bool { return r.caughtUp })
+	hold := faultproxy.Rule{Name: "hold-s1", Path: `^/(s1|_dbs_info)$`, Fault: faultproxy.Status, Status: 503}
+	if err := p.SetRules(hold); err != nil {
+		t.Fatal(err)
+	}
+	ca := couchtest.NewClient(a.URL)
+	if err := ca.DeleteDB(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	// The proxy's count of answers is the event waited for.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(waitTimeout)
+	for p.Rule(hold.Name).Fired == 0 {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("the run never asked about s1 after its deletion")
+		}
+	}
+	seed(t, a, "s1", 0)
+	if _, err := ca.PutDoc(ctx, "s1", "fresh", map[string]any{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetRules(); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("s1's deletion reported", func() bool { return r.deleted["s1"] != "" })
+	r.waitEqual(a.URL, b.URL, "s1", "keep")
+	sum, _ := r.stop()
+	if !slices.Contains(sum.DeletedOnTarget, "s1") || !slices.Contains(sum.Created, "s1") {
+		t.Errorf("deleted on the target %v, created %v: want s1 in both", sum.DeletedOnTarget, sum.Created)
+	}
+}

@@ -40,7 +40,7 @@ func (s *syncer) watch(ctx context.Context, ready chan<- string) {
 			// A database deleted or created is not the one its Session
 			// follows (a recreation may show as both, or, coalesced, as
 			// an update after either).
-			s.note(u.DBName, change{at: time.Now(), stale: u.Type == "deleted" || u.Type == "created"})
+			s.note(u.DBName, change{at: time.Now(), stale: u.Type == "deleted" || u.Type == "created", gone: u.Type == "deleted"})
 			return nil
 		})
 		if ctx.Err() != nil {
@@ -116,7 +116,7 @@ func (s *syncer) poll(ctx context.Context, ready chan<- string) {
 		}
 		for n := range prev {
 			if _, ok := cur[n]; !ok {
-				s.note(n, change{at: now, stale: true})
+				s.note(n, change{at: now, stale: true, gone: true})
 			}
 		}
 		prev = cur
