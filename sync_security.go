@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/sofadb/sofa/internal/jsonx"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -52,7 +53,7 @@ func (s *syncer) securitySweep(ctx context.Context) {
 				continue
 			}
 		}
-		if !replicate.SameJSON(sec, last) {
+		if !jsonx.Same(sec, last) {
 			if err := tdb.SetMetadata(ctx, replicate.Metadata{Security: sec}, replicate.AfterDocs); err != nil {
 				s.o.Copy.logf("%s: target: %v; trying again in %s", name, err, s.o.SecurityInterval)
 				s.event(SyncEvent{Kind: EventSecurity, DB: name, Err: err})

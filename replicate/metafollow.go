@@ -1,12 +1,11 @@
 package replicate
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"reflect"
 	"time"
+
+	"github.com/sofadb/sofa/internal/jsonx"
 )
 
 // followMetadata runs until ctx ends in a continuous run that copies
@@ -38,7 +37,7 @@ func (r *run) followMetadata(ctx context.Context, last Metadata) {
 				last.RevsLimit = m.RevsLimit
 			}
 		}
-		if len(m.Security) > 0 && !SameJSON(m.Security, last.Security) {
+		if len(m.Security) > 0 && !jsonx.Same(m.Security, last.Security) {
 			if r.setMetadata(ctx, Metadata{Security: m.Security}, AfterDocs, "_security") {
 				last.Security = m.Security
 			}
@@ -61,15 +60,4 @@ func (r *run) setMetadata(ctx context.Context, m Metadata, phase MetadataPhase, 
 		r.logf("target: write %s: %v; trying again in %s", what, err, r.opts.MetadataInterval)
 	}
 	return false
-}
-
-// SameJSON reports whether a and b hold the same JSON value (key order
-// and spacing aside), e.g. two reads of a `_security`; bytes that do not
-// parse compare as bytes.
-func SameJSON(a, b []byte) bool {
-	var va, vb any
-	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
-		return bytes.Equal(a, b)
-	}
-	return reflect.DeepEqual(va, vb)
 }

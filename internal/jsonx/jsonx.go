@@ -1,6 +1,6 @@
-// Package jsonx holds small helpers over jsontext used on the hot path:
+// Package jsonx holds small JSON helpers: over jsontext, for the hot path,
 // reading numbers from tokens without panics and quoting strings into byte
-// buffers without allocation.
+// buffers without allocation; and Same, comparing two JSON values.
 package jsonx
 
 import (
