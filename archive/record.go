@@ -124,9 +124,16 @@ type attRef struct {
 }
 
 // decodeRecords calls fn for every record of a decompressed doc chunk, in
-// order. The Doc and refs passed to fn do not alias chunk.
+// order. Each Doc's Body is a slice of chunk (capacity cut at its end, so
+// an append copies): chunk must not change while a Doc is in use, and
+// stays in memory as long as one of its bodies does. A copy per body cost
+// a restore a tenth of its CPU (12 MB of allocations per 10,000 revisions
+// of 1 KiB), on a machine whose cores the target's ingest keeps busy.
 func decodeRecords(chunk []byte, fn func(d *replicate.Doc, refs []attRef) error) error {
-	dec := jsontext.NewDecoder(bytes.NewReader(chunk),
+	// From a bytes.Buffer the decoder parses chunk in place, never
+	// writing to it (from any other reader it copies, and marks values
+	// it has returned as used).
+	dec := jsontext.NewDecoder(bytes.NewBuffer(chunk),
 		jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	for n := 1; ; n++ {
 		if dec.PeekKind() == 0 {
@@ -134,7 +141,7 @@ func decodeRecords(chunk []byte, fn func(d *replicate.Doc, refs []attRef) error)
 				return nil
 			}
 		}
-		d, refs, err := decodeRecord(dec)
+		d, refs, err := decodeRecord(dec, chunk)
 		if err != nil {
 			return fmt.Errorf("record %d: %w", n, err)
 		}
@@ -144,7 +151,8 @@ func decodeRecords(chunk []byte, fn func(d *replicate.Doc, refs []attRef) error)
 	}
 }
 
-func decodeRecord(dec *jsontext.Decoder) (*replicate.Doc, []attRef, error) {
+// decodeRecord decodes the record dec reads next from chunk.
+func decodeRecord(dec *jsontext.Decoder, chunk []byte) (*replicate.Doc, []attRef, error) {
 	tok, err := dec.ReadToken()
 	if err != nil {
 		return nil, nil, err
@@ -194,7 +202,10 @@ func decodeRecord(dec *jsontext.Decoder) (*replicate.Doc, []attRef, error) {
 			if v.Kind() != '{' {
 				return nil, nil, errors.New("body is not a JSON object")
 			}
-			d.Body, haveBody = bytes.Clone(v), true
+			// v is chunk's bytes as they are (ReadValue never rewrites
+			// a value), ending where the decoder stands.
+			end := dec.InputOffset()
+			d.Body, haveBody = chunk[end-int64(len(v)):end:end], true
 		default:
 			if err := dec.SkipValue(); err != nil {
 				return nil, nil, err
