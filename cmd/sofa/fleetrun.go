@@ -102,7 +102,7 @@ func finishDBs(sum *sofa.Summary, err error, out outputFlags, verb string) *outc
 }
 
 func registerOutput(fs *pflag.FlagSet, o *outputFlags) {
-	fs.BoolVar(&o.jsonOut, "json", false, "print the result as JSON on stdout")
+	fs.BoolVar(&o.jsonOut, "json", false, "print the result as JSON on stdout (a run stopped by an error prints {status, error, exit_code})")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but errors")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log retries, waits and controller decisions (--debug: also every batch and checkpoint)")
 	fs.BoolVar(&o.debug, "debug", false, "log every batch")

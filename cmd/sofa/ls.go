@@ -51,7 +51,7 @@ database URL (doc_count, doc_del_count, update_seq).
 			return lsArchive(cmd.Context(), &s3f, args[0], jsonOut)
 		},
 	}
-	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON on stdout (a run stopped by an error prints {status, error, exit_code})")
 	client.register(cmd.Flags())
 	s3f.register(cmd.Flags())
 	cmd.Flags().String("config", "", "TOML file of flag values (keys are flag names)")

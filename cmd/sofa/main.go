@@ -42,7 +42,7 @@ func run(args []string) (code int) {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	root := newRoot()
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil && strings.HasPrefix(err.Error(), "unknown command") {
 		err = usageErr("%v (see sofa --help)", strings.SplitN(err.Error(), "\n", 2)[0])
 	}
@@ -50,6 +50,9 @@ func run(args []string) (code int) {
 	if msg != "" {
 		fmt.Fprintln(os.Stderr, "sofa: "+msg)
 	}
+	// A run that stopped before printing its --json document prints one
+	// saying why, so that stdout is JSON whatever happened.
+	printFailureJSON(os.Stdout, cmd, args, code, msg)
 	return code
 }
 

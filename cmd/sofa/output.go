@@ -80,6 +80,7 @@ func resultJSON(res *replicate.Result, h httpSummary, err error) resultDoc {
 }
 
 func printJSON(w io.Writer, v any) {
+	jsonPrinted.Store(true)
 	b, _ := json.MarshalIndent(v, "", "  ")
 	fmt.Fprintln(w, string(b))
 }

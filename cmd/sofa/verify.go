@@ -120,7 +120,7 @@ refused unless --allow-partial.
 	fs.BoolVar(&vc.full, "full", false, "also compare every leaf revision's body, history and attachment metadata")
 	fs.BoolVar(&vc.metadata, "metadata", false, "also compare _security and _revs_limit (default: on for server URLs)")
 	fs.IntVar(&vc.maxDiffs, "max-differences", verify.DefaultMaxDifferences, "differences listed per database (all are counted)")
-	fs.BoolVar(&vc.jsonOut, "json", false, "print the result as JSON on stdout")
+	fs.BoolVar(&vc.jsonOut, "json", false, "print the result as JSON on stdout (a run stopped by an error prints {status, error, exit_code})")
 	fs.BoolVarP(&vc.quiet, "quiet", "q", false, "print nothing but errors and differences")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
 	fs.StringArrayVar(&vc.include, "include", nil, "server mode, and ARCHIVE with a URL: compare only databases matching this glob (repeatable; * does not match /; an indexed archive is read only where they are)")

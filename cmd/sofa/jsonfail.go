@@ -1,0 +1,52 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"sync/atomic"
+
+	"github.com/spf13/cobra"
+)
+
+// jsonPrinted records that the run printed its JSON document (printJSON).
+var jsonPrinted atomic.Bool
+
+// failureDoc is what --json prints on stdout when a run ends before its
+// verb printed anything there (a bad flag, an unreachable server, wrong
+// credentials, a damaged archive): a script reading stdout always gets
+// one JSON document. Status is "failed" (exit 1), "usage" (2) or
+// "interrupted" (130); Error is the line printed on stderr.
+type failureDoc struct {
+	Status   string `json:"status"`
+	Error    string `json:"error"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// printFailureJSON prints the failureDoc of exit code and message msg
+// when cmd ran with --json (args: its command line) and printed nothing
+// on w yet.
+func printFailureJSON(w io.Writer, cmd *cobra.Command, args []string, code int, msg string) {
+	if code == exitOK || jsonPrinted.Load() || !wantsJSON(cmd, args) {
+		return
+	}
+	status := "failed"
+	switch code {
+	case exitUsage:
+		status = "usage"
+	case exitInterrupted:
+		status = "interrupted"
+	}
+	printJSON(w, failureDoc{Status: status, Error: msg, ExitCode: code})
+}
+
+// wantsJSON says whether cmd runs with --json: its flag as parsed (from
+// the command line, the environment or --config), or, when parsing failed
+// before reaching it (an unknown flag), --json on the command line.
+func wantsJSON(cmd *cobra.Command, args []string) bool {
+	if cmd != nil {
+		if f := cmd.Flags().Lookup("json"); f != nil && f.Value.String() == "true" {
+			return true
+		}
+	}
+	return slices.Contains(args, "--json") || slices.Contains(args, "--json=true")
+}

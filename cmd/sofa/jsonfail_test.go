@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sofadb/sofa/internal/couchtest"
+)
+
+// jsonDocs decodes stdout as a stream of JSON documents.
+func jsonDocs(t *testing.T, stdout string) []map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	var docs []map[string]any
+	for {
+		var d map[string]any
+		err := dec.Decode(&d)
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		if err != nil {
+			t.Fatalf("stdout is not JSON documents (%v):\n%s", err, stdout)
+		}
+		docs = append(docs, d)
+	}
+}
+
+// TestJSON_FatalPrintsOneDocument: with --json a run that stops before
+// its verb printed anything (wrong credentials, a missing archive, a bad
+// flag) still prints exactly one JSON document on stdout, with the exit
+// code and the line printed on stderr, and no password; a run that
+// printed its own document prints nothing more.
+func TestJSON_FatalPrintsOneDocument(t *testing.T) {
+	bin := sofaBin(t)
+	srv := couchtest.StartWith(t, couchtest.Options{AdminUser: "admin", AdminPassword: "right-pw"})
+	arCreate(t, srv, "app", true, arSmallDocs("x", 2)...)
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.sofa")
+	cliRun(t, bin, "backup", srv.AdminURL(), good, "-q").wantCode(t, exitOK)
+
+	cases := []struct {
+		name   string
+		env    []string
+		args   []string
+		code   int
+		status string
+		says   string
+	}{
+		{"wrong password", nil, []string{"backup", srv.UserURL("admin", "wrong-pw"), filepath.Join(dir, "x.sofa"), "--json"}, exitFatal, "failed", "authentication failed"},
+		{"missing archive", nil, []string{"restore", filepath.Join(dir, "none.sofa"), srv.AdminURL(), "--json"}, exitFatal, "failed", "does not exist"},
+		{"unknown flag", nil, []string{"restore", good, srv.AdminURL(), "--json", "--bogus"}, exitUsage, "usage", "unknown flag: --bogus"},
+		{"from the environment", []string{"SOFA_JSON=true"}, []string{"restore", filepath.Join(dir, "none.sofa"), srv.AdminURL()}, exitFatal, "failed", "does not exist"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, kv := range tc.env {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
+			r := cliRun(t, bin, tc.args...)
+			r.wantCode(t, tc.code)
+			docs := jsonDocs(t, r.stdout)
+			if len(docs) != 1 {
+				t.Fatalf("%d JSON documents on stdout, want 1:\n%s", len(docs), r.stdout)
+			}
+			d := docs[0]
+			if d["status"] != tc.status || d["exit_code"] != float64(tc.code) || !strings.Contains(d["error"].(string), tc.says) {
+				t.Errorf("document %v, want status %q, exit_code %d, an error saying %q", d, tc.status, tc.code, tc.says)
+			}
+			if line := strings.TrimSpace(r.stderr); !strings.HasSuffix(line, d["error"].(string)) {
+				t.Errorf("error %q is not the line on stderr %q", d["error"], line)
+			}
+			if strings.Contains(r.stdout+r.stderr, "right-pw") || strings.Contains(r.stdout+r.stderr, "wrong-pw") {
+				t.Errorf("a password is in the output:\n%s\n%s", r.stdout, r.stderr)
+			}
+		})
+	}
+
+	t.Run("own document only", func(t *testing.T) {
+		r := cliRun(t, bin, "ls", good, "--json")
+		r.wantCode(t, exitOK)
+		if docs := jsonDocs(t, r.stdout); len(docs) != 1 || docs[0]["exit_code"] != nil {
+			t.Fatalf("ls --json printed %d documents, want its own only:\n%s", len(docs), r.stdout)
+		}
+		// A comparison that finds a difference prints its own document
+		// (exit 4), not a second one.
+		arCreate(t, srv, "other", true, arSmallDocs("y", 1)...)
+		r = cliRun(t, bin, "verify", srv.AdminURL()+"/app", srv.AdminURL()+"/other", "--json")
+		r.wantCode(t, exitDifferent)
+		if docs := jsonDocs(t, r.stdout); len(docs) != 1 || docs[0]["exit_code"] != nil {
+			t.Fatalf("verify --json of two different databases printed %d documents, want its own only:\n%s", len(docs), r.stdout)
+		}
+	})
+}
