@@ -10,6 +10,7 @@ import (
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/replicate"
 )
 
 // runInOrder restores the archives one after the other, each database
@@ -117,6 +118,13 @@ func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, 
 			var ae *archive.Error
 			if errors.As(err, &ae) {
 				return fmt.Errorf("%s: %w", path, err)
+			}
+			if ctx.Err() == nil && errors.Is(err, replicate.ErrUnreachable) {
+				// The target is lost: the databases after this one are
+				// not started (as in a restore at offsets, fleet.Run's
+				// StopWhenLost) rather than each tried for the whole
+				// retry budget while the archive is read to its end.
+				return fleet.Lost(name, err)
 			}
 		}
 	}

@@ -65,6 +65,14 @@ type Options struct {
 	StopWhenLost bool
 }
 
+// Lost is the error that stops a run when database db's job failed with
+// err, a server lost (replicate.ErrUnreachable): see Options.StopWhenLost.
+// A caller that runs databases one after the other itself stops the same
+// way.
+func Lost(db string, err error) error {
+	return fmt.Errorf("stopped, no further database started: %s: %w", db, err)
+}
+
 // Run calls job once for every name in dbs, many at once, and returns a
 // Summary with one result per database, in the order of dbs. A failing
 // database does not stop the others (but see Options.StopWhenLost); a job
@@ -112,7 +120,7 @@ func Run(ctx context.Context, dbs []string, job Job, opts Options) (Summary, err
 			results[i], err = runOne(ctx, db, job, opts)
 			if opts.StopWhenLost && ctx.Err() == nil && errors.Is(err, replicate.ErrUnreachable) {
 				lostOnce.Do(func() {
-					lostErr = fmt.Errorf("stopped, no further database started: %s: %w", db, err)
+					lostErr = Lost(db, err)
 					stop()
 				})
 			}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -36,9 +37,17 @@ type cliResult struct {
 // cliRun runs the binary to completion (at most 3 minutes).
 func cliRun(t *testing.T, bin string, args ...string) cliResult {
 	t.Helper()
+	return cliRunStdin(t, bin, nil, args...)
+}
+
+// cliRunStdin is cliRun with stdin (nil: none) on the binary's standard
+// input.
+func cliRunStdin(t *testing.T, bin string, stdin io.Reader, args ...string) cliResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	t0 := time.Now()
