@@ -19,14 +19,7 @@ import (
 // retry budget and the run called finished (exit 3).
 func TestCLI_LostTargetStopsRun(t *testing.T) {
 	bin := sofaBin(t)
-	src, tgt := couchtest.Start(t), couchtest.Start(t)
-	for i := range 8 {
-		db := fmt.Sprintf("lost%d", i)
-		if err := src.Client().CreateDB(t.Context(), db); err != nil {
-			t.Fatal(err)
-		}
-		cliLoad(t, src, db, 3)
-	}
+	src, tgt := lostServers(t)
 	px := faultproxy.StartT(t, tgt.URL)
 	if err := px.SetRules(faultproxy.Rule{Name: "gone", Path: "^/lost[4-7]", Fault: faultproxy.Reset}); err != nil {
 		t.Fatal(err)
@@ -57,14 +50,7 @@ func TestCLI_LostTargetStopsRun(t *testing.T) {
 // while the archive is read to its end.
 func TestCLI_LostTargetStopsStdinRestore(t *testing.T) {
 	bin := sofaBin(t)
-	src, tgt := couchtest.Start(t), couchtest.Start(t)
-	for i := range 8 {
-		db := fmt.Sprintf("lost%d", i)
-		if err := src.Client().CreateDB(t.Context(), db); err != nil {
-			t.Fatal(err)
-		}
-		cliLoad(t, src, db, 3)
-	}
+	src, tgt := lostServers(t)
 	arch := filepath.Join(t.TempDir(), "lost.sofa")
 	// One database at a time: the archive holds them in name order.
 	cliRun(t, bin, "backup", src.URL, arch, "--include", "lost*", "--max-dbs", "1", "--fixed", "-q").wantCode(t, exitOK)
@@ -97,4 +83,19 @@ func TestCLI_LostTargetStopsStdinRestore(t *testing.T) {
 	if last := lines[len(lines)-1]; !strings.Contains(last, "stopped") || !strings.Contains(last, strings.TrimPrefix(px.URL, "http://")) {
 		t.Errorf("last line %q: want it to say the run stopped and name the target", last)
 	}
+}
+
+// lostServers starts a source holding databases lost0 to lost7 of 3
+// documents each, and an empty target.
+func lostServers(t *testing.T) (src, tgt *couchtest.Server) {
+	t.Helper()
+	src, tgt = couchtest.Start(t), couchtest.Start(t)
+	for i := range 8 {
+		db := fmt.Sprintf("lost%d", i)
+		if err := src.Client().CreateDB(t.Context(), db); err != nil {
+			t.Fatal(err)
+		}
+		cliLoad(t, src, db, 3)
+	}
+	return src, tgt
 }
