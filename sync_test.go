@@ -781,3 +781,52 @@ func TestSync_DeleteMissingRecreated(t *testing.T) {
 		t.Errorf("deleted on the target %v, created %v: want s1 in both", sum.DeletedOnTarget, sum.Created)
 	}
 }
+
+// TestSync_DeleteMissingRecreatedPolled: the same deletion and creation
+// again, watched by listing the source (Poll; PouchDB Server has no
+// _db_updates): the polls answered 503 while s1 is gone, the next poll
+// finds a new database under the name (another instance_start_time on
+// CouchDB, a seq behind the one copied on PouchDB Server), and the
+// target's old copy is deleted before the new one is copied.
+func TestSync_DeleteMissingRecreatedPolled(t *testing.T) {
+	ctx := context.Background()
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	seed(t, a, "s1", 3)
+	seed(t, a, "keep", 1)
+	p := faultproxy.StartT(t, a.URL)
+	r := startSync(t, p.URL, b.URL, sofa.SyncOptions{DeleteMissing: true, Poll: true, PollInterval: 50 * time.Millisecond})
+	r.wait("the initial copy", func() bool { return r.caughtUp })
+	hold := faultproxy.Rule{Name: "hold-s1", Path: `^/(s1|_dbs_info)$`, Fault: faultproxy.Status, Status: 503}
+	if err := p.SetRules(hold); err != nil {
+		t.Fatal(err)
+	}
+	ca := couchtest.NewClient(a.URL)
+	if err := ca.DeleteDB(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	// A poll's question about s1 answered 503 after the deletion is the
+	// event waited for.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(waitTimeout)
+	for p.Rule(hold.Name).Fired == 0 {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("no poll asked about s1 after its deletion")
+		}
+	}
+	seed(t, a, "s1", 0)
+	if _, err := ca.PutDoc(ctx, "s1", "fresh", map[string]any{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetRules(); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("s1's deletion reported", func() bool { return r.deleted["s1"] != "" })
+	r.waitEqual(a.URL, b.URL, "s1", "keep")
+	sum, _ := r.stop()
+	if !slices.Contains(sum.DeletedOnTarget, "s1") || !slices.Contains(sum.Created, "s1") {
+		t.Errorf("deleted on the target %v, created %v: want s1 in both", sum.DeletedOnTarget, sum.Created)
+	}
+}
