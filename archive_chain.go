@@ -62,9 +62,9 @@ func (s *chainServer) OpenSource(ctx context.Context, name string, readOnly bool
 
 // chainSource is one database of a chain as one Source: Changes streams
 // the revisions of each group in chain order (seqs are ordinals across
-// the groups: 1, 2, ...), so a revision changed in an incremental
-// archive comes after the one it replaced, as a restore of the chain
-// writes them. Info and Metadata are the last group's (the database as
+// the groups: 1, 2, ...), leaving out those a later group replaced (see
+// laterRevisions), so that the new archive holds the leaves a restore of
+// the chain leaves on a server. Info and Metadata are the last group's (the database as
 // the last backup found it). Changes can be called once, from the start.
 type chainSource struct {
 	steps []chainStep
@@ -143,9 +143,13 @@ func (c *chainSource) Changes(ctx context.Context, since replicate.Seq, fn func(
 	if c.read {
 		return fmt.Errorf("archive chain: already read (open it again)")
 	}
+	later, err := c.laterRevisions(ctx)
+	if err != nil {
+		return err
+	}
 	var offset int64
 	var notWhole []string
-	for _, st := range c.steps {
+	for step, st := range c.steps {
 		dbr, err := st.x.OpenDB(st.g)
 		if err != nil {
 			return fmt.Errorf("%s: %w", st.path, err)
@@ -155,6 +159,10 @@ func (c *chainSource) Changes(ctx context.Context, since replicate.Seq, fn func(
 			if n, err := strconv.ParseInt(ch.Seq.String(), 10, 64); err == nil {
 				last = n
 				ch.Seq = replicate.Seq(strconv.FormatInt(offset+n, 10))
+			}
+			ch, ok := later.leavesOnly(step, ch)
+			if !ok {
+				return nil // every revision replaced later in the chain
 			}
 			return fn(ch)
 		})

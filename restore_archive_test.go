@@ -14,6 +14,7 @@ import (
 	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/internal/couchtest"
 	"github.com/sofadb/sofa/storage"
+	"github.com/sofadb/sofa/verify"
 )
 
 // Restores into an archive: a chain, and the set of a sharded backup,
@@ -63,6 +64,12 @@ func TestRestore_IntoArchive(t *testing.T) {
 		base64.StdEncoding.EncodeToString(big)))); err != nil {
 		t.Fatal(err)
 	}
+	// One branch of the conflict deleted: its leaf 2-bb is replaced by
+	// a tombstone 3-x.
+	if _, err := c.BulkDocs(ctx, "keep", false,
+		json.RawMessage(`{"_id":"conflict","_rev":"3-xx","_deleted":true,"_revisions":{"start":3,"ids":["xx","bb","root"]}}`)); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.PutSecurity(ctx, "keep", couchtest.Security{Admins: couchtest.Group{Names: []string{"ann"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +113,31 @@ func TestRestore_IntoArchive(t *testing.T) {
 		d, ok := dbs[name]
 		if !ok || len(d.Since) != 0 || d.Error != "" || string(d.Seq) != string(dbsI[name].Seq) {
 			t.Errorf("%s in the consolidated archive: present %v, since %q, error %q, seq %s (in the incremental: seq %s)", name, ok, d.Since, d.Error, d.Seq, dbsI[name].Seq)
+		}
+	}
+	// The consolidated archive holds the leaves only: a revision the
+	// incremental replaced (d00's 1-, d01's before its deletion, the
+	// conflict's 2-bb) is not one of its records, so it compares equal
+	// with the server, bodies and histories included, and counts what a
+	// full backup taken now counts.
+	vs, err := sofa.Verify(ctx, cons, server, sofa.VerifyOptions{Compare: verify.Options{Mode: verify.Full},
+		Selection: sofa.Selection{Include: []string{"keep", "again", "later"}}})
+	if err != nil || vs.DBsDiffer != 0 || vs.DBsFailed != 0 {
+		t.Errorf("consolidated archive against the server: %v, %+v", err, vs)
+		for _, d := range vs.DBs {
+			if d.Report != nil && len(d.Report.Differences) > 0 {
+				t.Logf("%s: %+v", d.Name, d.Report.Differences)
+			}
+		}
+	}
+	now := openAt(t, filepath.Join(dir, "now.sofa"), nil)
+	if sum, err := sofa.Backup(ctx, server, now, sofa.BackupOptions{}); err != nil || !sum.Complete() {
+		t.Fatalf("full backup after the incremental: %+v, %v", sum, err)
+	}
+	_, dbsNow := listArchive(t, now)
+	for _, name := range []string{"keep", "again", "later"} {
+		if got, want := dbs[name].Revisions, dbsNow[name].Revisions; got != want {
+			t.Errorf("%s: the consolidated archive holds %d revisions, a full backup now %d", name, got, want)
 		}
 	}
 	tgt := couchtest.Start(t)
