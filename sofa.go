@@ -150,6 +150,8 @@ func schemeOf(location string) (*Scheme, error) {
 	name := ""
 	if m := schemeRE.FindStringSubmatch(location); m != nil {
 		name = m[1]
+	} else if SchemeMissing(location) {
+		return nil, optionErr("%q: a server URL needs http:// or https:// (an archive file named so: put ./ in front)", couch.RedactURL(location))
 	}
 	for _, s := range schemes {
 		if s.Name == name {
@@ -157,6 +159,20 @@ func schemeOf(location string) (*Scheme, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w %q in %s", ErrUnknownScheme, name, couch.RedactURL(location))
+}
+
+// schemeMissingRE matches what is a server URL without its scheme, not
+// a path: HOST:PORT[/...], USER:PASSWORD@HOST[...] (with or without a
+// port).
+var schemeMissingRE = regexp.MustCompile(`^([^/@:]*:[^/@]*@[^/]|[A-Za-z0-9.-]+:[0-9]+(/|$))`)
+
+// SchemeMissing reports whether location, which has no scheme, is a
+// server URL without its http:// (HOST:PORT, USER:PASSWORD@HOST...)
+// rather than an archive path: Open refuses it (an OptionError), so that
+// neither an archive file named after a server nor the password in the
+// name comes of it.
+func SchemeMissing(location string) bool {
+	return !schemeRE.MatchString(location) && schemeMissingRE.MatchString(location)
 }
 
 // Redact returns location without credentials, as its scheme spells it.

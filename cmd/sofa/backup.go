@@ -123,6 +123,11 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	if err != nil {
 		return err
 	}
+	// ARCHIVE spelt as a server URL without its scheme is refused
+	// before the source is read.
+	if _, err := isArchive(path, "ARCHIVE"); err != nil {
+		return err
+	}
 	if !isAr {
 		copts := bc.client.options()
 		copts.Log = bc.out.logf

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"regexp"
 	"strings"
 	"sync"
 
@@ -68,23 +67,20 @@ func withCredentials(raw, role string) (string, error) {
 	return u.String(), nil
 }
 
-// hostPortRE is HOST:PORT[/...] without a scheme: a server URL missing
-// its http://, not an archive path.
-var hostPortRE = regexp.MustCompile(`^[A-Za-z0-9.-]+:[0-9]+(/|$)`)
-
 // isArchive reports whether loc, the SOURCE of backup or the TARGET of
 // restore, names an archive (a path, "-", s3://BUCKET/KEY) rather than a
 // server or database: any other scheme is a URL (openEndpoint says what
-// it wants). HOST:PORT without a scheme is a usage error (a forgotten
-// http://), not an archive file of that name.
+// it wants). HOST:PORT or USER:PASSWORD@HOST without a scheme is a usage
+// error (a forgotten http://, sofa.SchemeMissing), not an archive file of
+// that name.
 func isArchive(loc, role string) (bool, error) {
 	switch {
 	case strings.HasPrefix(loc, "s3://"):
 		return true, nil
 	case strings.Contains(loc, "://"):
 		return false, nil
-	case hostPortRE.MatchString(loc):
-		return false, usageErr("invalid %s %q: a server URL needs http:// or https:// (an archive path does not look like HOST:PORT)", strings.ToLower(role), couch.RedactURL(loc))
+	case sofa.SchemeMissing(loc):
+		return false, usageErr("invalid %s %q: a server URL needs http:// or https:// (an archive path does not look like HOST:PORT or USER:PASSWORD@HOST)", strings.ToLower(role), couch.RedactURL(loc))
 	}
 	return true, nil
 }

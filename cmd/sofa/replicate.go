@@ -156,10 +156,14 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 		return err
 	}
 	// An archive on either side is another verb's (sofa.Copy says the same).
-	if ar, _ := isArchive(srcURL, "SOURCE"); ar {
+	if ar, err := isArchive(srcURL, "SOURCE"); err != nil {
+		return err
+	} else if ar {
 		return usageErr("invalid source URL %q: replicate copies between servers; to copy an archive into a server use sofa restore %s TARGET", sofa.Redact(srcURL), sofa.Redact(srcURL))
 	}
-	if ar, _ := isArchive(tgtURL, "TARGET"); ar {
+	if ar, err := isArchive(tgtURL, "TARGET"); err != nil {
+		return err
+	} else if ar {
 		return usageErr("invalid target URL %q: replicate copies between servers; to copy a server into an archive use sofa backup SOURCE %s", sofa.Redact(tgtURL), sofa.Redact(tgtURL))
 	}
 	copts := rc.client.options()

@@ -156,6 +156,11 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 		}
 		renames[old] = nu
 	}
+	// A TARGET that is a server URL without its scheme is refused
+	// before any archive is read.
+	if _, err := isArchive(tgtURL, "TARGET"); err != nil {
+		return err
+	}
 	archs, chain, err := openArchives(ctx, &c.s3, paths, c.allowPartial)
 	if err != nil {
 		return err
