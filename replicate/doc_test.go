@@ -230,3 +230,26 @@ func TestAppendJSON_EmptyBody(t *testing.T) {
 		}
 	}
 }
+
+// TestOneLine: a server's multi-line reason is printed on one line, cut
+// with its length said.
+func TestOneLine(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"plain", 10, "plain"},
+		{"{badmatch,\n   {error,\n\t{pread,\"/x.couch\",einval}}}", 100, `{badmatch, {error, {pread,"/x.couch",einval}}}`},
+		{"abcdefghij", 4, "abcd...(10 bytes)"},
+		{"ééé", 3, "é...(6 bytes)"},
+	} {
+		if got := OneLine(c.in, c.max); got != c.want {
+			t.Errorf("OneLine(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
+		}
+	}
+	e := DocError{ID: "d", Rev: "1-a", Error: "unknown_error", Reason: "line one\nline two"}
+	if s := e.String(); strings.Contains(s, "\n") {
+		t.Errorf("DocError.String() %q spans lines", s)
+	}
+}

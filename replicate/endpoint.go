@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // Seq is an opaque changes-feed sequence exactly as the source sent it, as
@@ -62,7 +65,31 @@ type DocError struct {
 	Reason string `json:"reason"`
 }
 
-func (e DocError) String() string { return e.ID + " " + e.Rev + ": " + e.Error + ": " + e.Reason }
+// String is the failure on one line: id, rev, error and reason, the
+// error and reason folded by OneLine (a server may give a multi-line
+// Erlang term as reason).
+func (e DocError) String() string {
+	return e.ID + " " + e.Rev + ": " + OneLine(e.Error, MaxReasonBytes) + ": " + OneLine(e.Reason, MaxReasonBytes)
+}
+
+// MaxReasonBytes is where OneLine cuts a server's error or reason for
+// output (the whole text stays in DocError).
+const MaxReasonBytes = 300
+
+// OneLine returns s with every run of white space (newlines included)
+// folded into one space and, when longer than max bytes, cut at a rune
+// boundary before max with "...(N bytes)" saying its whole length.
+func OneLine(s string, max int) string {
+	f := strings.Join(strings.Fields(s), " ")
+	if len(f) <= max {
+		return f
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(f[cut]) {
+		cut--
+	}
+	return f[:cut] + "...(" + strconv.Itoa(len(f)) + " bytes)"
+}
 
 // Metadata is the per-database state that replication itself never carries.
 type Metadata struct {

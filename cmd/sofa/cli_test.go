@@ -248,6 +248,21 @@ func TestCLI_RejectedDocsExit3(t *testing.T) {
 	if !strings.Contains(r.stderr, "2 revisions were not copied") {
 		t.Errorf("stderr lacks the closing line:\n%s", r.stderr)
 	}
+	// A reason over several lines (CouchDB's Erlang terms) is listed on
+	// one.
+	if err := px.SetRules(faultproxy.Rule{Fault: faultproxy.RejectDocs, DocIDs: []string{"doc00007", "doc00123"}, Reason: "{badmatch,\n    {error,\n        einval}}"}); err != nil {
+		t.Fatal(err)
+	}
+	r = cliRun(t, bin, "replicate", srv.URL+"/src", px.URL+"/tgt")
+	r.wantCode(t, exitPartial)
+	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		if !strings.HasPrefix(l, "sofa: ") {
+			t.Errorf("stderr line %q is not one of sofa's:\n%s", l, r.stderr)
+		}
+	}
+	if !strings.Contains(r.stderr, `not copied: id="doc00007" rev=1-`) || !strings.Contains(r.stderr, "{badmatch, {error, einval}}") {
+		t.Errorf("stderr does not list doc00007 with its reason on one line:\n%s", r.stderr)
+	}
 	if err := px.SetRules(); err != nil {
 		t.Fatal(err)
 	}

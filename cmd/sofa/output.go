@@ -108,8 +108,15 @@ func printSummary(w io.Writer, res *replicate.Result, h httpSummary, failed bool
 // too.
 func printFailures(w io.Writer, failures []replicate.DocError) {
 	for _, f := range failures {
-		fmt.Fprintf(w, "sofa: not copied: id=%q rev=%s: %s: %s\n", shorten(f.ID), f.Rev, f.Error, f.Reason)
+		fmt.Fprintf(w, "sofa: not copied: %s\n", failureLine(f))
 	}
+}
+
+// failureLine is one revision not copied, on one line: the server's
+// error and reason folded and cut (replicate.OneLine), the id shortened.
+func failureLine(f replicate.DocError) string {
+	return fmt.Sprintf("id=%q rev=%s: %s: %s", shorten(f.ID), f.Rev,
+		replicate.OneLine(f.Error, replicate.MaxReasonBytes), replicate.OneLine(f.Reason, replicate.MaxReasonBytes))
 }
 
 func shorten(id string) string {

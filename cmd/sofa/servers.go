@@ -61,7 +61,7 @@ func printFleetSummary(w *os.File, s *fleet.Summary, quiet bool) {
 		}
 		fmt.Fprintln(w)
 		for _, f := range d.Failures {
-			fmt.Fprintf(w, "sofa:   not copied: id=%q rev=%s: %s: %s\n", shorten(f.ID), f.Rev, f.Error, f.Reason)
+			fmt.Fprintf(w, "sofa:   not copied: %s\n", failureLine(f))
 		}
 		for _, m := range d.Warnings {
 			fmt.Fprintf(w, "sofa:   warning: %s\n", m)
