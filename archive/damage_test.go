@@ -367,7 +367,17 @@ func TestBytesAfterTrailer(t *testing.T) {
 		"too many zeros":   make([]byte, tailLimit+4096),
 	} {
 		t.Run(name, func(t *testing.T) {
-			mustFail(t, append(append([]byte(nil), good...), tail...), ErrFormat, "")
+			bad := append(append([]byte(nil), good...), tail...)
+			mustFail(t, bad, ErrFormat, "")
+			// List too, whose index (read from the end: the second
+			// archive's, or none) does not fit, and which then reads the
+			// archive in order.
+			if _, _, err := List(bytes.NewReader(bad)); !errors.Is(err, ErrFormat) {
+				t.Errorf("List: %v, want ErrFormat", err)
+			}
 		})
+	}
+	if _, _, err := List(bytes.NewReader(padded)); err != nil {
+		t.Errorf("List of an archive padded with zeros: %v", err)
 	}
 }

@@ -9,10 +9,10 @@ import (
 
 // Report is what Verify found in a sound archive.
 type Report struct {
-	Header    Header
-	Databases []DBSummary // in archive order, from their end members
-	Members   int64       // members before the manifest
-	Revisions int64
+	Header    Header      `json:"header"`
+	Databases []DBSummary `json:"databases"` // in archive order, from their end members
+	Members   int64       `json:"members"`   // members before the manifest
+	Revisions int64       `json:"revisions"`
 }
 
 // Verify reads a whole archive and checks everything a restore relies on:
@@ -100,6 +100,12 @@ func List(r io.Reader) (Header, []DBSummary, error) {
 		}
 		if man.ID != rd.hdr.ID {
 			return rd.hdr, nil, memberErr(h.Name, ErrManifest, "archive id differs from the header's")
+		}
+		// What follows the manifest is read too: a second archive
+		// appended (cat a.sofa b.sofa, whose footer is b's) is refused
+		// as the in-order reader refuses it, not listed as a.
+		if err := rd.readEnd(); err != nil {
+			return rd.hdr, nil, err
 		}
 		return rd.hdr, man.Databases, nil
 	}

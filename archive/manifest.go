@@ -52,6 +52,12 @@ func (r *Reader) finish(m *member) error {
 			return memberErr(m.name, ErrManifest, fmt.Sprintf("database %q differs from its end member", s.Name))
 		}
 	}
+	return r.readEnd()
+}
+
+// readEnd reads what follows the manifest: the index and footer (version
+// 2), the tar trailer, and what is past it (checkTail).
+func (r *Reader) readEnd() error {
 	if r.hdr.Version >= 2 {
 		if err := r.readIndexMembers(); err != nil {
 			return err

@@ -396,7 +396,11 @@ func (r *Reader) checkTail() error {
 	for {
 		k, err := r.src.Read(buf)
 		if i := bytes.IndexFunc(buf[:k], func(c rune) bool { return c != 0 }); i >= 0 {
-			return &Error{Err: &detailErr{ErrFormat, fmt.Sprintf("bytes after the archive's end (from byte %d past its tar trailer): damage, or another archive appended", n+int64(i))}}
+			where := "right after its tar trailer"
+			if at := n + int64(i); at > 0 {
+				where = fmt.Sprintf("from byte %d past its tar trailer", at)
+			}
+			return &Error{Err: &detailErr{ErrFormat, "bytes after the archive's end (" + where + "): damage, or another archive appended"}}
 		}
 		n += int64(k)
 		if n > tailLimit {

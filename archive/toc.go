@@ -110,6 +110,10 @@ type ReaderAtSize interface {
 	Size() int64
 }
 
+// maxFooterHeaders is the most bytes of tar headers the footer member
+// may have (sofa writes 1,536: a PAX header, its records, the header).
+const maxFooterHeaders = 4096
+
 // ReadTOC reads the footer at the end of an archive of size bytes and
 // the index it points at, with two ReadAt calls and nothing else. It
 // returns an error wrapping ErrNoIndex when there is none (a version 1
@@ -139,6 +143,14 @@ func ReadTOC(r io.ReaderAt, size int64) (*TOC, error) {
 	}
 	if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != f.IndexSHA256 {
 		return nil, memberErr(indexName, ErrChecksum, "bytes do not match the SHA-256 in the footer")
+	}
+	// The footer member follows the index member: between the index's
+	// padded end and the footer's content lie only the footer's tar
+	// headers. A second archive appended to a first (cat a.sofa a.sofa)
+	// ends with a footer whose offsets, relative to its own start, point
+	// into the first.
+	if gap := size - int64(len(tail)) - (f.IndexOffset+f.IndexSize+511)/512*512; gap < 512 || gap > maxFooterHeaders {
+		return nil, memberErr(footerName, ErrFormat, fmt.Sprintf("%d bytes between the index and the footer: another archive's footer, or damage", gap))
 	}
 	if f.IndexRawSize <= 0 || f.IndexRawSize > DefaultMaxMemberSize {
 		return nil, memberErr(footerName, ErrFormat, fmt.Sprintf("index of %d bytes", f.IndexRawSize))

@@ -86,6 +86,13 @@ func TestJSON_FatalPrintsOneDocument(t *testing.T) {
 		if docs := jsonDocs(t, r.stdout); len(docs) != 1 || docs[0]["exit_code"] != nil {
 			t.Fatalf("ls --json printed %d documents, want its own only:\n%s", len(docs), r.stdout)
 		}
+		// verify ARCHIVE --json: the report's keys are lower case, as
+		// every other document's.
+		r = cliRun(t, bin, "verify", good, "--json")
+		r.wantCode(t, exitOK)
+		if docs := jsonDocs(t, r.stdout); len(docs) != 1 || docs[0]["databases"] == nil || docs[0]["header"] == nil || docs[0]["revisions"] == nil {
+			t.Fatalf("verify ARCHIVE --json printed %d documents, want one with header, databases and revisions:\n%s", len(docs), r.stdout)
+		}
 		// A comparison that finds a difference prints its own document
 		// (exit 4), not a second one.
 		arCreate(t, srv, "other", true, arSmallDocs("y", 1)...)
