@@ -257,7 +257,8 @@ func (x *Index) OpenDB(g Group) (*DBReader, error) {
 		src = x.section(g.Offset, g.Size, bufSize)
 	}
 	rd := &Reader{tr: tar.NewReader(src), opts: x.opts, hdr: x.hdr,
-		seen: sha256.New(), dirs: map[string]bool{}, summaries: map[string]DBSummary{}, fetch: x.blob, gate: x.gate}
+		seen: sha256.New(), dirs: map[string]bool{}, summaries: map[string]DBSummary{}, fetch: x.blob, gate: x.gate,
+		at: fmt.Sprintf("at the start of the group of database %q (byte %d of the archive)", g.Name, g.Offset)}
 	rd.blobs = newBlobStore(rd.opts.TempDir, rd.opts.BlobMemory)
 	closeRd := func() {
 		rd.Close()

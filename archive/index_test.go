@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"strings"
 	"testing"
 
 	"github.com/sofadb/sofa/replicate"
@@ -196,5 +197,28 @@ func TestReadHeaderAtOffsets(t *testing.T) {
 	}
 	if _, err := ReadHeader(bytes.NewReader(data)); err != nil { // in order
 		t.Fatal(err)
+	}
+}
+
+// TestIndexDamagedFirstHeader: a damaged tar header at the start of a
+// group read at its offset is told as such (which database, where), not
+// as an archive damaged before its first member.
+func TestIndexDamagedFirstHeader(t *testing.T) {
+	dbs := map[string][]*replicate.Doc{"a": sampleDocs(), "b": sampleDocs()}
+	data := writeArchive(t, Options{Compression: None}, dbs, []string{"a", "b"})
+	x, err := Scan(bytes.NewReader(data), int64(len(data)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := x.Groups()[1]
+	bad := bytes.Clone(data)
+	bad[g.Offset+148] ^= 0x01 // its first tar header's checksum field
+	x, err = Scan(bytes.NewReader(bad), int64(len(bad)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = x.OpenDB(x.Groups()[1])
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), `group of database "b"`) || strings.Contains(err.Error(), "first member") {
+		t.Errorf("OpenDB of a group whose first header is damaged: %v", err)
 	}
 }

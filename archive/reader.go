@@ -85,8 +85,11 @@ const (
 // of its content is used, so nothing from a damaged member is ever
 // delivered. Close releases temporary files.
 type Reader struct {
-	tr    *tar.Reader
-	src   io.Reader // under tr, read past the trailer (checkTail); nil: a section
+	tr  *tar.Reader
+	src io.Reader // under tr, read past the trailer (checkTail); nil: a section
+	// at says where a section reader starts, for errors before its
+	// first member ("" for a whole archive).
+	at    string
 	opts  ReaderOptions
 	hdr   Header
 	dec   decoders
@@ -369,7 +372,10 @@ func readAllLimited(r io.Reader, n int64) ([]byte, error) {
 
 func (r *Reader) tarErr(err error) error {
 	where := fmt.Sprintf("after member %q", r.last)
-	if r.last == "" {
+	switch {
+	case r.last == "" && r.at != "":
+		where = r.at
+	case r.last == "":
 		where = "before its first member (not a sofa archive, or cut short)"
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
