@@ -12,7 +12,6 @@ package sofa
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"regexp"
 
@@ -158,7 +157,7 @@ func schemeOf(location string) (*Scheme, error) {
 			return s, nil
 		}
 	}
-	return nil, fmt.Errorf("%w %q in %s", ErrUnknownScheme, name, couch.RedactURL(location))
+	return nil, optionErr("%w %q in %s", ErrUnknownScheme, name, couch.RedactURL(location))
 }
 
 // schemeMissingRE matches what is a server URL without its scheme, not

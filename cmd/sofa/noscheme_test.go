@@ -50,6 +50,13 @@ func TestCLI_URLWithoutScheme(t *testing.T) {
 			t.Errorf("sofa %s: left %v in its working directory", name, left)
 		}
 	}
+	// A scheme mistyped is a usage error too, redacted.
+	for _, args := range [][]string{{"ls", "htp://op:" + pw + "@dbhost/db"}, {"verify", "htp://op:" + pw + "@dbhost/db"}} {
+		r := cliRun(t, bin, args...)
+		if r.code != exitUsage || strings.Contains(r.stdout+r.stderr, pw) || !strings.Contains(r.stderr, `unknown location scheme "htp"`) {
+			t.Errorf("sofa %s: exit code %d, %q: want %d, the unknown scheme said, no password", strings.Join(args, " "), r.code, r.stderr, exitUsage)
+		}
+	}
 	// ./ in front: a file of that name (here none).
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "ls", "./op:x@dbhost")
