@@ -737,7 +737,6 @@ func TestSync_CreatedAndDeletedBeforeCopied(t *testing.T) {
 // The source proxy answers 503 to every question about s1 until the new
 // s1 exists, so the catch-up finds it recreated, never gone.
 func TestSync_DeleteMissingRecreated(t *testing.T) {
-	ctx := context.Background()
 	a, b := couchtest.Start(t), couchtest.Start(t)
 	if a.Kind != couchtest.CouchDB {
 		t.Skip("the deletion is told by a _db_updates row: CouchDB")
@@ -746,40 +745,7 @@ func TestSync_DeleteMissingRecreated(t *testing.T) {
 	seed(t, a, "keep", 1)
 	enableDBUpdates(t, a)
 	p := faultproxy.StartT(t, a.URL)
-	r := startSync(t, p.URL, b.URL, sofa.SyncOptions{DeleteMissing: true})
-	r.wait("the initial copy", func() bool { return r.caughtUp })
-	hold := faultproxy.Rule{Name: "hold-s1", Path: `^/(s1|_dbs_info)$`, Fault: faultproxy.Status, Status: 503}
-	if err := p.SetRules(hold); err != nil {
-		t.Fatal(err)
-	}
-	ca := couchtest.NewClient(a.URL)
-	if err := ca.DeleteDB(ctx, "s1"); err != nil {
-		t.Fatal(err)
-	}
-	// The proxy's count of answers is the event waited for.
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(waitTimeout)
-	for p.Rule(hold.Name).Fired == 0 {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatal("the run never asked about s1 after its deletion")
-		}
-	}
-	seed(t, a, "s1", 0)
-	if _, err := ca.PutDoc(ctx, "s1", "fresh", map[string]any{"v": 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.SetRules(); err != nil {
-		t.Fatal(err)
-	}
-	r.wait("s1's deletion reported", func() bool { return r.deleted["s1"] != "" })
-	r.waitEqual(a.URL, b.URL, "s1", "keep")
-	sum, _ := r.stop()
-	if !slices.Contains(sum.DeletedOnTarget, "s1") || !slices.Contains(sum.Created, "s1") {
-		t.Errorf("deleted on the target %v, created %v: want s1 in both", sum.DeletedOnTarget, sum.Created)
-	}
+	mirrorsRecreated(t, a, b, p, sofa.SyncOptions{DeleteMissing: true})
 }
 
 // TestSync_DeleteMissingRecreatedPolled: the same deletion and creation
@@ -789,12 +755,22 @@ func TestSync_DeleteMissingRecreated(t *testing.T) {
 // CouchDB, a seq behind the one copied on PouchDB Server), and the
 // target's old copy is deleted before the new one is copied.
 func TestSync_DeleteMissingRecreatedPolled(t *testing.T) {
-	ctx := context.Background()
 	a, b := couchtest.Start(t), couchtest.Start(t)
 	seed(t, a, "s1", 3)
 	seed(t, a, "keep", 1)
 	p := faultproxy.StartT(t, a.URL)
-	r := startSync(t, p.URL, b.URL, sofa.SyncOptions{DeleteMissing: true, Poll: true, PollInterval: 50 * time.Millisecond})
+	mirrorsRecreated(t, a, b, p, sofa.SyncOptions{DeleteMissing: true, Poll: true, PollInterval: 50 * time.Millisecond})
+}
+
+// mirrorsRecreated runs a sync with o from a (behind p) to b, deletes s1
+// on a and creates it again while p answers 503 to every question about
+// it, and checks that the target's old s1 is deleted and the new one
+// copied: reported deleted on the target and created, equal to the
+// source.
+func mirrorsRecreated(t *testing.T, a, b *couchtest.Server, p *faultproxy.Proxy, o sofa.SyncOptions) {
+	t.Helper()
+	ctx := context.Background()
+	r := startSync(t, p.URL, b.URL, o)
 	r.wait("the initial copy", func() bool { return r.caughtUp })
 	hold := faultproxy.Rule{Name: "hold-s1", Path: `^/(s1|_dbs_info)$`, Fault: faultproxy.Status, Status: 503}
 	if err := p.SetRules(hold); err != nil {
@@ -804,7 +780,7 @@ func TestSync_DeleteMissingRecreatedPolled(t *testing.T) {
 	if err := ca.DeleteDB(ctx, "s1"); err != nil {
 		t.Fatal(err)
 	}
-	// A poll's question about s1 answered 503 after the deletion is the
+	// The proxy's count of answers (to the catch-up, or a poll) is the
 	// event waited for.
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -813,7 +789,7 @@ func TestSync_DeleteMissingRecreatedPolled(t *testing.T) {
 		select {
 		case <-tick.C:
 		case <-deadline:
-			t.Fatal("no poll asked about s1 after its deletion")
+			t.Fatal("the run never asked about s1 after its deletion")
 		}
 	}
 	seed(t, a, "s1", 0)
