@@ -749,17 +749,24 @@ func TestSync_DeleteMissingRecreated(t *testing.T) {
 }
 
 // TestSync_DeleteMissingRecreatedPolled: the same deletion and creation
-// again, watched by listing the source (Poll; PouchDB Server has no
+// again, watched by listing the source (PouchDB Server has no
 // _db_updates): the polls answered 503 while s1 is gone, the next poll
-// finds a new database under the name (another instance_start_time on
-// CouchDB, a seq behind the one copied on PouchDB Server), and the
-// target's old copy is deleted before the new one is copied.
+// finds a new database under the name (a seq behind the one copied), and
+// the target's old copy is deleted before the new one is copied.
 func TestSync_DeleteMissingRecreatedPolled(t *testing.T) {
 	a, b := couchtest.Start(t), couchtest.Start(t)
+	if a.Kind == couchtest.CouchDB {
+		// Its instance_start_time counts seconds and its seqs are
+		// opaque: a poll cannot tell a database created again within
+		// the second (the run's copy finds it by its checkpoint's
+		// anchor, but does not delete the old copy); sync watches
+		// CouchDB through _db_updates (TestSync_DeleteMissingRecreated).
+		t.Skip("a poll of CouchDB cannot tell a database recreated within the same second")
+	}
 	seed(t, a, "s1", 3)
 	seed(t, a, "keep", 1)
 	p := faultproxy.StartT(t, a.URL)
-	mirrorsRecreated(t, a, b, p, sofa.SyncOptions{DeleteMissing: true, Poll: true, PollInterval: 50 * time.Millisecond})
+	mirrorsRecreated(t, a, b, p, sofa.SyncOptions{DeleteMissing: true, PollInterval: 50 * time.Millisecond})
 }
 
 // mirrorsRecreated runs a sync with o from a (behind p) to b, deletes s1
