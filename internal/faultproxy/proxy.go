@@ -219,7 +219,7 @@ func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for name, c := range p.counters {
-		s.Rules[name] = RuleStats{Matched: c.matched.Load(), Fired: c.fired.Load(), Docs: c.docs.Load()}
+		s.Rules[name] = RuleStats{Matched: c.matched.Load(), Fired: c.fired.Load(), Docs: c.docs.Load(), Gone: c.gone.Load()}
 	}
 	return s
 }
@@ -241,6 +241,7 @@ func (p *Proxy) ResetStats() {
 		c.matched.Store(0)
 		c.fired.Store(0)
 		c.docs.Store(0)
+		c.gone.Store(0)
 	}
 }
 

@@ -127,10 +127,13 @@ type RuleStats struct {
 	Fired int64
 	// Docs counts documents rejected by a RejectDocs rule.
 	Docs int64
+	// Gone counts requests whose client gave up during the rule's Delay
+	// (they were not forwarded).
+	Gone int64
 }
 
 type ruleCounters struct {
-	matched, fired, docs atomic.Int64
+	matched, fired, docs, gone atomic.Int64
 }
 
 type compiledRule struct {

@@ -113,3 +113,34 @@ func TestPersistentFailureAborts(t *testing.T) {
 		t.Fatalf("Stat: %v, want ErrNotExist", err)
 	}
 }
+
+// TestAbortLetsPartsFinish: an Abort while parts are in flight lets them
+// finish before it aborts the upload (a part the client cancels may
+// still be stored by the server after the abort and bring the upload
+// back): no part request is given up, and no upload is left.
+func TestAbortLetsPartsFinish(t *testing.T) {
+	srv, p, bucket := proxied(t)
+	st := newStore(t, p.URL, s3.Options{PartSize: s3.MinPartSize, Transfers: 3})
+	if err := p.SetRules(faultproxy.Rule{Name: "slow-part", Method: "PUT", Delay: 300 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	name := "s3://" + bucket + "/abort-in-flight.sofa"
+	w, err := st.Create(ctx, name, storage.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeStream(t, w, pattern(3*s3.MinPartSize))
+	if err := w.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Rule("slow-part"); s.Fired < 3 || s.Gone != 0 {
+		t.Fatalf("parts delayed %d, given up by the client %d: want >= 3 delayed, none given up", s.Fired, s.Gone)
+	}
+	if u := s3test.Uploads(t, srv.URL, bucket); len(u) != 0 {
+		t.Fatalf("uploads left after Abort: %v", u)
+	}
+	if _, err := st.Stat(ctx, name); !errors.Is(err, storage.ErrNotExist) {
+		t.Fatalf("Stat after Abort: %v", err)
+	}
+}

@@ -405,24 +405,3 @@ func (w *writer) Abort() error {
 	w.release()
 	return err
 }
-
-func (w *writer) abort() error {
-	w.setErr(errors.New("s3: upload aborted"))
-	w.wg.Wait()
-	w.stopHeartbeat()
-	if w.uploadID == "" {
-		w.unregister()
-		return nil
-	}
-	ctx := context.WithoutCancel(w.ctx)
-	_, err := w.s.c.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &w.bucket, Key: &w.key, UploadId: &w.uploadID})
-	if err != nil && errCode(err) != "NoSuchUpload" {
-		// the upload stays, and its registry entry unlocked: the next
-		// Create of the key on this host aborts it
-		w.releaseRegistry()
-		return w.s.fail(ctx, "abort upload of", w.bucket, w.key, err)
-	}
-	w.uploadID = ""
-	w.unregister()
-	return nil
-}
