@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/spf13/pflag"
 
 	"github.com/sofadb/sofa"
@@ -17,6 +19,7 @@ type s3Flags struct {
 	pathStyle bool
 	transfers int
 	partSize  int64
+	idle      time.Duration
 }
 
 func (f *s3Flags) register(fs *pflag.FlagSet) {
@@ -25,10 +28,11 @@ func (f *s3Flags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.pathStyle, "s3-path-style", false, "address s3:// buckets as ENDPOINT/BUCKET/KEY, not BUCKET.ENDPOINT/KEY (most S3-compatible servers need it)")
 	fs.IntVar(&f.transfers, "transfers", s3.DefaultTransfers, "s3:// archives: parts uploaded, or ranges read ahead, at once (0: the default)")
 	fs.Int64Var(&f.partSize, "part-size", s3.DefaultPartSize, "s3:// archives: bytes per uploaded part and per ranged read (0: the default, 16 MiB; at least 5 MiB; doubles every 1,000 parts); memory is part size x (transfers + 1)")
+	fs.DurationVar(&f.idle, "s3-idle-timeout", s3.DefaultIdleTimeout, "s3:// archives: how long a connection may move no data, either way, before its request is retried (0: the default, 2m; negative: never)")
 }
 
 func (f *s3Flags) options() s3.Options {
-	return s3.Options{Endpoint: f.endpoint, Region: f.region, PathStyle: f.pathStyle, Transfers: f.transfers, PartSize: f.partSize}
+	return s3.Options{Endpoint: f.endpoint, Region: f.region, PathStyle: f.pathStyle, Transfers: f.transfers, PartSize: f.partSize, IdleTimeout: f.idle}
 }
 
 // openOptions are the sofa.OpenOptions of an archive location.

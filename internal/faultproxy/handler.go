@@ -42,6 +42,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rule := p.pick(r.Method, r.URL.EscapedPath(), true); rule != nil {
 		p.faults.Add(1)
 		_, _ = io.CopyN(io.Discard, r.Body, int64(rule.CutBytes))
+		if rule.Fault == StallMidRequest {
+			// the server cannot tell that the client left while the
+			// body is unread: the request ends when the proxy stops
+			<-p.stopped
+			return
+		}
 		resetConn(w)
 		return
 	}
@@ -97,6 +103,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resetConn(w)
 	case ResetMidBody:
 		p.resetMidBody(w, r, body, rule.CutBytes)
+	case StallMidBody:
+		p.stallMidBody(w, r, body, rule)
 	case CutChanges:
 		p.cutChanges(w, r, body, rule)
 	case RejectDocs:
@@ -208,9 +216,18 @@ func (p *Proxy) readAnswer(w http.ResponseWriter, r *http.Request, body []byte) 
 }
 
 func (p *Proxy) resetMidBody(w http.ResponseWriter, r *http.Request, body []byte, cut int64) {
+	if p.sendPart(w, r, body, cut) {
+		resetConn(w)
+	}
+}
+
+// sendPart forwards the request and sends the answer's headers (with its
+// full Content-Length) and its first cut bytes (at most all but one); it
+// reports whether it did.
+func (p *Proxy) sendPart(w http.ResponseWriter, r *http.Request, body []byte, cut int64) bool {
 	resp, data, ok := p.readAnswer(w, r, body)
 	if !ok {
-		return
+		return false
 	}
 	cut = min(max(cut, 0), int64(len(data))-1)
 	copyHeader(w.Header(), resp.Header)
@@ -220,7 +237,21 @@ func (p *Proxy) resetMidBody(w http.ResponseWriter, r *http.Request, body []byte
 		_, _ = w.Write(data[:cut])
 	}
 	_ = http.NewResponseController(w).Flush()
-	resetConn(w)
+	return true
+}
+
+// stallMidBody sends the answer's headers and first rule.CutBytes bytes,
+// then holds the connection open until the client gives up or the proxy
+// stops.
+func (p *Proxy) stallMidBody(w http.ResponseWriter, r *http.Request, body []byte, rule *compiledRule) {
+	if !p.sendPart(w, r, body, rule.CutBytes) {
+		return
+	}
+	select {
+	case <-r.Context().Done():
+		rule.c.gone.Add(1)
+	case <-p.stopped:
+	}
 }
 
 // writeBody answers with status and a complete JSON body.

@@ -79,6 +79,8 @@ type Proxy struct {
 	transport *http.Transport
 	srv       *http.Server
 	ln        net.Listener
+	stopped   chan struct{} // closed by Stop: stalled requests end
+	stopOnce  sync.Once
 
 	mu       sync.Mutex
 	rules    []*compiledRule
@@ -124,6 +126,7 @@ func Start(target string, seed uint64) (*Proxy, error) {
 			IdleConnTimeout:     30 * time.Second,
 		},
 		ln:       ln,
+		stopped:  make(chan struct{}),
 		counters: map[string]*ruleCounters{},
 		rnd:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}
@@ -147,6 +150,7 @@ func StartT(t testing.TB, target string) *Proxy {
 // Stop closes the listener and every open connection, and returns once
 // they are closed. Requests in progress are cut.
 func (p *Proxy) Stop() {
+	p.stopOnce.Do(func() { close(p.stopped) })
 	_ = p.srv.Close()
 	p.transport.CloseIdleConnections()
 }
@@ -250,9 +254,10 @@ func (p *Proxy) pick(method, path string, early bool) *compiledRule {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range p.rules {
-		// ResetMidRequest rules are tried early, before the body is read;
+		// ResetMidRequest and StallMidRequest rules are tried early, before
+		// the body is read;
 		// the others after
-		if (r.Fault == ResetMidRequest) != early || !r.matches(method, path) {
+		if r.Fault.early() != early || !r.matches(method, path) {
 			continue
 		}
 		n := r.c.matched.Add(1)

@@ -50,7 +50,20 @@ const (
 	// part) fail while it sends it. Such rules are looked at before the
 	// body is read, ahead of every other rule; their Delay is ignored.
 	ResetMidRequest
+	// StallMidRequest reads the first Rule.CutBytes bytes of the request
+	// body, then reads nothing more and answers nothing until the proxy
+	// stops: the client's upload stalls while it sends it. Looked at
+	// early, like ResetMidRequest; Delay is ignored.
+	StallMidRequest
+	// StallMidBody forwards the request, sends the answer's headers (with
+	// its full Content-Length) and its first Rule.CutBytes bytes, then
+	// sends nothing more, with the connection open, until the client
+	// gives up (counted in RuleStats.Gone) or the proxy stops.
+	StallMidBody
 )
+
+// early is true for the faults tried before the request body is read.
+func (f Fault) early() bool { return f == ResetMidRequest || f == StallMidRequest }
 
 func (f Fault) String() string {
 	switch f {
@@ -72,6 +85,10 @@ func (f Fault) String() string {
 		return "drop-last"
 	case ResetMidRequest:
 		return "reset-mid-request"
+	case StallMidRequest:
+		return "stall-mid-request"
+	case StallMidBody:
+		return "stall-mid-body"
 	}
 	return fmt.Sprintf("fault(%d)", int(f))
 }
@@ -128,7 +145,7 @@ type RuleStats struct {
 	// Docs counts documents rejected by a RejectDocs rule.
 	Docs int64
 	// Gone counts requests whose client gave up during the rule's Delay
-	// (they were not forwarded).
+	// (they were not forwarded) or during a StallMidBody.
 	Gone int64
 }
 

@@ -4,7 +4,8 @@ package s3
 
 import (
 	"sync"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // mapped holds the first byte of every mapped buffer: only those are
@@ -12,7 +13,7 @@ import (
 var mapped sync.Map
 
 func allocBuf(n int) []byte {
-	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil || n == 0 {
 		return make([]byte, n)
 	}
@@ -23,6 +24,6 @@ func allocBuf(n int) []byte {
 // releaseBuf hands b's pages back to the system; the mapping stays.
 func releaseBuf(b []byte) {
 	if _, ok := mapped.Load(&b[0]); ok {
-		_ = syscall.Madvise(b, syscall.MADV_DONTNEED)
+		_ = unix.Madvise(b, unix.MADV_DONTNEED)
 	}
 }

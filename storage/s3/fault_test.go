@@ -45,16 +45,25 @@ func TestFaultsRetried(t *testing.T) {
 	if err := p.SetRules(rules...); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	name := "s3://" + bucket + "/faulty.sofa"
-	data := pattern(6*s3.MinPartSize + 777)
+	roundTrip(t, context.Background(), st, "s3://"+bucket+"/faulty.sofa", pattern(6*s3.MinPartSize+777))
+	for _, rule := range rules {
+		if s := p.Rule(rule.Name); s.Fired == 0 {
+			t.Errorf("rule %s never fired (%+v)", rule.Name, s)
+		}
+	}
+}
+
+// roundTrip uploads data to name, reads it back and fails t unless it
+// is equal.
+func roundTrip(t *testing.T, ctx context.Context, st *s3.Store, name string, data []byte) {
+	t.Helper()
 	w, err := st.Create(ctx, name, storage.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	writeStream(t, w, data)
 	if err := w.Commit(); err != nil {
-		t.Fatalf("Commit through faults: %v", err)
+		t.Fatalf("Commit: %v", err)
 	}
 	r, err := st.Open(ctx, name)
 	if err != nil {
@@ -64,11 +73,6 @@ func TestFaultsRetried(t *testing.T) {
 	got, err := io.ReadAll(r)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back %d bytes (%v), equal %v", len(got), err, bytes.Equal(got, data))
-	}
-	for _, rule := range rules {
-		if s := p.Rule(rule.Name); s.Fired == 0 {
-			t.Errorf("rule %s never fired (%+v)", rule.Name, s)
-		}
 	}
 }
 

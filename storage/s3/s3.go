@@ -114,6 +114,12 @@ type Options struct {
 	// in progress that sofa did not mark (another tool's, or an older
 	// sofa's); 0: DefaultStaleAge (24 h); negative: never.
 	StaleAge time.Duration
+	// IdleTimeout is how long a connection may move no byte, either way
+	// (no answer byte, no request byte sent), before its request fails
+	// with an *IdleError and is retried (a stalled read or upload would
+	// otherwise wait forever); 0: DefaultIdleTimeout (2 min); negative:
+	// none. It applies to the default HTTPClient only.
+	IdleTimeout time.Duration
 	// Credentials, when set, replace the standard credential chain.
 	Credentials aws.CredentialsProvider
 	// HTTPClient sends the requests; nil: one with connect and
@@ -140,6 +146,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StaleAge == 0 {
 		o.StaleAge = DefaultStaleAge
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
 	}
 	return o
 }
@@ -168,6 +177,9 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		}).WithTransportOptions(func(tr *http.Transport) {
 			tr.MaxIdleConnsPerHost = 64
 			tr.ResponseHeaderTimeout = 2 * time.Minute
+			if o.IdleTimeout > 0 {
+				tr.DialContext = idleDial(tr.DialContext, o.IdleTimeout)
+			}
 		})
 	}
 	lo := []func(*config.LoadOptions) error{
@@ -176,6 +188,10 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		// remaining HTTP response body" after a read cut short): errors
 		// reach the caller as errors, nothing else is printed
 		config.WithLogger(logging.Nop{}),
+		// sofa sets its own timeouts and retryer; a defaults mode other
+		// than legacy (AWS_DEFAULTS_MODE) would remake the dialer and
+		// drop the idle timeout
+		config.WithDefaultsMode(aws.DefaultsModeLegacy),
 		config.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(so *retry.StandardOptions) {
 				so.MaxAttempts = o.MaxAttempts
