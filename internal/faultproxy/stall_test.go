@@ -61,7 +61,7 @@ func TestProxy_StallMidRequest(t *testing.T) {
 	if err := p.SetRules(Rule{Name: "stall", Method: http.MethodPost, Times: 1, Fault: StallMidRequest, CutBytes: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	big := `{"_id":"big","pad":"` + strings.Repeat("x", 16<<20) + `"}`
+	big := `{"_id":"big","pad":"` + strings.Repeat("x", 4<<20) + `"}`
 	// a client that waits 500 ms: it must time out (an answer or a
 	// reset would end it otherwise)
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
