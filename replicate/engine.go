@@ -193,6 +193,9 @@ func open(ctx context.Context, src Source, tgt Target, opts Options) (*Session, 
 	if len(since) == 0 && tinfo.DocCount+tinfo.DelCount == 0 {
 		r.diff.init(1)
 		r.initialCopy = true
+		if opts.TargetCreated != nil && !opts.Continuous {
+			r.diff.skipAlways()
+		}
 	}
 
 	if opts.CopyMetadata {

@@ -11,20 +11,29 @@ import (
 // diffSkipper decides when _revs_diff can be skipped: while nearly every
 // revision offered is missing on the target (an initial copy), asking is
 // wasted work; writes with new_edits=false are idempotent, so sending a
-// revision the target has is harmless. Every 16th batch probes again.
+// revision the target has is harmless. Every 16th batch probes again,
+// unless the target was created empty for this run (always): it holds
+// nothing but what this run wrote, so a probe could only say "missing".
 type diffSkipper struct {
-	mu    sync.Mutex
-	ewma  float64
-	count int
+	mu     sync.Mutex
+	ewma   float64
+	count  int
+	always bool
 }
 
-func (s *diffSkipper) init(v float64) { s.mu.Lock(); s.ewma = v; s.mu.Unlock() }
+// init sets the estimate of the share of revisions missing, and ends
+// skipAlways (a Session's later pass asks again).
+func (s *diffSkipper) init(v float64) { s.mu.Lock(); s.ewma, s.always = v, false; s.mu.Unlock() }
+
+// skipAlways makes every skip say yes until the next init (the initial
+// copy into a target created for this run).
+func (s *diffSkipper) skipAlways() { s.mu.Lock(); s.always = true; s.mu.Unlock() }
 
 func (s *diffSkipper) skip() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.count++
-	return s.ewma > 0.95 && s.count%16 != 0
+	return s.always || s.ewma > 0.95 && s.count%16 != 0
 }
 
 func (s *diffSkipper) observe(missing, checked int) {
