@@ -122,8 +122,14 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 		}
 	}
 	t.print(os.Stdout)
+	var tgtBound float64
 	if sofaRes != nil {
-		return e.fleetBound(ctx, base, src, nDBs, docs, sofaOut, times["sofa"], sofaRes.Concurrency.Peak, rate)
+		if tgtBound, err = e.fleetBound(ctx, base, src, nDBs, docs, sofaOut, times["sofa"], sofaRes.Concurrency.Peak, rate); err != nil {
+			return err
+		}
+	}
+	if e.cfg.wants("sofa restore") {
+		return e.fleetRestore(ctx, base, src, nDBs, tgtBound)
 	}
 	return nil
 }
@@ -131,8 +137,9 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 // fleetBound measures and prints the request-rate bound of sofa's run (see
 // bound.go) and records it as tool "request-rate bound". A failed
 // measurement is printed and recorded, not returned: only a cancelled ctx
-// is.
-func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, docs int, sofaOut *outcome, sofaMS int64, peak int, getRate float64) error {
+// is. It returns the target's part of the bare needed-requests bound in
+// seconds (0 when not measured), the bound of a whole-server restore.
+func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, docs int, sofaOut *outcome, sofaMS int64, peak int, getRate float64) (float64, error) {
 	rec := base
 	rec.Tool = "request-rate bound"
 	rec.Extra = map[string]any{"server_rate_rps": getRate}
@@ -146,12 +153,12 @@ func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, do
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return 0, ctx.Err()
 		}
 		rec.Error = err.Error()
 		e.sink.write(rec)
 		fmt.Fprintf(os.Stdout, "\n== %s\n  not measured: %v\n", title, err)
-		return nil
+		return 0, nil
 	}
 	rec.OK, rec.TimeMS = true, b.ms
 	for _, c := range b.costs {
@@ -166,6 +173,7 @@ func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, do
 	e.sink.write(rec)
 	tb := b.table(title, sofaMS, peak)
 	bc := boundCase{nDBs: nDBs, docs: docs}
+	var tgtBound float64
 	for _, v := range []struct {
 		props      bool
 		tool, what string
@@ -177,6 +185,9 @@ func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, do
 		if err != nil {
 			tb.note("%s: not measured: %v", v.tool, err)
 			continue
+		}
+		if !v.props {
+			tgtBound = nd.tgt
 		}
 		mr := base
 		mr.Tool, mr.OK, mr.TimeMS = v.tool, true, nd.ms
@@ -191,5 +202,5 @@ func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, do
 		tb.note("  sofa / %s = %s", v.tool, check(ratio(sofaMS, nd.ms), sofaMS, nd.ms, "<=", 1.3))
 	}
 	tb.print(os.Stdout)
-	return nil
+	return tgtBound, nil
 }
