@@ -280,6 +280,7 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 			b := okTime(bound)
 			t.note("backup: sofa / read bound = %s; fastest peer (%s) / read bound = %s: where that is below 2, no backup can be 2x the fastest peer here without reading the source faster than the bound",
 				ratio(st, b), firstNonEmpty(fin.Tool, "none"), ratio(fin.TimeMS, b))
+			e.noteSizeSpeedBound(t, dumps, bound, fin)
 		}
 		if phase == "restore" && okTime(ingest) > 0 {
 			b := okTime(ingest)
@@ -297,6 +298,7 @@ func (e *env) backupCase(ctx context.Context, c backupCase) ([2]int64, error) {
 			t.note("archive size: sofa / %s gzipped = %s%s", p.name, ratio(s.dump.ArchiveBytes, d.GzipBytes), lossy)
 		}
 	}
+	noteArchiveLayout(t, dumps)
 	var work []string
 	for _, p := range peers {
 		if d := results[p.name].dump; d.ServerReductions > 0 {
@@ -334,6 +336,25 @@ func (e *env) backupRoundTrip(ctx context.Context, src *server, caseName string,
 	name, args := p.dump(e, src.URL, out, names)
 	dump, o := e.runTool(ctx, b, []*server{src}, name, args...)
 	e.applyBackupOutput(&dump, o, p, out, names)
+	if run == 1 && dump.OK && strings.HasPrefix(p.name, "couchbackup") {
+		// What compressing this output to its gzipped size costs at
+		// best: the CPU any backup meeting the size target spends.
+		var files []string
+		for _, db := range names {
+			files = append(files, filepath.Join(out, db+p.ext))
+		}
+		best, tries, ok, err := compressionBound(files, dump.GzipBytes)
+		if dump.Extra == nil {
+			dump.Extra = map[string]any{}
+		}
+		switch {
+		case err != nil:
+			dump.Extra["compression_bound_error"] = err.Error()
+		case ok:
+			dump.Extra["compression_bound"] = best
+		}
+		dump.Extra["compression_tries"] = tries
+	}
 	e.sink.write(dump)
 	e.logf("backup: %s: run %d %s backup %s in %s", caseName, run, p.name, status(dump), secs(dump.TimeMS))
 
@@ -386,6 +407,9 @@ func (e *env) applyBackupOutput(r *record, o *outcome, p backupPeer, out string,
 		applySofa(r, o)
 		r.ArchiveBytes = fileSize(filepath.Join(out, "server.sofa"))
 		r.GzipBytes = r.ArchiveBytes
+		if contents, catalog, framing, err := archiveLayout(filepath.Join(out, "server.sofa")); err == nil && r.OK {
+			r.Extra = map[string]any{"archive_contents_bytes": contents, "archive_catalog_bytes": catalog, "archive_framing_bytes": framing}
+		}
 		return
 	}
 	applyPeers(r, o, len(dbs))
