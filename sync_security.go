@@ -2,6 +2,7 @@ package sofa
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/sofadb/sofa/internal/jsonx"
@@ -36,6 +37,9 @@ func (s *syncer) securitySweep(ctx context.Context) {
 			return
 		}
 		sec, err := s.ssrv.DB(name).Security(ctx)
+		if errors.Is(err, replicate.ErrNotFound) {
+			continue // deleted at the source: the watch handles it, the copy keeps its _security
+		}
 		if err != nil {
 			s.o.Copy.logf("%s: source: %v; trying again in %s", name, err, s.o.SecurityInterval)
 			continue

@@ -32,11 +32,17 @@ func (d *DB) readRevsLimit(ctx context.Context) (*http.Response, error) {
 	return resp, err
 }
 
-// Security reads `_security` (its JSON object, trimmed). A 404 (PouchDB
-// Server before a first write) gives "{}".
+// Security reads `_security` (its JSON object, trimmed). A 404 of a
+// database that exists (PouchDB Server before a first write) gives "{}";
+// of a database that does not (deleted), an error wrapping
+// replicate.ErrNotFound, never "{}": written to a copy, an empty
+// `_security` would open it to every user.
 func (d *DB) Security(ctx context.Context) ([]byte, error) {
 	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_security"})
 	if StatusOf(err) == 404 {
+		if _, ierr := d.Info(ctx); ierr != nil {
+			return nil, fmt.Errorf("read _security: %w", ierr)
+		}
 		return []byte("{}"), nil
 	}
 	if err != nil {
