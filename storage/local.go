@@ -47,6 +47,19 @@ func tempPrefix(path string) string {
 	return "." + filepath.Base(path) + ".tmp-"
 }
 
+// parentDir is the directory path's last element is in, as the system
+// resolves it, with its trailing separator: path without that element,
+// not cleaned ("sub/../a.sofa" is in "sub/../", which exists only if sub
+// does), "./" for a bare name. A file name appended to it names the file
+// in that directory.
+func parentDir(path string) string {
+	d := strings.TrimSuffix(path, filepath.Base(path))
+	if d == "" {
+		return "." + string(filepath.Separator)
+	}
+	return d
+}
+
 // Create implements Store.
 func (l Local) Create(ctx context.Context, path string, o CreateOptions) (Writer, error) {
 	if err := ctx.Err(); err != nil {
@@ -64,6 +77,11 @@ func (l Local) Create(ctx context.Context, path string, o CreateOptions) (Writer
 	} else if err == nil && !o.Overwrite {
 		return nil, fmt.Errorf("%s %w", path, ErrExist)
 	}
+	if st, err := os.Stat(parentDir(path)); err != nil {
+		return nil, fmt.Errorf("create archive %s: %w", path, err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("create archive %s: %s is not a directory", path, parentDir(path))
+	}
 	for _, p := range removeStaleTemps(path) {
 		if o.OnStale != nil {
 			o.OnStale(p)
@@ -71,7 +89,12 @@ func (l Local) Create(ctx context.Context, path string, o CreateOptions) (Writer
 	}
 	tmp, f, err := createLockedTemp(path)
 	if err != nil {
-		return nil, fmt.Errorf("create archive: %w", err)
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			// Named by the archive's path, not by the hidden temporary one.
+			return nil, fmt.Errorf("create archive %s: %w", path, pe.Err)
+		}
+		return nil, fmt.Errorf("create archive %s: %w", path, err)
 	}
 	return &localWriter{path: path, tmp: tmp, f: f, bw: bufio.NewWriterSize(f, 1<<20)}, nil
 }
@@ -84,7 +107,7 @@ func createLockedTemp(path string) (string, *os.File, error) {
 	for range 5 {
 		var b [6]byte
 		rand.Read(b[:])
-		tmp := filepath.Join(filepath.Dir(path), tempPrefix(path)+hex.EncodeToString(b[:]))
+		tmp := parentDir(path) + tempPrefix(path) + hex.EncodeToString(b[:])
 		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
 			return "", nil, err
@@ -117,7 +140,7 @@ func removeStaleTemps(path string) []string {
 	if !flock.Supported {
 		return nil
 	}
-	dir, prefix := filepath.Dir(path), tempPrefix(path)
+	dir, prefix := parentDir(path), tempPrefix(path)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
@@ -128,7 +151,7 @@ func removeStaleTemps(path string) []string {
 		if !e.Type().IsRegular() || !strings.HasPrefix(name, prefix) || !isHex(name[len(prefix):]) {
 			continue
 		}
-		p := filepath.Join(dir, name)
+		p := dir + name
 		f, err := os.Open(p)
 		if err != nil {
 			continue
@@ -187,7 +210,7 @@ func (w *localWriter) Commit() error {
 		os.Remove(w.path) // not trusted: a failed writer leaves nothing under the final name
 		return fmt.Errorf("close archive: %w", err)
 	}
-	if d, err := os.Open(filepath.Dir(w.path)); err == nil {
+	if d, err := os.Open(parentDir(w.path)); err == nil {
 		d.Sync()
 		d.Close()
 	}

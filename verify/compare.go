@@ -69,7 +69,9 @@ func Compare(ctx context.Context, a, b replicate.Source, opts Options) (*Report,
 	}
 	bi, err := b.Info(ctx)
 	if errors.Is(err, replicate.ErrNotFound) {
-		r.addf(KindNoDatabase, "", "", "database %q does not exist", ai.Name)
+		// Named by b's own error (its URL or archive member), not by a's
+		// name: the pair is a's, the missing database b's.
+		r.addf(KindNoDatabase, "", "", "the database compared with %q does not exist: %v", ai.Name, err)
 		return r, nil
 	}
 	if err != nil {

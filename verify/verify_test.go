@@ -220,8 +220,8 @@ func TestCompare_MissingDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Equal() || r.Differences[0].Kind != verify.KindNoDatabase {
-		t.Errorf("got %s", dump(r))
+	if r.Equal() || r.Differences[0].Kind != verify.KindNoDatabase || !strings.Contains(r.Differences[0].Detail, "no-such-db-here") {
+		t.Errorf("got %s, want a no_database difference naming no-such-db-here", dump(r))
 	}
 	if _, err := verify.Compare(t.Context(), p.adb.Server().DB("no-such-db-here"), p.adb, verify.Options{}); err == nil {
 		t.Error("missing a: no error")
