@@ -14,6 +14,7 @@ import (
 	"errors"
 	"net/url"
 	"regexp"
+	"strconv"
 
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/storage"
@@ -211,6 +212,9 @@ func Open(ctx context.Context, location string, o OpenOptions) (*Endpoint, error
 }
 
 func openCouch(ctx context.Context, location string, o OpenOptions) (*Endpoint, error) {
+	if err := checkServerURL(location); err != nil {
+		return nil, err
+	}
 	lim := o.Limiter
 	if lim == nil && !o.Unpaced {
 		lim = NewLimiter(HostOf(location), o.Limit)
@@ -243,6 +247,26 @@ func openS3(ctx context.Context, location string, o OpenOptions) (*Endpoint, err
 		return nil, err
 	}
 	return &Endpoint{archive: location, store: st}, nil
+}
+
+// checkServerURL refuses, as an *OptionError, what a server or database
+// URL cannot hold and a request would only fail on after its retries: a
+// port outside 1-65535, a query string or a fragment (never sent:
+// a database URL names the database by its path alone).
+func checkServerURL(location string) error {
+	u, err := url.Parse(location)
+	if err != nil {
+		return nil // couch.Probe says what is wrong with it
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return optionErr("invalid URL %q: port %s is not in 1-65535", couch.RedactURL(location), p)
+		}
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return optionErr("invalid URL %q: a server or database URL takes no query string or fragment", couch.RedactURL(location))
+	}
+	return nil
 }
 
 // HostOf is the host (and port) of an http(s) URL, "?" when it has none:

@@ -176,6 +176,10 @@ func TestCLI_BadInput(t *testing.T) {
 		{"password with /", "http://admin:123/" + pw + "@" + host + "/src", good + "/tgt", 2, "http://admin@" + host + "/src", "percent-encode"},
 		{"password with @", "http://admin:" + pw + "@x/y@" + host + "/src", good + "/tgt", 2, "http://admin@" + host + "/src", "percent-encode"},
 		{"target password with ?", good + "/src", "http://admin:" + pw + "?x@" + host + "/tgt", 2, "http://admin@" + host + "/tgt", "SOFA_TARGET_PASSWORD"},
+		// a fault outside the user name and password gets no hint about them
+		{"bad escape in the path", good + "/%zz", good + "/tgt", 2, host + "/%zz", `invalid URL escape "%zz"`},
+		{"port out of range", "http://admin:" + pw + "@127.0.0.1:99999/src", good + "/tgt", 2, "127.0.0.1:99999", "port 99999 is not in 1-65535"},
+		{"query string", good + "/src?x=1", good + "/tgt", 2, host + "/src?x=1", "takes no query string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// no periodic progress line: the run may last about as long as
@@ -199,6 +203,9 @@ func TestCLI_BadInput(t *testing.T) {
 			last := lines[len(lines)-1]
 			if !strings.HasPrefix(last, "sofa: ") || !strings.Contains(last, tc.names) || !strings.Contains(last, tc.says) {
 				t.Errorf("last line %q: want it to name %q and say %q", last, tc.names, tc.says)
+			}
+			if strings.HasPrefix(tc.name, "bad escape") && strings.Contains(last, "percent-encode") {
+				t.Errorf("last line %q: a hint about the password for a fault in the path", last)
 			}
 			if len(lines) > 3 || len(lines) > 1 && !strings.Contains(lines[0], "stopped after") {
 				t.Errorf("%d lines on stderr, want one clear line (after the counters of a run that started):\n%s", len(lines), r.stderr)

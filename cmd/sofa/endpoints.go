@@ -15,9 +15,17 @@ import (
 	"github.com/sofadb/sofa/couch"
 )
 
-// atHint explains the usual cause of an unparsable URL with an "@".
+// atHint explains the usual cause of an unparsable URL with an "@":
+// special characters in its user name or password. It says nothing when
+// the URL without them is no better (the fault is elsewhere, e.g. a bad
+// escape in the path).
 func atHint(raw, role string) string {
-	if !strings.Contains(raw, "@") {
+	at := strings.LastIndex(raw, "@")
+	sep := strings.Index(raw, "://")
+	if at < 0 || sep < 0 || at < sep {
+		return ""
+	}
+	if u, err := url.Parse(raw[:sep+3] + raw[at+1:]); err != nil || couch.StrayAt(u) {
 		return ""
 	}
 	return fmt.Sprintf(`: percent-encode special characters of the user name and password (%%23 for "#", %%3F for "?", %%2F for "/", %%40 for "@", %%3A for ":"), or give them in SOFA_%s_USER and SOFA_%s_PASSWORD`, role, role)
@@ -29,7 +37,12 @@ func atHint(raw, role string) string {
 func withCredentials(raw, role string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || couch.StrayAt(u) {
-		return "", usageErr("invalid %s URL %q%s", strings.ToLower(role), couch.RedactURL(raw), atHint(raw, role))
+		why := atHint(raw, role)
+		var ue *url.Error
+		if why == "" && errors.As(err, &ue) {
+			why = ": " + ue.Err.Error() // ue.URL would show the password
+		}
+		return "", usageErr("invalid %s URL %q%s", strings.ToLower(role), couch.RedactURL(raw), why)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return "", usageErr("invalid %s URL %q: want http(s)://[user[:password]@]host[:port][/db]", strings.ToLower(role), couch.RedactURL(raw))
@@ -103,8 +116,11 @@ func openEndpoint(ctx context.Context, raw, role string, opts couch.Options, lim
 	opts.PasswordHint = "set SOFA_" + role + "_PASSWORD (or run on a terminal to be asked)"
 	ep, err := sofa.Open(ctx, full, sofa.OpenOptions{Client: opts, Limiter: lim, Unpaced: lim == nil})
 	if err != nil {
+		var oe *sofa.OptionError
 		if errors.Is(err, context.Canceled) {
 			return nil, err
+		} else if errors.As(err, &oe) {
+			return nil, fmt.Errorf("%s: %w", strings.ToLower(role), err) // a usage error (exitFor)
 		}
 		return nil, fatal(fmt.Errorf("%s: %w", strings.ToLower(role), err))
 	}
