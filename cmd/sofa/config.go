@@ -30,7 +30,7 @@ func applyEnvAndConfig(cmd *cobra.Command) error {
 			return usageErr("config file %s: %w", path, err)
 		}
 		for k := range file {
-			if cmd.Flags().Lookup(k) == nil {
+			if cmd.Flags().Lookup(k) == nil && !anyVerbHas(cmd.Root(), k) {
 				return usageErr("config file %s: unknown setting %q", path, k)
 			}
 		}
@@ -57,6 +57,21 @@ func applyEnvAndConfig(cmd *cobra.Command) error {
 		return ferr
 	}
 	return checkFlagValues(cmd.Flags())
+}
+
+// anyVerbHas says whether a command under root has the flag name: one
+// config file serves every verb, each taking the settings it has (a typo,
+// known to none, is still refused).
+func anyVerbHas(root *cobra.Command, name string) bool {
+	if root.Flags().Lookup(name) != nil || root.PersistentFlags().Lookup(name) != nil {
+		return true
+	}
+	for _, c := range root.Commands() {
+		if anyVerbHas(c, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // configure applies env and config file to the flags of a copying verb

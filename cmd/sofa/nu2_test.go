@@ -226,7 +226,9 @@ func TestNU2_BackupClosedStdout(t *testing.T) {
 	}
 }
 
-// TestNU2_LsConfig (item 12): ls takes --config like every other verb.
+// TestNU2_LsConfig (item 12): ls takes --config like every other verb, and
+// the same file as they do: a setting of another verb is left alone, one
+// of no verb is refused.
 func TestNU2_LsConfig(t *testing.T) {
 	bin := sofaBin(t)
 	src := couchtest.Start(t)
@@ -235,7 +237,9 @@ func TestNU2_LsConfig(t *testing.T) {
 	ar := filepath.Join(dir, "a.sofa")
 	arSofa(t, bin, nil, "backup", src.URL+"/plain", ar, "-q").want(t, exitOK)
 	cfg := filepath.Join(dir, "c.toml")
-	if err := os.WriteFile(cfg, []byte("json = true\n"), 0o644); err != nil {
+	// One file for every verb: workers is a setting of the copying verbs,
+	// which ls does not take and leaves alone.
+	if err := os.WriteFile(cfg, []byte("json = true\nworkers = 8\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, ep := range []string{ar, src.URL} {
