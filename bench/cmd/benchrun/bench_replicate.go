@@ -173,6 +173,16 @@ func benchReplicate(ctx context.Context, e *env) error {
 		t.note("sofa/copy bound   = %s (%s)", check(ratio(sofa, cbound), sofa, cbound, "<=", 1.2), cboundName)
 		crep, crepName := best("couch-replicate")
 		t.note("couch/sofa        = %s (CouchDB's replicator at its best: %s)", check(ratio(crep, sofa), crep, sofa, ">=", 5), crepName)
+		if crep > 0 && cbound > 0 && bound > 0 {
+			reach := "above both"
+			switch five := crep / 5; {
+			case five < bound:
+				reach = "out of reach: below the ingest bound, the target's storing alone"
+			case five < cbound:
+				reach = fmt.Sprintf("below the copy bound (the plainest copy of the same revisions; sofa / copy bound %s) and %s x the ingest bound, which reads nothing from the source", ratio(sofa, cbound), ratio(five, bound))
+			}
+			t.note("  5x CouchDB's best would be %s s, against the copy bound %s s and the ingest bound %s s: %s", secs(crep/5), secs(cbound), secs(bound), reach)
+		}
 		t.note("pouchdb/sofa      = %s (PouchDB's replicator at its best: %s)", check(ratio(pouch, sofa), pouch, sofa, ">=", 3), pouchName)
 	} else {
 		t.note("sofa/copy bound   = %s (%s)", ratio(sofa, cbound), cboundName)
