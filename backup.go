@@ -257,5 +257,5 @@ func (o *BackupOptions) job(srv *couch.Server, w *archive.Writer, onTarget map[s
 	engine := o.Engine
 	engine.CopyMetadata = true
 	return &pairJob{src: srv, tgt: w, engine: engine, budget: replicate.NewBudget(o.Engine.MaxInflightBytes),
-		verify: VerifyCheap, sourceReadOnly: true, warnLogOnly: true, onTarget: onTarget, rc: &o.RunControl}
+		verify: VerifyCheap, sourceReadOnly: true, warnLogOnly: true, onTarget: onTarget, rc: &o.RunControl, batchInfo: true}
 }

@@ -59,21 +59,33 @@ func (d *DB) Security(ctx context.Context) ([]byte, error) {
 // Metadata reads `_security`, `_revs_limit` and props.
 func (d *DB) Metadata(ctx context.Context) (replicate.Metadata, error) {
 	var m replicate.Metadata
+	// The two reads go at once: a database's copy waits for both before
+	// its first change, so their round trips add up otherwise.
+	var limErr error
+	limDone := make(chan struct{})
+	go func() {
+		defer close(limDone)
+		resp, err := d.readRevsLimit(ctx)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			m.RevsLimit, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		} else if st := StatusOf(err); st != 404 && st != 400 && st != 405 {
+			limErr = d.fail("read _revs_limit", err)
+		}
+	}()
 	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/_security"})
 	if err == nil {
 		m.Security, _ = io.ReadAll(resp.Body)
 		m.Security = bytes.TrimSpace(m.Security)
 		resp.Body.Close()
 	} else if st := StatusOf(err); st != 404 && st != 403 && st != 401 {
+		<-limDone
 		return m, d.fail("read _security", err)
 	}
-	resp, err = d.readRevsLimit(ctx)
-	if err == nil {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		m.RevsLimit, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-	} else if st := StatusOf(err); st != 404 && st != 400 && st != 405 {
-		return m, d.fail("read _revs_limit", err)
+	<-limDone
+	if limErr != nil {
+		return m, limErr
 	}
 	d.mu.Lock()
 	read, part := d.infoRead, d.partitioned
