@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/replicate"
 )
@@ -178,7 +179,7 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	c := &restorer{o: p.c.o, budget: replicate.NewBudget(p.c.o.Engine.MaxInflightBytes)}
 	o, archives := c.o, p.archives
 	tgt := dst.couch
-	selected, err := c.checkSelection(ctx, archives, p.filter, o.Renames, tgt.DBName != "")
+	selected, damaged, err := c.checkSelection(ctx, archives, p.filter, o.Renames, tgt.DBName != "")
 	if err != nil {
 		return nil, err
 	}
@@ -196,9 +197,17 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	}
 	var sum fleet.Summary
 	var fatalErr error
-	idx, closeAll, err := c.indexes(ctx, archives)
-	if err != nil {
-		return nil, err
+	var idx []*archive.Index
+	closeAll := func() {}
+	if damaged == nil {
+		if idx, closeAll, err = c.indexes(ctx, archives); err != nil {
+			return nil, err
+		}
+	} else {
+		// Its index cannot be trusted, or its end is missing: the
+		// archives are read in order, as from stdin, and what comes
+		// before the damage restored.
+		c.o.logf("%v: restoring in order what comes before the damage", damaged)
 	}
 	if idx != nil {
 		defer closeAll()
@@ -319,7 +328,7 @@ func mergeChainResults(s *fleet.Summary) {
 		byName[r.Name] = &r
 		order = append(order, r.Name)
 	}
-	merged := fleet.Summary{Started: s.Started, Interrupted: s.Interrupted}
+	merged := fleet.Summary{Started: s.Started, Interrupted: s.Interrupted, TotalUnknown: s.TotalUnknown}
 	for _, name := range order {
 		merged.Add(*byName[name])
 	}

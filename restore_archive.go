@@ -75,8 +75,10 @@ func (p *RestorePlan) runIntoArchive(ctx context.Context, dst *Endpoint) (*Summa
 	}
 	c := &restorer{o: o, budget: replicate.NewBudget(o.Engine.MaxInflightBytes)}
 	c.o.Verify = VerifyCheap // groups read at their offsets wherever they can be
-	if _, err := c.checkSelection(ctx, p.archives, filter, o.Renames, false); err != nil {
+	if _, damaged, err := c.checkSelection(ctx, p.archives, filter, o.Renames, false); err != nil {
 		return nil, err
+	} else if damaged != nil {
+		return nil, damaged
 	}
 	idx, closeAll, err := c.indexes(ctx, p.archives)
 	if err != nil {

@@ -2,6 +2,7 @@ package sofa
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sofadb/sofa/archive"
@@ -9,49 +10,77 @@ import (
 	"github.com/sofadb/sofa/storage"
 )
 
+// archiveDBs are the databases of one archive that a restore selects,
+// in name order. known is false when its catalog could not be read
+// before the restore (stdin, read once; an archive cut short, or
+// damaged before its manifest): the read in order learns them as it
+// goes.
+type archiveDBs struct {
+	names []string
+	known bool
+}
+
 // checkSelection reads the manifests of archive files before anything is
 // written: a database URL as target takes exactly one selected database,
 // and every --rename must name a database of the archives. (An archive
 // read from stdin cannot be looked at twice; it is checked as it goes.)
 //
-// It returns, per archive, the selected databases of its manifest in
-// order (nil for stdin), to list those a stopped restore did not reach.
-func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, filter fleet.Filter, renames map[string]string, oneDB bool) ([][]string, error) {
+// It returns, per archive, the selected databases of its manifest, to
+// list those a stopped restore did not reach. An archive whose index,
+// footer or manifest is damaged or missing (cut short) is no error here:
+// damaged is that damage (the first such archive's), and the restore
+// reads the archives in order, as from stdin, restoring what comes
+// before the damage; its databases are known when the manifest could
+// still be read (the damage after it).
+func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, filter fleet.Filter, renames map[string]string, oneDB bool) (sel []archiveDBs, damaged error, err error) {
+	sel = make([]archiveDBs, len(archives))
 	if len(archives) == 1 && archives[0].archive == storage.Stdio {
-		return nil, nil
+		return sel, nil, nil
 	}
 	selected := map[string]bool{}
 	all := map[string]bool{}
-	perArchive := make([][]string, len(archives))
+	allKnown := true
 	for i, a := range archives {
 		path := a.archive
 		f, err := a.store.Open(ctx, path)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		_, dbs, err := archive.List(f)
+		_, dbs, err := archive.Catalog(f)
 		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+		if ae := (*archive.Error)(nil); err != nil && errors.As(err, &ae) {
+			err = fmt.Errorf("%s: %w", path, err)
+			if damaged == nil {
+				damaged = err
+			}
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
 		}
+		sel[i].known = dbs != nil || err == nil
+		allKnown = allKnown && sel[i].known
 		for _, d := range dbs {
 			all[d.Name] = true
 			if filter.Match(d.Name) {
 				selected[d.Name] = true
-				perArchive[i] = append(perArchive[i], d.Name)
+				sel[i].names = append(sel[i].names, d.Name)
 			}
 		}
 	}
 	c.archived = all
+	if !allKnown {
+		// the reader in order refuses a second database for a database
+		// URL, and a --rename of a database it never meets renames none
+		return sel, damaged, nil
+	}
 	for old := range renames {
 		if !all[old] {
-			return nil, optionErr("--rename %s=...: the archive holds no database %q", old, old)
+			return nil, nil, optionErr("--rename %s=...: the archive holds no database %q", old, old)
 		}
 	}
 	if oneDB && len(selected) != 1 {
-		return nil, optionErr("the target is a database URL but %d databases of the archive are selected: restore into a server URL, or select one with --include", len(selected))
+		return nil, nil, optionErr("the target is a database URL but %d databases of the archive are selected: restore into a server URL, or select one with --include", len(selected))
 	}
-	return perArchive, nil
+	return sel, damaged, nil
 }
 
 // goneDB is a database of a chain absent from the chain's last archive:

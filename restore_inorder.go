@@ -15,36 +15,77 @@ import (
 
 // runInOrder restores the archives one after the other, each database
 // after the one before it in archive order: for archives that can only be
-// read in order (stdin). A damaged archive stops it: every selected
-// database it did not reach is listed not_started.
-func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selected [][]string, skip map[string]int, tgt *couch.Endpoint, filter fleet.Filter) (fleet.Summary, error) {
+// read in order (stdin) or whose index cannot be used (damaged, cut
+// short). A damaged archive stops it: every selected database it did not
+// reach is listed not_started, and where those cannot be known (the
+// manifest was never reached) the summary says so (TotalUnknown).
+func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selected []archiveDBs, skip map[string]int, tgt *couch.Endpoint, filter fleet.Filter) (fleet.Summary, error) {
 	o := c.o
 	sum := fleet.Summary{Started: time.Now()}
 	var fatalErr error
 	j := c.job(tgt.Server)
 	for i, a := range archives {
-		done := map[string]bool{}
-		if err := c.restoreArchive(ctx, j, a, i, skip, tgt, filter, o.Renames, &sum, done); err != nil {
+		st := &archiveRead{archiveDBs: selected[i], done: map[string]bool{}}
+		if err := c.restoreArchive(ctx, j, a, i, skip, tgt, filter, o.Renames, &sum, st); err != nil {
 			fatalErr = err
 			// Every selected database the restore did not reach is
 			// listed: "not started" (from this archive on).
-			for j := i; j < len(archives) && selected != nil; j++ {
-				for _, name := range selected[j] {
+			for k := i; k < len(archives); k++ {
+				dbs, done := selected[k], map[string]bool(nil)
+				if k == i {
+					dbs, done = st.archiveDBs, st.done
+				}
+				if !dbs.known {
+					sum.TotalUnknown = true
+					continue
+				}
+				for _, name := range dbs.names {
 					if done[name] {
 						continue
 					}
-					if from, ok := skip[name]; ok && j < from {
+					if from, ok := skip[name]; ok && k < from {
 						continue
 					}
 					sum.Add(fleet.DBResult{Name: c.targetName(name, tgt.DBName), Status: fleet.StatusNotStarted,
-						Error: fmt.Sprintf("not restored from %s: the restore stopped before it", archives[j].archive)})
+						Error: fmt.Sprintf("not restored from %s: the restore stopped before it", archives[k].archive)})
 				}
-				done = nil
 			}
 			break
 		}
 	}
 	return sum, fatalErr
+}
+
+// archiveRead is what the restore of one archive in order knows of it:
+// its selected databases (from its catalog, or learnt past the damage
+// that stopped the read: learn) and those it started.
+type archiveRead struct {
+	archiveDBs
+	done map[string]bool
+}
+
+// learn reads on past the damage that stopped rd to the archive's
+// manifest (archive.Reader.Skim) when its databases are not known yet,
+// to name those the restore never reached. A stream broken at the damage
+// (cut short) leaves them unknown.
+func (st *archiveRead) learn(c *restorer, rd *archive.Reader, filter fleet.Filter) {
+	if st.known {
+		return
+	}
+	dbs, err := rd.Skim()
+	if err != nil {
+		return
+	}
+	st.known = true
+	if c.archived == nil {
+		c.archived = map[string]bool{}
+	}
+	for _, d := range dbs {
+		c.archived[d.Name] = true
+		if filter.Match(d.Name) {
+			st.names = append(st.names, d.Name)
+		}
+	}
 }
 
 // restoreArchive restores every selected database of one archive, in
@@ -54,8 +95,9 @@ func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selecte
 // index is the archive's place in the chain; fullFrom (from checkChain)
 // says from which archive each database is restored.
 //
-// done receives the name of every database of the archive it started.
-func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, renames map[string]string, sum *fleet.Summary, done map[string]bool) error {
+// st.done receives the name of every database of the archive it started;
+// st learns the archive's databases where damage stops the read.
+func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, renames map[string]string, sum *fleet.Summary, st *archiveRead) error {
 	path := a.archive
 	f, err := a.store.Open(ctx, path)
 	if err != nil {
@@ -81,6 +123,7 @@ func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, 
 			return nil
 		}
 		if err != nil {
+			st.learn(c, rd, filter)
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		if !filter.Match(dbr.Name()) {
@@ -90,7 +133,7 @@ func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, 
 			continue // recreated at the source later in the chain
 		}
 		incremental := index > 0 && len(dbr.Since()) > 0
-		done[dbr.Name()] = true
+		st.done[dbr.Name()] = true
 		picked++
 		name := dbr.Name()
 		if nu, ok := renames[name]; ok {
@@ -117,6 +160,7 @@ func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, 
 			}
 			var ae *archive.Error
 			if errors.As(err, &ae) {
+				st.learn(c, rd, filter)
 				return fmt.Errorf("%s: %w", path, err)
 			}
 			if ctx.Err() == nil && errors.Is(err, replicate.ErrUnreachable) {

@@ -1,7 +1,6 @@
 package archive
 
 import (
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -57,58 +56,11 @@ func Verify(r io.Reader, opts *ReaderOptions) (Report, error) {
 // only the header, the member names and the manifest's (or index's) own
 // checksum; Verify checks the rest.
 func List(r io.Reader) (Header, []DBSummary, error) {
-	if ra, ok := r.(ReaderAtSize); ok && ra.Size() > 0 {
-		if idx, err := ReadTOC(ra, ra.Size()); err == nil {
-			return idx.Header, idx.Summaries(), nil
-		}
-	}
-	rd, err := NewReader(r, nil)
+	h, dbs, err := Catalog(r)
 	if err != nil {
-		return Header{}, nil, err
+		return h, nil, err
 	}
-	defer rd.Close()
-	for {
-		h, err := rd.tr.Next()
-		if errors.Is(err, io.EOF) {
-			return rd.hdr, nil, &Error{Err: &detailErr{ErrTruncated, fmt.Sprintf("archive ends after member %q without a manifest", rd.last)}}
-		}
-		if err != nil {
-			return rd.hdr, nil, rd.tarErr(err)
-		}
-		p, err := parseName(h.Name)
-		if err != nil {
-			return rd.hdr, nil, err
-		}
-		rd.last = h.Name
-		if p.kind != kindManifest {
-			continue
-		}
-		if h.Size > rd.opts.MaxMemberSize {
-			return rd.hdr, nil, memberErr(h.Name, ErrTooLarge, "")
-		}
-		sh := sha256.New()
-		body := io.TeeReader(rd.tr, sh)
-		man, _, perr := parseManifest(body)
-		if _, err := io.Copy(io.Discard, body); err != nil {
-			return rd.hdr, nil, rd.dataErr(h.Name, err)
-		}
-		if err := checkStoredSum(h.Name, sh, h.PAXRecords[paxSHA256]); err != nil {
-			return rd.hdr, nil, err
-		}
-		if perr != nil {
-			return rd.hdr, nil, memberErr(h.Name, ErrFormat, perr.Error())
-		}
-		if man.ID != rd.hdr.ID {
-			return rd.hdr, nil, memberErr(h.Name, ErrManifest, "archive id differs from the header's")
-		}
-		// What follows the manifest is read too: a second archive
-		// appended (cat a.sofa b.sofa, whose footer is b's) is refused
-		// as the in-order reader refuses it, not listed as a.
-		if err := rd.readEnd(); err != nil {
-			return rd.hdr, nil, err
-		}
-		return rd.hdr, man.Databases, nil
-	}
+	return h, dbs, nil
 }
 
 // ReadSince reads an archive's header and manifest (as List does) and

@@ -97,6 +97,9 @@ type Reader struct {
 	cur   *DBReader
 	err   error // sticky
 	eof   bool
+	// atManifest: the manifest member was reached (every group before
+	// it was read), whether or not it and what follows check out.
+	atManifest bool
 	// partial: the stream holds only some groups (NewIndexedReader); it
 	// ends without a manifest.
 	partial bool
@@ -247,6 +250,7 @@ func (r *Reader) Next() (*DBReader, error) {
 				return nil, r.fail(err)
 			}
 		case kindManifest:
+			r.atManifest = true
 			if err := r.finish(m); err != nil {
 				return nil, r.fail(err)
 			}

@@ -78,12 +78,17 @@ type Summary struct {
 	// finished.
 	Interrupted bool `json:"interrupted"`
 	// Counts of databases by status, and totals over all of them.
-	DBsTotal         int   `json:"dbs_total"`
-	DBsOK            int   `json:"dbs_ok"`
-	DBsPartial       int   `json:"dbs_partial"`
-	DBsFailed        int   `json:"dbs_failed"`
-	DBsInterrupted   int   `json:"dbs_interrupted"`
-	DBsNotStarted    int   `json:"dbs_not_started"`
+	DBsTotal       int `json:"dbs_total"`
+	DBsOK          int `json:"dbs_ok"`
+	DBsPartial     int `json:"dbs_partial"`
+	DBsFailed      int `json:"dbs_failed"`
+	DBsInterrupted int `json:"dbs_interrupted"`
+	DBsNotStarted  int `json:"dbs_not_started"`
+	// TotalUnknown is true when the run stopped before it could learn
+	// every database of its source (an archive read in order, stopped by
+	// damage before its manifest): the counts hold the databases it
+	// reached, and the source may hold others that no count includes.
+	TotalUnknown     bool  `json:"dbs_total_unknown,omitempty"`
 	DocsRead         int64 `json:"docs_read"`
 	DocsWritten      int64 `json:"docs_written"`
 	DocWriteFailures int64 `json:"doc_write_failures"`

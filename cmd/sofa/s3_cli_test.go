@@ -254,7 +254,15 @@ func TestS3_BadInput(t *testing.T) {
 			if !strings.Contains(line, tc.want) {
 				t.Errorf("error line %q does not contain %q\nstderr:\n%s", line, tc.want, r.stderr)
 			}
-			if strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+			switch {
+			case tc.name == "truncated restore":
+				// read in order up to the cut, as from stdin: the
+				// summary comes before the error, and cannot count
+				// the databases after the cut
+				if !strings.Contains(r.stderr, "(of an unknown number: ") {
+					t.Errorf("the summary does not say the number of databases is unknown:\n%s", r.stderr)
+				}
+			case strings.Count(strings.TrimSpace(r.stderr), "\n") > 0:
 				t.Errorf("more than one line on stderr:\n%s", r.stderr)
 			}
 			if out := r.stderr + r.stdout; strings.Contains(out, wrongSecret) || strings.Contains(out, s3test.SecretKey) ||

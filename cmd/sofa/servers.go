@@ -39,8 +39,12 @@ func (rc *replicateCmd) runServers(ctx context.Context, src, tgt *sofa.Endpoint)
 // are ok with warnings: what is left are errors.
 func printFleetSummary(w *os.File, s *fleet.Summary, quiet bool) {
 	if !quiet {
-		fmt.Fprintf(w, "sofa: %d databases in %.1fs: %d ok, %d partial, %d failed, %d interrupted, %d not started; docs_read=%d docs_written=%d doc_write_failures=%d bytes=%d (%s)\n",
-			s.DBsTotal, time.Duration(s.Duration).Seconds(), s.DBsOK, s.DBsPartial, s.DBsFailed, s.DBsInterrupted, s.DBsNotStarted,
+		of := ""
+		if s.TotalUnknown {
+			of = " (of an unknown number: the read stopped before the archive's manifest)"
+		}
+		fmt.Fprintf(w, "sofa: %d databases%s in %.1fs: %d ok, %d partial, %d failed, %d interrupted, %d not started; docs_read=%d docs_written=%d doc_write_failures=%d bytes=%d (%s)\n",
+			s.DBsTotal, of, time.Duration(s.Duration).Seconds(), s.DBsOK, s.DBsPartial, s.DBsFailed, s.DBsInterrupted, s.DBsNotStarted,
 			s.DocsRead, s.DocsWritten, s.DocWriteFailures, s.Bytes, humanBytes(s.Bytes))
 	}
 	if !quiet {
