@@ -3,6 +3,8 @@ package sofa
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/fleet"
@@ -11,12 +13,14 @@ import (
 
 // checkSelection reads the manifests of archive files before anything is
 // written: a database URL as target takes exactly one selected database,
-// and every --rename must name a database of the archives. (An archive
-// read from stdin cannot be looked at twice; it is checked as it goes.)
+// every --rename must name a database of the archives, and no two
+// selected databases may be restored into one database of ts, the target
+// server (nil: an archive; see distinctTargets). (An archive read from
+// stdin cannot be looked at twice; it is checked as it goes.)
 //
 // It returns, per archive, the selected databases of its manifest in
 // order (nil for stdin), to list those a stopped restore did not reach.
-func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, filter fleet.Filter, renames map[string]string, oneDB bool) ([][]string, error) {
+func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, filter fleet.Filter, renames map[string]string, oneDB bool, ts any) ([][]string, error) {
 	if len(archives) == 1 && archives[0].archive == storage.Stdio {
 		return nil, nil
 	}
@@ -50,6 +54,11 @@ func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, fil
 	}
 	if oneDB && len(selected) != 1 {
 		return nil, optionErr("the target is a database URL but %d databases of the archive are selected: restore into a server URL, or select one with --include", len(selected))
+	}
+	if !oneDB {
+		if err := distinctTargets(ts, renames, "restored", slices.Collect(maps.Keys(selected))); err != nil {
+			return nil, err
+		}
 	}
 	return perArchive, nil
 }

@@ -22,9 +22,10 @@ func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selecte
 	sum := fleet.Summary{Started: time.Now()}
 	var fatalErr error
 	j := c.job(tgt.Server)
+	names := newTargetNames(tgt.Server, o.Renames, "restored")
 	for i, a := range archives {
 		done := map[string]bool{}
-		if err := c.restoreArchive(ctx, j, a, i, skip, tgt, filter, o.Renames, &sum, done); err != nil {
+		if err := c.restoreArchive(ctx, j, a, i, skip, tgt, filter, names, &sum, done); err != nil {
 			fatalErr = err
 			// Every selected database the restore did not reach is
 			// listed: "not started" (from this archive on).
@@ -52,10 +53,14 @@ func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selecte
 // the damage is used, and the database being restored is reported failed.
 //
 // index is the archive's place in the chain; fullFrom (from checkChain)
-// says from which archive each database is restored.
+// says from which archive each database is restored. names gives each
+// database's target name and refuses (an *OptionError, which stops the
+// restore) a database restored into the target database of another: an
+// archive read once (stdin) is checked as it goes, the database before
+// it restored already.
 //
 // done receives the name of every database of the archive it started.
-func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, renames map[string]string, sum *fleet.Summary, done map[string]bool) error {
+func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, names *targetNames, sum *fleet.Summary, done map[string]bool) error {
 	path := a.archive
 	f, err := a.store.Open(ctx, path)
 	if err != nil {
@@ -92,15 +97,14 @@ func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, 
 		incremental := index > 0 && len(dbr.Since()) > 0
 		done[dbr.Name()] = true
 		picked++
-		name := dbr.Name()
-		if nu, ok := renames[name]; ok {
-			name = nu
-		}
+		name := names.target(dbr.Name())
 		if tgt.DBName != "" {
 			if picked > 1 {
 				return optionErr("%s holds several databases: restore into a server URL, or select one with --include", path)
 			}
 			name = tgt.DBName
+		} else if err := names.add(dbr.Name()); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
 		}
 		t0 := time.Now()
 		r, err := j.run(ctx, dbTask{Opened: dbr, Source: dbr.Name(), Target: name, Incremental: incremental}, fleet.NoDBProgress)
