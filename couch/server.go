@@ -298,6 +298,9 @@ func (s *Server) CreateDB(ctx context.Context, name string, o CreateOptions) err
 		if StatusOf(err) == 412 {
 			return ErrExists
 		}
+		if Denied(err) {
+			return fmt.Errorf("create database %q on %s: refused (creating databases takes a server admin): %w", name, s.URL(), err)
+		}
 		return fmt.Errorf("create database %q on %s: %w", name, s.URL(), err)
 	}
 	resp.Body.Close()
