@@ -79,7 +79,9 @@ type CopyOptions struct {
 // `_revs_limit` first and `_security` last, then checked (Verify).
 //
 // The error is non-nil when nothing was copied (bad options: an
-// *OptionError; the source's databases could not be listed) or when ctx
+// *OptionError, also for two selected databases the target server keeps
+// as one, such as "a/b" and "ab" on PouchDB Server, which drops "/"; the
+// source's databases could not be listed) or when ctx
 // was cancelled (then it matches ctx.Err() and the Summary says which
 // databases were interrupted; checkpoints are written, a rerun resumes).
 // Otherwise per-database outcomes are in the Summary: Complete reports
@@ -107,6 +109,9 @@ func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, err
 		return nil, err
 	}
 	ssrv, tsrv := src.couch.Server, dst.couch.Server
+	if err := distinctTargets(tsrv, nil, "copied", dbs); err != nil {
+		return nil, err
+	}
 	j := o.job(ssrv, tsrv, replicate.NewBudget(o.Engine.MaxInflightBytes), listTarget(ctx, tsrv, &o.RunControl))
 	sum, runErr := o.runDBs(ctx, dbs, j.fleetJob(), NewStallWatch(src, dst).Waiting, true, src, dst)
 	sum.RequestsByKind = map[string]map[string]int64{"source": ssrv.Stats.Kinds(), "target": tsrv.Stats.Kinds()}

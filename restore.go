@@ -24,7 +24,13 @@ type RestoreOptions struct {
 	// WithReplicator also restores _replicator (its documents start
 	// replications on the target).
 	WithReplicator bool
-	// Renames restores database OLD under the name NEW.
+	// Renames restores database OLD under the name NEW. Two selected
+	// databases restored into one target database (two OLD with one
+	// NEW; a NEW that names another selected database not renamed
+	// away; names the target server keeps as one, see
+	// couch.Server.StoredAs) are refused with an *OptionError naming
+	// both and the target, before anything is written (from stdin, read
+	// once: when the second is reached, which stops the restore).
 	Renames map[string]string
 	// ReuseExisting writes into existing non-empty target databases
 	// (adds revisions; newer ones stay the winners).
@@ -152,6 +158,18 @@ func (o RestoreOptions) check() (RestoreOptions, fleet.Filter, error) {
 	if err := filter.Validate(); err != nil {
 		return o, filter, &OptionError{Err: err}
 	}
+	// Two renames to one name, before any archive is read (stdin's
+	// too); checkSelection checks every selected name against the
+	// target.
+	var renamed []string
+	for old := range o.Renames {
+		if filter.Match(old) {
+			renamed = append(renamed, old)
+		}
+	}
+	if err := distinctTargets(nil, o.Renames, "restored", renamed); err != nil {
+		return o, filter, err
+	}
 	return o, filter, nil
 }
 
@@ -179,7 +197,7 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	c := &restorer{o: p.c.o, budget: replicate.NewBudget(p.c.o.Engine.MaxInflightBytes)}
 	o, archives := c.o, p.archives
 	tgt := dst.couch
-	selected, damaged, err := c.checkSelection(ctx, archives, p.filter, o.Renames, tgt.DBName != "")
+	selected, damaged, err := c.checkSelection(ctx, archives, p.filter, o.Renames, tgt.DBName != "", tgt.Server)
 	if err != nil {
 		return nil, err
 	}

@@ -75,7 +75,7 @@ func (p *RestorePlan) runIntoArchive(ctx context.Context, dst *Endpoint) (*Summa
 	}
 	c := &restorer{o: o, budget: replicate.NewBudget(o.Engine.MaxInflightBytes)}
 	c.o.Verify = VerifyCheap // groups read at their offsets wherever they can be
-	if _, damaged, err := c.checkSelection(ctx, p.archives, filter, o.Renames, false); err != nil {
+	if _, damaged, err := c.checkSelection(ctx, p.archives, filter, o.Renames, false, nil); err != nil {
 		return nil, err
 	} else if damaged != nil {
 		return nil, damaged
@@ -201,6 +201,7 @@ func (p *RestorePlan) copyInOrder(ctx context.Context, c *restorer, a *Endpoint,
 		return fleet.Summary{}, err
 	}
 	j := archiveJob(nil, out.w, c)
+	names := newTargetNames(nil, c.o.Renames, "restored")
 	sum := fleet.Summary{Started: time.Now()}
 	var fatalErr error
 	for {
@@ -215,7 +216,11 @@ func (p *RestorePlan) copyInOrder(ctx context.Context, c *restorer, a *Endpoint,
 		if !filter.Match(dbr.Name()) {
 			continue
 		}
-		name := c.targetName(dbr.Name(), "")
+		if err := names.add(dbr.Name()); err != nil {
+			fatalErr = fmt.Errorf("%s: %w", a.archive, err) // stdin: found as it is read
+			break
+		}
+		name := names.target(dbr.Name())
 		t0 := time.Now()
 		r, err := j.run(ctx, dbTask{Opened: dbr, Source: dbr.Name(), Target: name}, fleet.NoDBProgress)
 		r.Name, r.Duration = name, fleet.Duration(time.Since(t0))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/fleet"
@@ -22,8 +24,10 @@ type archiveDBs struct {
 
 // checkSelection reads the manifests of archive files before anything is
 // written: a database URL as target takes exactly one selected database,
-// and every --rename must name a database of the archives. (An archive
-// read from stdin cannot be looked at twice; it is checked as it goes.)
+// every --rename must name a database of the archives, and no two
+// selected databases may be restored into one database of ts, the target
+// server (nil: an archive; see distinctTargets). (An archive read from
+// stdin cannot be looked at twice; it is checked as it goes.)
 //
 // It returns, per archive, the selected databases of its manifest, to
 // list those a stopped restore did not reach. An archive whose index,
@@ -31,8 +35,9 @@ type archiveDBs struct {
 // damaged is that damage (the first such archive's), and the restore
 // reads the archives in order, as from stdin, restoring what comes
 // before the damage; its databases are known when the manifest could
-// still be read (the damage after it).
-func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, filter fleet.Filter, renames map[string]string, oneDB bool) (sel []archiveDBs, damaged error, err error) {
+// still be read (the damage after it), and the checks above are then
+// made as the read goes.
+func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, filter fleet.Filter, renames map[string]string, oneDB bool, ts any) (sel []archiveDBs, damaged error, err error) {
 	sel = make([]archiveDBs, len(archives))
 	if len(archives) == 1 && archives[0].archive == storage.Stdio {
 		return sel, nil, nil
@@ -79,6 +84,11 @@ func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, fil
 	}
 	if oneDB && len(selected) != 1 {
 		return nil, nil, optionErr("the target is a database URL but %d databases of the archive are selected: restore into a server URL, or select one with --include", len(selected))
+	}
+	if !oneDB {
+		if err := distinctTargets(ts, renames, "restored", slices.Collect(maps.Keys(selected))); err != nil {
+			return nil, nil, err
+		}
 	}
 	return sel, damaged, nil
 }

@@ -24,9 +24,10 @@ func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selecte
 	sum := fleet.Summary{Started: time.Now()}
 	var fatalErr error
 	j := c.job(tgt.Server)
+	names := newTargetNames(tgt.Server, o.Renames, "restored")
 	for i, a := range archives {
 		st := &archiveRead{archiveDBs: selected[i], done: map[string]bool{}}
-		if err := c.restoreArchive(ctx, j, a, i, skip, tgt, filter, o.Renames, &sum, st); err != nil {
+		if err := c.restoreArchive(ctx, j, a, i, skip, tgt, filter, names, &sum, st); err != nil {
 			fatalErr = err
 			// Every selected database the restore did not reach is
 			// listed: "not started" (from this archive on).
@@ -93,11 +94,15 @@ func (st *archiveRead) learn(c *restorer, rd *archive.Reader, filter fleet.Filte
 // the damage is used, and the database being restored is reported failed.
 //
 // index is the archive's place in the chain; fullFrom (from checkChain)
-// says from which archive each database is restored.
+// says from which archive each database is restored. names gives each
+// database's target name and refuses (an *OptionError, which stops the
+// restore) a database restored into the target database of another: an
+// archive read once (stdin) is checked as it goes, the database before
+// it restored already.
 //
 // st.done receives the name of every database of the archive it started;
 // st learns the archive's databases where damage stops the read.
-func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, renames map[string]string, sum *fleet.Summary, st *archiveRead) error {
+func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, names *targetNames, sum *fleet.Summary, st *archiveRead) error {
 	path := a.archive
 	f, err := a.store.Open(ctx, path)
 	if err != nil {
@@ -135,15 +140,14 @@ func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, 
 		incremental := index > 0 && len(dbr.Since()) > 0
 		st.done[dbr.Name()] = true
 		picked++
-		name := dbr.Name()
-		if nu, ok := renames[name]; ok {
-			name = nu
-		}
+		name := names.target(dbr.Name())
 		if tgt.DBName != "" {
 			if picked > 1 {
 				return optionErr("%s holds several databases: restore into a server URL, or select one with --include", path)
 			}
 			name = tgt.DBName
+		} else if err := names.add(dbr.Name()); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
 		}
 		t0 := time.Now()
 		r, err := j.run(ctx, dbTask{Opened: dbr, Source: dbr.Name(), Target: name, Incremental: incremental}, fleet.NoDBProgress)

@@ -189,6 +189,9 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 	if err != nil {
 		return nil, err
 	}
+	if err := distinctTargets(s.tsrv, nil, "copied", dbs); err != nil {
+		return nil, err
+	}
 	onTarget := listTarget(ctx, s.tsrv, &RunControl{}) // a failure: every database asked for
 	s.mu.Lock()
 	for _, n := range dbs {

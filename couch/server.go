@@ -167,6 +167,18 @@ func (s *Server) StoredName(ctx context.Context, name string) (string, error) {
 	return info.DBName, nil
 }
 
+// StoredAs is the name the server keeps a database created as name
+// under, as far as it is known without asking (StoredName asks, for a
+// database that exists): CouchDB keeps every name as given; PouchDB
+// Server drops every "/" ("a/b" and "ab" are one database there). Two
+// names with the same StoredAs are one database on the server.
+func (s *Server) StoredAs(name string) string {
+	if s.Vendor == VendorPouchDB {
+		return strings.ReplaceAll(name, "/", "")
+	}
+	return name
+}
+
 // DB returns a handle on the named database (decoded name).
 func (s *Server) DB(name string) *DB { return s.OpenDB(name, DBOptions{}) }
 
@@ -285,6 +297,9 @@ func (s *Server) CreateDB(ctx context.Context, name string, o CreateOptions) err
 	if err != nil {
 		if StatusOf(err) == 412 {
 			return ErrExists
+		}
+		if Denied(err) {
+			return fmt.Errorf("create database %q on %s: refused (creating databases takes a server admin): %w", name, s.URL(), err)
 		}
 		return fmt.Errorf("create database %q on %s: %w", name, s.URL(), err)
 	}

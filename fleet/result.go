@@ -121,6 +121,27 @@ type LeftOut struct {
 // Complete reports whether every database finished with status ok.
 func (s *Summary) Complete() bool { return s.DBsOK == s.DBsTotal }
 
+// NothingDone reports a run that did nothing: it had databases, every
+// one failed (none ok, partial, interrupted or not started) and no
+// document was written. A database skipped on purpose or already up to
+// date is ok, so it is something done; so is a document written by a
+// database that failed after it. Such a run is a failure as a whole (the
+// sofa command exits 1, not 3); FirstFailed says why.
+func (s *Summary) NothingDone() bool {
+	return s.DBsTotal > 0 && s.DBsFailed == s.DBsTotal && s.DocsWritten == 0
+}
+
+// FirstFailed returns the first failed database's result in DBs' order
+// (nil: none failed).
+func (s *Summary) FirstFailed() *DBResult {
+	for i := range s.DBs {
+		if s.DBs[i].Status == StatusFailed {
+			return &s.DBs[i]
+		}
+	}
+	return nil
+}
+
 // Concurrency describes the databases-in-flight side of a run.
 type Concurrency struct {
 	// Max is --max-dbs; Peak the most databases that ran at once.

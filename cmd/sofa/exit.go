@@ -24,9 +24,12 @@ const (
 
 const exitCodesHelp = `Exit codes:
   0    everything copied (or equal, for verify)
-  1    fatal error: the run stopped (bad endpoint, credentials, damaged archive, lost server)
+  1    fatal error: the run stopped (bad endpoint, credentials, damaged archive, lost server),
+       or nothing was done: every database failed and no document was written (each is
+       listed; the closing line gives the first failure)
   2    usage error (bad flags or arguments)
-  3    finished, but some documents or databases were not copied (each is listed)
+  3    finished, but some documents or databases were not copied (each is listed); databases
+       skipped or already up to date count as copied
   4    verify found a difference
   130  interrupted (SIGINT or SIGTERM): a copy or restore wrote its checkpoints (rerun to
        resume); an interrupted backup leaves no archive (rerun to start over)`
@@ -127,6 +130,8 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 		code, msg = exitFatal, o.archives.Worst()
 	case code == exitOK && o.archives != nil && o.archives.Status == sofa.ArchivesIncomplete:
 		return exitPartial, o.archives.Worst()
+	case code == exitOK && o.sum != nil && o.sum.NothingDone():
+		code, msg = exitFatal, nothingDone(o.sum, o.verb)
 	case code == exitOK && o.sum != nil && !o.sum.Complete():
 		return exitPartial, fmt.Sprintf("%d of %d databases were not %s completely (listed above)", o.sum.DBsTotal-o.sum.DBsOK, o.sum.DBsTotal, o.verb)
 	case code == exitOK && o.res != nil && len(o.res.Failures) > 0:
@@ -137,4 +142,15 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 		return exitInterrupted, resumeMsg
 	}
 	return code, msg
+}
+
+// nothingDone words a run in which every database failed (fleet's
+// Summary.NothingDone): how many, and the first failure, which says why
+// (a target that refuses to create databases says so).
+func nothingDone(s *sofa.Summary, verb string) string {
+	f := s.FirstFailed()
+	if s.DBsTotal == 1 {
+		return fmt.Sprintf("nothing was %s: database %q failed: %s", verb, f.Name, f.Error)
+	}
+	return fmt.Sprintf("nothing was %s: all %d databases failed (listed above); the first, %q: %s", verb, s.DBsTotal, f.Name, f.Error)
 }

@@ -17,6 +17,11 @@ func TestExitFor(t *testing.T) {
 	ok := &sofa.Summary{DBsTotal: 2, DBsOK: 2}
 	part := &sofa.Summary{DBsTotal: 3, DBsOK: 1, DBsPartial: 2}
 	cut := &sofa.Summary{DBsTotal: 3, DBsOK: 1, Interrupted: true}
+	failed := func(name, err string) sofa.DBResult { return sofa.DBResult{Name: name, Status: "failed", Error: err} }
+	none := &sofa.Summary{DBsTotal: 2, DBsFailed: 2, DBs: []sofa.DBResult{failed("a", "refused"), failed("b", "refused too")}}
+	noneOfOne := &sofa.Summary{DBsTotal: 1, DBsFailed: 1, DBs: []sofa.DBResult{failed("a", "refused")}}
+	wroteSome := &sofa.Summary{DBsTotal: 1, DBsFailed: 1, DocsWritten: 5, DBs: []sofa.DBResult{failed("a", "lost")}}
+	someFailed := &sofa.Summary{DBsTotal: 2, DBsOK: 1, DBsFailed: 1, DBs: []sofa.DBResult{{Name: "up-to-date", Status: "ok"}, failed("b", "refused")}}
 	canceled := fmt.Errorf("copy: %w", context.Canceled)
 	boom := errors.New("boom")
 	startOver := "interrupted: no archive was written (a backup starts over when run again)"
@@ -44,6 +49,11 @@ func TestExitFor(t *testing.T) {
 		{"canceled", canceled, false, exitInterrupted, resumeMsg},
 		{"fleet ok", &outcome{sum: ok, verb: "copied"}, false, exitOK, ""},
 		{"fleet partial", &outcome{sum: part, verb: "restored"}, false, exitPartial, "2 of 3 databases were not restored completely (listed above)"},
+		{"fleet nothing done", &outcome{sum: none, verb: "restored"}, false, exitFatal, `nothing was restored: all 2 databases failed (listed above); the first, "a": refused`},
+		{"fleet nothing done, one db", &outcome{sum: noneOfOne, verb: "copied"}, false, exitFatal, `nothing was copied: database "a" failed: refused`},
+		{"fleet all failed, documents written", &outcome{sum: wroteSome, verb: "copied"}, false, exitPartial, "1 of 1 databases were not copied completely (listed above)"},
+		{"fleet one done, one failed", &outcome{sum: someFailed, verb: "restored"}, false, exitPartial, "1 of 2 databases were not restored completely (listed above)"},
+		{"fleet nothing done during a signal", &outcome{sum: none, verb: "restored"}, true, exitInterrupted, resumeMsg},
 		{"fleet interrupted", &outcome{sum: cut, verb: "copied"}, false, exitInterrupted, resumeMsg},
 		{"fleet canceled", &outcome{sum: ok, err: canceled}, false, exitInterrupted, resumeMsg},
 		{"fleet failed", &outcome{sum: ok, err: boom}, false, exitFatal, "boom"},

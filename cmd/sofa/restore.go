@@ -130,7 +130,7 @@ ignored (each database is checked by the revisions stored).
 	c.s3.register(fs)
 	fs.StringArrayVar(&c.include, "include", nil, "restore only databases matching this glob (repeatable; * does not match /)")
 	fs.StringArrayVar(&c.exclude, "exclude", nil, "skip databases matching this glob (repeatable; wins over --include)")
-	fs.StringArrayVar(&c.renames, "rename", nil, "restore database OLD under the name NEW (OLD=NEW, repeatable)")
+	fs.StringArrayVar(&c.renames, "rename", nil, "restore database OLD under the name NEW (OLD=NEW, repeatable; two selected databases restored into one target database are refused)")
 	fs.BoolVar(&c.reuseExisting, "reuse-existing", false, "write into existing non-empty target databases (adds revisions; newer ones stay the winners)")
 	fs.BoolVar(&c.replace, "replace", false, "DELETE each existing target database (all its documents) and recreate it with the same properties and _security before restoring into it: rolls it back to the archive")
 	fs.BoolVar(&c.withReplicator, "with-replicator", false, "also restore _replicator (its documents start replications on the target)")
@@ -153,6 +153,9 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 		old, nu, ok := strings.Cut(r, "=")
 		if !ok || old == "" || nu == "" {
 			return usageErr("--rename %q: want OLD=NEW", r)
+		}
+		if prev, ok := renames[old]; ok && prev != nu {
+			return usageErr("--rename %s=%s and --rename %s=%s: one database takes one new name", old, prev, old, nu)
 		}
 		renames[old] = nu
 	}
