@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -164,6 +165,7 @@ func (e *env) seedsCase(ctx context.Context, preset string, scale float64) error
 	t := &table{title: "seeds: " + base.Case + ", " + kindName(src) + " -> " + kindName(tgt) + " (source read through a byte-counting proxy)",
 		head: append([]string{"tool", "copy"}, append(usageHead, "from source", "verify")...)}
 	times := map[string]map[string]int64{"first": {}, "incremental": {}}
+	recs := map[string]record{} // "PHASE TOOL" -> a bound's record
 	var updatedBytes int64
 	for _, phase := range []string{"first", "incremental"} {
 		if phase == "incremental" {
@@ -202,6 +204,9 @@ func (e *env) seedsCase(ctx context.Context, preset string, scale float64) error
 			e.sink.write(r)
 			e.logf("seeds: %s %s: %s in %s, %s from the source", phase, tl.name, status(r), secs(r.TimeMS), sizeText(moved))
 			times[phase][tl.name] = okTime(r)
+			if tl.bound && r.OK {
+				recs[phase+" "+tl.name] = r
+			}
 			t.add(append(append([]string{tl.name, phase}, usageRow(r)...), sizeText(moved), firstNonEmpty(r.Verify, "-"))...)
 		}
 	}
@@ -210,6 +215,7 @@ func (e *env) seedsCase(ctx context.Context, preset string, scale float64) error
 		var best int64
 		bestName := ""
 		var ingest, copyB int64
+		copyName := ""
 		for _, tl := range tools[1:] {
 			v := times[phase][tl.name]
 			switch {
@@ -217,6 +223,9 @@ func (e *env) seedsCase(ctx context.Context, preset string, scale float64) error
 			case tl.bound && (strings.HasPrefix(tl.name, "bound-bulkdocs") || strings.HasPrefix(tl.name, "bound-ingest")):
 				ingest = minPos(ingest, v)
 			case tl.bound:
+				if copyB == 0 || v < copyB {
+					copyName = tl.name
+				}
 				copyB = minPos(copyB, v)
 			case best == 0 || v < best:
 				best, bestName = v, tl.name
@@ -230,6 +239,10 @@ func (e *env) seedsCase(ctx context.Context, preset string, scale float64) error
 		case copyB > 0:
 			t.note("%s copy: sofa / copy bound = %s; 3x the best peer would be %s s, against the copy bound %s s (the plainest copy of the same changes into its own first copy, this run)",
 				phase, ratio(sofa, copyB), secs(best/3), secs(copyB))
+		}
+		if r, ok := recs[phase+" "+copyName]; ok && cpuFloor(r) > 0 {
+			t.note("%s copy: the copy bound's requests cost the two servers %s CPU-s: %s s on the %d cores they share, against 3x the best peer %s s",
+				phase, secs(r.ServerCPUMS), secs(cpuFloor(r)), runtime.NumCPU(), secs(best/3))
 		}
 	}
 	t.note("the incremental copies follow 10%% of the documents getting a new revision with their attachments unchanged: %s of new bodies", sizeText(updatedBytes))
