@@ -31,7 +31,8 @@ func readOnlyRequest(r recorded) bool {
 		return true
 	case http.MethodPost:
 		return strings.HasSuffix(r.Path, "/_bulk_get") || strings.HasSuffix(r.Path, "/_all_docs") || strings.HasSuffix(r.Path, "/_changes") ||
-			strings.HasSuffix(r.Path, "/_revs_diff") // asks which revisions exist; writes nothing
+			strings.HasSuffix(r.Path, "/_revs_diff") || // asks which revisions exist; writes nothing
+			r.Path == "/_dbs_info" // the info of the databases named
 	}
 	return false
 }
