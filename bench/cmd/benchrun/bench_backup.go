@@ -498,8 +498,8 @@ func shortVerify(r record) string {
 }
 
 // sofaBackupVariants are extra sofa runs of the backup benchmark, one per
-// -sofa-variants argument set added to the backup's arguments (the
-// restore of each runs with the defaults); they are not peers.
+// -sofa-variants argument set added to both the backup's and the
+// restore's arguments; they are not peers.
 func sofaBackupVariants(variants string) []backupPeer {
 	var out []backupPeer
 	for _, v := range strings.Split(variants, ";") {
@@ -508,10 +508,14 @@ func sofaBackupVariants(variants string) []backupPeer {
 			continue
 		}
 		base := backupPeersPouch()[0]
-		dump := base.dump
-		out = append(out, backupPeer{name: "sofa " + strings.Join(extra, " "), compressed: true, load: base.load,
+		dump, load := base.dump, base.load
+		out = append(out, backupPeer{name: "sofa " + strings.Join(extra, " "), compressed: true,
 			dump: func(e *env, src, out string, dbs []string) (string, []string) {
 				name, args := dump(e, src, out, dbs)
+				return name, append(args, extra...)
+			},
+			load: func(e *env, in, tgt string, dbs []string) (string, []string) {
+				name, args := load(e, in, tgt, dbs)
 				return name, append(args, extra...)
 			}})
 	}
