@@ -12,9 +12,11 @@
 // Prints {"tool":"bound-bulkdocs","ms":..,"docs":revisions,"bytes":..,
 // "prepare_ms":..}.
 
-const { msSince, emit, fail, request, recreateDB, redact } = require('./lib');
+const http = require('node:http');
+const { msSince, emit, fail, request, recreateDB, redact, httpParts } = require('./lib');
 
 const TOOL = 'bound-bulkdocs';
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
 async function leafRevs(src) {
   const r = await request(src, 'GET', '/_changes?style=all_docs');
@@ -42,6 +44,116 @@ async function fetchRevs(src, refs, chunk) {
   return docs;
 }
 
+/**
+ * Reads one revision of a document from the database at src the way
+ * CouchDB's replicator does, as multipart/related with its attachments in
+ * their stored encoding (revs=true&attachments=true&att_encoding_info=true,
+ * raw bytes: no base64, no decompression), ready to PUT as is.
+ */
+function fetchMultipart(src, id, rev) {
+  const { base, headers } = httpParts(src);
+  const u = new URL(`${base}/${encodeURIComponent(id)}?rev=${encodeURIComponent(rev)}&revs=true&attachments=true&att_encoding_info=true`);
+  return new Promise((resolve, reject) => {
+    const req = http.get(u, { headers: { ...headers, Accept: 'multipart/related' } }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        if (res.statusCode !== 200) {
+          reject(new Error(`GET ${redact(src)}/${id}: HTTP ${res.statusCode}`));
+          return;
+        }
+        resolve({ body: Buffer.concat(chunks), ctype: res.headers['content-type'] });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+  });
+}
+
+/**
+ * Reads every leaf revision of the database at src (with history and
+ * inline attachments) and serialises them into BATCH-revision _bulk_docs
+ * bodies with new_edits=false. With multipart, a revision carrying
+ * attachments becomes its own multipart/related PUT instead, as read by
+ * fetchMultipart (puts:
+ * { path, body, ctype }, path relative to the database). Resolves to
+ * { revs, bodies, puts, bytes }.
+ */
+async function prepare(src, batch, { multipart = false } = {}) {
+  const refs = await leafRevs(src);
+  let docs = await fetchRevs(src, refs, 100);
+  const puts = [];
+  let bytes = 0;
+  if (multipart) {
+    const plain = [];
+    for (const d of docs) {
+      if (!d._attachments || !Object.values(d._attachments).some((a) => a.data !== undefined)) {
+        plain.push(d);
+        continue;
+      }
+      const m = await fetchMultipart(src, d._id, d._rev);
+      bytes += m.body.length;
+      puts.push({ path: '/' + encodeURIComponent(d._id) + '?new_edits=false', body: m.body, ctype: m.ctype });
+    }
+    docs = plain;
+  }
+  const bodies = [];
+  for (let i = 0; i < docs.length; i += batch) {
+    const b = JSON.stringify({ new_edits: false, docs: docs.slice(i, i + batch) });
+    bytes += Buffer.byteLength(b);
+    bodies.push(b);
+  }
+  return { revs: refs.length, bodies, puts, bytes };
+}
+
+/** PUTs one multipart/related body at dst + path; returns the rows refused (0 or 1). */
+function putMultipart(dst, { path, body, ctype }) {
+  const { base, headers } = httpParts(dst);
+  const u = new URL(base + path);
+  return new Promise((resolve, reject) => {
+    const req = http.request(u, { method: 'PUT', agent, headers: { ...headers, 'Content-Type': ctype, 'Content-Length': body.length } }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        if (res.statusCode !== 201 && res.statusCode !== 202) {
+          reject(new Error(`PUT ${redact(dst)}${u.pathname}: HTTP ${res.statusCode} ${Buffer.concat(chunks).toString().slice(0, 200)}`));
+          return;
+        }
+        resolve(0);
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/**
+ * POSTs each { dst, body } of jobs to dst/_bulk_docs (or PUTs each
+ * { dst, put } with putMultipart), PARALLEL at a time.
+ * Resolves to the rows refused; rejects on a failed request.
+ */
+async function ingest(jobs, parallel) {
+  let next = 0;
+  let failures = 0;
+  async function worker() {
+    while (next < jobs.length) {
+      const { dst, body, put } = jobs[next++];
+      if (put) {
+        failures += await putMultipart(dst, put);
+        continue;
+      }
+      const r = await request(dst, 'POST', '/_bulk_docs', body);
+      if (r.status !== 201 && r.status !== 200) {
+        throw new Error(`_bulk_docs on ${redact(dst)}: HTTP ${r.status} ${JSON.stringify(r.json).slice(0, 200)}`);
+      }
+      for (const row of r.json) if (row.error) failures++;
+    }
+  }
+  await Promise.all(Array.from({ length: parallel }, worker));
+  return failures;
+}
+
 async function main() {
   const [src, dst, batchArg, parArg] = process.argv.slice(2);
   if (!src || !dst) {
@@ -52,36 +164,17 @@ async function main() {
   const parallel = Number(parArg || 4);
 
   const p0 = process.hrtime.bigint();
-  const refs = await leafRevs(src);
-  const docs = await fetchRevs(src, refs, 100);
-  const bodies = [];
-  let bytes = 0;
-  for (let i = 0; i < docs.length; i += batch) {
-    const b = JSON.stringify({ new_edits: false, docs: docs.slice(i, i + batch) });
-    bytes += Buffer.byteLength(b);
-    bodies.push(b);
-  }
-  docs.length = 0;
+  const { revs, bodies, bytes } = await prepare(src, batch);
   await recreateDB(dst);
   const prepareMs = msSince(p0);
 
-  let next = 0;
-  let failures = 0;
-  async function worker() {
-    while (next < bodies.length) {
-      const body = bodies[next++];
-      const r = await request(dst, 'POST', '/_bulk_docs', body);
-      if (r.status !== 201 && r.status !== 200) {
-        throw new Error(`_bulk_docs on ${redact(dst)}: HTTP ${r.status} ${JSON.stringify(r.json).slice(0, 200)}`);
-      }
-      for (const row of r.json) if (row.error) failures++;
-    }
-  }
   const t0 = process.hrtime.bigint();
-  await Promise.all(Array.from({ length: parallel }, worker));
+  const failures = await ingest(bodies.map((body) => ({ dst, body })), parallel);
   const ms = msSince(t0);
-  emit({ tool: TOOL, ok: failures === 0, ms, docs: refs.length, bytes, batch, parallel,
+  emit({ tool: TOOL, ok: failures === 0, ms, docs: revs, bytes, batch, parallel,
     doc_write_failures: failures, prepare_ms: prepareMs });
 }
 
-main().catch((err) => fail(TOOL, err));
+module.exports = { prepare, ingest, agent };
+
+if (require.main === module) main().catch((err) => fail(TOOL, err));

@@ -30,10 +30,10 @@ const sinceArg = process.argv.find((a) => a.startsWith('--since='));
 const startSeq = sinceArg ? sinceArg.slice('--since='.length) : '';
 const TOOL = inline ? 'bound-copy-inline' : 'bound-copy';
 
-async function copyPage(src, dst, refs, inlineDocs) {
+async function copyPage(src, dst, refs, inlineDocs, stubs) {
   const docs = inlineDocs.slice();
   if (refs.length > 0) {
-    const q = startSeq ? '/_bulk_get?revs=true' : '/_bulk_get?revs=true&attachments=true';
+    const q = stubs ? '/_bulk_get?revs=true' : '/_bulk_get?revs=true&attachments=true';
     const g = await request(src, 'POST', q, { docs: refs });
     if (g.status !== 200) throw new Error(`_bulk_get on ${redact(src)}: HTTP ${g.status}`);
     for (const res of g.json.results) {
@@ -53,17 +53,15 @@ async function copyPage(src, dst, refs, inlineDocs) {
   return { docs: docs.length, bytes: Buffer.byteLength(body), failures };
 }
 
-async function main() {
-  const [src, dst, batchArg, parArg] = process.argv.slice(2).filter((a) => !a.startsWith('--'));
-  if (!src || !dst) {
-    process.stderr.write('usage: node bound-copy.js SRC_DB_URL DST_DB_URL [BATCH=500] [PARALLEL=4] [--inline] [--since=SEQ]\n');
-    process.exit(2);
-  }
-  const batch = Number(batchArg || 500);
-  const parallel = Number(parArg || 4);
-  if (!startSeq) await recreateDB(dst);
-
-  const t0 = process.hrtime.bigint();
+/**
+ * Copies the database at src into the existing database at dst: BATCH-row
+ * pages of src's feed (from startSeq, '' for all), each page's leaf
+ * revisions read with one _bulk_get and written with one _bulk_docs
+ * new_edits=false, up to PARALLEL pages in flight. inline reads the pages
+ * with include_docs=true&attachments=true. Resolves to { docs, bytes,
+ * failures }: revisions written, _bulk_docs body bytes, rows refused.
+ */
+async function copyDB(src, dst, { batch = 500, parallel = 4, inline = false, startSeq = '' } = {}) {
   let since = startSeq || '0';
   let docs = 0;
   let bytes = 0;
@@ -85,7 +83,7 @@ async function main() {
     }
     if (refs.length + inlineDocs.length > 0) {
       while (inFlight.size >= parallel) await Promise.race(inFlight);
-      const p = copyPage(src, dst, refs, inlineDocs).then((res) => {
+      const p = copyPage(src, dst, refs, inlineDocs, Boolean(startSeq)).then((res) => {
         docs += res.docs;
         bytes += res.bytes;
         failures += res.failures;
@@ -97,8 +95,25 @@ async function main() {
     since = r.json.last_seq;
   }
   await Promise.all(inFlight);
+  return { docs, bytes, failures };
+}
+
+async function main() {
+  const [src, dst, batchArg, parArg] = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+  if (!src || !dst) {
+    process.stderr.write('usage: node bound-copy.js SRC_DB_URL DST_DB_URL [BATCH=500] [PARALLEL=4] [--inline] [--since=SEQ]\n');
+    process.exit(2);
+  }
+  const batch = Number(batchArg || 500);
+  const parallel = Number(parArg || 4);
+  if (!startSeq) await recreateDB(dst);
+
+  const t0 = process.hrtime.bigint();
+  const { docs, bytes, failures } = await copyDB(src, dst, { batch, parallel, inline, startSeq });
   const ms = msSince(t0);
   emit({ tool: TOOL, ok: failures === 0, ms, docs, bytes, batch, parallel, doc_write_failures: failures });
 }
 
-main().catch((err) => fail(TOOL, err));
+module.exports = { copyDB };
+
+if (require.main === module) main().catch((err) => fail(TOOL, err));

@@ -5,10 +5,11 @@
 // database is copied) to the target server with the source and target
 // database URLs (credentials as userinfo) and create_target.
 //
-//   node bench/couch-pool-replicate.js SRC_SERVER_URL DST_SERVER_URL [--pool N]
+//   node bench/couch-pool-replicate.js SRC_SERVER_URL DST_SERVER_URL [--pool N] [--workers W --connections C]
 //
 // System databases (names starting with "_") are skipped. POOL defaults to
-// 64. Requests go through node:http with a keep-alive agent and no
+// 64. --workers and --connections set each replication's worker_processes
+// and http_connections (default: the server's). Requests go through node:http with a keep-alive agent and no
 // timeout.
 //
 // Prints {"tool":"couch-pool-replicate","ok":..,"ms":..,"dbs":..,
@@ -47,13 +48,16 @@ function post(serverUrl, path, body) {
 async function main() {
   const argv = process.argv.slice(2);
   let pool = 64;
+  const settings = {};
   const pos = [];
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--pool') pool = Number(argv[++i]);
+    else if (argv[i] === '--workers') settings.worker_processes = Number(argv[++i]);
+    else if (argv[i] === '--connections') settings.http_connections = Number(argv[++i]);
     else pos.push(argv[i].replace(/\/$/, ''));
   }
   if (pos.length !== 2 || !Number.isInteger(pool) || pool < 1) {
-    process.stderr.write('usage: node couch-pool-replicate.js SRC_SERVER_URL DST_SERVER_URL [--pool N]\n');
+    process.stderr.write('usage: node couch-pool-replicate.js SRC_SERVER_URL DST_SERVER_URL [--pool N] [--workers W --connections C]\n');
     process.exit(2);
   }
   const [src, dst] = pos;
@@ -69,7 +73,7 @@ async function main() {
       const name = dbs[next++];
       const path = '/' + encodeURIComponent(name);
       try {
-        const res = await post(dst, '/_replicate', { source: src + path, target: dst + path, create_target: true });
+        const res = await post(dst, '/_replicate', { source: src + path, target: dst + path, create_target: true, ...settings });
         const h = (res.json && res.json.history && res.json.history[0]) || {};
         if (res.status !== 200 || !res.json.ok || (h.doc_write_failures || 0) > 0) {
           failed.push(name);
@@ -85,7 +89,7 @@ async function main() {
   await Promise.all(Array.from({ length: Math.min(pool, dbs.length) }, worker));
   agent.destroy();
   emit({ tool: TOOL, ok: failed.length === 0, ms: msSince(t0), dbs: dbs.length, docs,
-    failed: failed.length, failed_dbs: failed.slice(0, 10), pool });
+    failed: failed.length, failed_dbs: failed.slice(0, 10), pool, ...settings });
 }
 
 main().catch((err) => fail(TOOL, err));

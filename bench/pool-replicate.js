@@ -4,11 +4,12 @@
 // (one-shot, default options), POOL databases at once. Target databases
 // are created by PouchDB when missing.
 //
-//   node bench/pool-replicate.js SRC_SERVER_URL DST_SERVER_URL [--pool N]
+//   node bench/pool-replicate.js SRC_SERVER_URL DST_SERVER_URL [--pool N] [--batch-size B]
 //
 // System databases (names starting with "_") are skipped. POOL defaults
 // to 64 (coucharchive's --max-workers default); --pool 1 copies one
-// database after another.
+// database after another. --batch-size sets the replicator's batch_size
+// (default: PouchDB's own, 100).
 //
 // Prints {"tool":"pool-replicate","ok":..,"ms":..,"dbs":..,"docs":docs_written,
 // "failed":databases that failed,"pool":N}.
@@ -21,21 +22,24 @@ const TOOL = 'pool-replicate';
 function parseArgs(argv) {
   const pos = [];
   let pool = 64;
+  let batchSize = 0;
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--pool') {
       pool = Number(argv[++i]);
+    } else if (argv[i] === '--batch-size') {
+      batchSize = Number(argv[++i]);
     } else {
       pos.push(argv[i]);
     }
   }
-  if (pos.length !== 2 || !Number.isInteger(pool) || pool < 1) return null;
-  return { src: pos[0].replace(/\/$/, ''), dst: pos[1].replace(/\/$/, ''), pool };
+  if (pos.length !== 2 || !Number.isInteger(pool) || pool < 1 || !Number.isInteger(batchSize) || batchSize < 0) return null;
+  return { src: pos[0].replace(/\/$/, ''), dst: pos[1].replace(/\/$/, ''), pool, batchSize };
 }
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   if (!args) {
-    process.stderr.write('usage: node pool-replicate.js SRC_SERVER_URL DST_SERVER_URL [--pool N]\n');
+    process.stderr.write('usage: node pool-replicate.js SRC_SERVER_URL DST_SERVER_URL [--pool N] [--batch-size B]\n');
     process.exit(2);
   }
   const t0 = process.hrtime.bigint();
@@ -52,7 +56,7 @@ async function main() {
       const src = new PouchDB(args.src + path);
       const dst = new PouchDB(args.dst + path);
       try {
-        const res = await PouchDB.replicate(src, dst);
+        const res = await PouchDB.replicate(src, dst, args.batchSize ? { batch_size: args.batchSize } : {});
         docs += res.docs_written;
         if (!res.ok || res.status !== 'complete' || res.doc_write_failures > 0) failed.push(name);
       } catch (err) {
@@ -65,7 +69,7 @@ async function main() {
   }
   await Promise.all(Array.from({ length: Math.min(args.pool, dbs.length) }, worker));
   emit({ tool: TOOL, ok: failed.length === 0, ms: msSince(t0), dbs: dbs.length, docs,
-    failed: failed.length, failed_dbs: failed.slice(0, 10), pool: args.pool });
+    failed: failed.length, failed_dbs: failed.slice(0, 10), pool: args.pool, batch_size: args.batchSize || undefined });
 }
 
 main().catch((err) => fail(TOOL, err));

@@ -233,9 +233,12 @@ func (e *env) seedsCase(ctx context.Context, preset string, scale float64) error
 		}
 		t.note("%s copy: %s/sofa = %s", phase, bestName, check(ratio(best, sofa), best, sofa, ">=", 3))
 		switch {
+		case ingest > 0 && copyB > 0:
+			t.note("%s copy: sofa / copy bound = %s; 3x the best peer would be %s s, against the ingest bound %s s and the copy bound %s s (the best of each sweep, this run)%s",
+				phase, ratio(sofa, copyB), secs(best/3), secs(ingest), secs(copyB), reach(best/3, ingest))
 		case ingest > 0:
-			t.note("%s copy: sofa / copy bound = %s; 3x the best peer would be %s s, against the ingest bound %s s and the copy bound %s s (the best of each sweep, this run)",
-				phase, ratio(sofa, copyB), secs(best/3), secs(ingest), secs(copyB))
+			t.note("%s copy: sofa / ingest bound = %s; 3x the best peer would be %s s, against the ingest bound %s s (the best of its sweep, this run; it reads nothing from the source)%s",
+				phase, ratio(sofa, ingest), secs(best/3), secs(ingest), reach(best/3, ingest))
 		case copyB > 0:
 			t.note("%s copy: sofa / copy bound = %s; 3x the best peer would be %s s, against the copy bound %s s (the plainest copy of the same changes into its own first copy, this run)",
 				phase, ratio(sofa, copyB), secs(best/3), secs(copyB))
@@ -416,4 +419,13 @@ func sizeText(b int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
 	}
 	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+}
+
+// reach says whether a target time is below a bound's time: no copy can
+// end sooner than its bound, so such a target is out of reach.
+func reach(target, bound int64) string {
+	if target > 0 && bound > target {
+		return ": out of reach on this machine"
+	}
+	return ""
 }

@@ -152,7 +152,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.Var(&c.copyBound, "copy-bound", "replicate: copy bound settings, batch/parallel comma-separated; the best is the bound")
 	fs.StringVar(&c.tools, "tools", "", "replicate, backup, fleet: run only these tools, comma-separated names; a name ending in * names every tool it begins (e.g. \"sofa*,couch-replicate\"); empty: all")
 	fs.IntVar(&c.runs, "runs", c.runs, "replicate: runs per tool, interleaved (median reported)")
-	fs.IntVar(&c.docs, "docs", c.docs, "replicate, latency: documents in the database")
+	fs.IntVar(&c.docs, "docs", c.docs, "replicate, latency: documents in the database (replicate: 0 skips the one-database case)")
 	fs.IntVar(&c.docSize, "doc-size", c.docSize, "body bytes per synthetic document")
 	fs.Float64Var(&c.realScale, "real-scale", c.realScale, "replicate: --scale of the real-data set")
 	fs.BoolVar(&c.skipReal, "skip-real", false, "replicate: skip the real-data set")

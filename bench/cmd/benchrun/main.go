@@ -38,7 +38,7 @@ type benchmark struct {
 }
 
 var benchmarks = []benchmark{
-	{"replicate", benchReplicate, false},
+	{"replicate", benchReplicateAll, false},
 	{"latency", benchLatency, false},
 	{"fleet", benchFleet, false},
 	{"controller", benchController, false},
