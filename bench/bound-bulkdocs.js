@@ -13,7 +13,7 @@
 // "prepare_ms":..}.
 
 const http = require('node:http');
-const { msSince, emit, fail, request, recreateDB, redact, httpParts } = require('./lib');
+const { msSince, emit, fail, request, rawRequest, recreateDB, redact } = require('./lib');
 
 const TOOL = 'bound-bulkdocs';
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
@@ -50,24 +50,11 @@ async function fetchRevs(src, refs, chunk) {
  * their stored encoding (revs=true&attachments=true&att_encoding_info=true,
  * raw bytes: no base64, no decompression), ready to PUT as is.
  */
-function fetchMultipart(src, id, rev) {
-  const { base, headers } = httpParts(src);
-  const u = new URL(`${base}/${encodeURIComponent(id)}?rev=${encodeURIComponent(rev)}&revs=true&attachments=true&att_encoding_info=true`);
-  return new Promise((resolve, reject) => {
-    const req = http.get(u, { headers: { ...headers, Accept: 'multipart/related' } }, (res) => {
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => {
-        if (res.statusCode !== 200) {
-          reject(new Error(`GET ${redact(src)}/${id}: HTTP ${res.statusCode}`));
-          return;
-        }
-        resolve({ body: Buffer.concat(chunks), ctype: res.headers['content-type'] });
-      });
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-  });
+async function fetchMultipart(src, id, rev) {
+  const q = `/${encodeURIComponent(id)}?rev=${encodeURIComponent(rev)}&revs=true&attachments=true&att_encoding_info=true`;
+  const res = await rawRequest(src + q, { agent, headers: { Accept: 'multipart/related' } });
+  if (res.status !== 200) throw new Error(`GET ${redact(src)}/${id}: HTTP ${res.status}`);
+  return { body: res.body, ctype: res.headers['content-type'] };
 }
 
 /**
@@ -107,25 +94,12 @@ async function prepare(src, batch, { multipart = false } = {}) {
 }
 
 /** PUTs one multipart/related body at dst + path; returns the rows refused (0 or 1). */
-function putMultipart(dst, { path, body, ctype }) {
-  const { base, headers } = httpParts(dst);
-  const u = new URL(base + path);
-  return new Promise((resolve, reject) => {
-    const req = http.request(u, { method: 'PUT', agent, headers: { ...headers, 'Content-Type': ctype, 'Content-Length': body.length } }, (res) => {
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => {
-        if (res.statusCode !== 201 && res.statusCode !== 202) {
-          reject(new Error(`PUT ${redact(dst)}${u.pathname}: HTTP ${res.statusCode} ${Buffer.concat(chunks).toString().slice(0, 200)}`));
-          return;
-        }
-        resolve(0);
-      });
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+async function putMultipart(dst, { path, body, ctype }) {
+  const res = await rawRequest(dst + path, { method: 'PUT', agent, headers: { 'Content-Type': ctype }, body });
+  if (res.status !== 201 && res.status !== 202) {
+    throw new Error(`PUT ${redact(dst)}${path.split('?')[0]}: HTTP ${res.status} ${res.body.toString().slice(0, 200)}`);
+  }
+  return 0;
 }
 
 /**

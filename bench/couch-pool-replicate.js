@@ -9,40 +9,26 @@
 //
 // System databases (names starting with "_") are skipped. POOL defaults to
 // 64. --workers and --connections set each replication's worker_processes
-// and http_connections (default: the server's). Requests go through node:http with a keep-alive agent and no
-// timeout.
+// and http_connections (default: the server's). Requests go through
+// node:http with a keep-alive agent and no timeout.
 //
 // Prints {"tool":"couch-pool-replicate","ok":..,"ms":..,"dbs":..,
 // "docs":docs_written,"failed":..,"pool":N}.
 
 const http = require('node:http');
-const { msSince, emit, fail, request, httpParts, redact } = require('./lib');
+const { msSince, emit, fail, request, rawRequest } = require('./lib');
 
 const TOOL = 'couch-pool-replicate';
 const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
 
-function post(serverUrl, path, body) {
-  const { base, headers } = httpParts(serverUrl);
-  const u = new URL(base + path);
-  const data = Buffer.from(JSON.stringify(body));
-  return new Promise((resolve, reject) => {
-    const req = http.request({
-      host: u.hostname, port: u.port, path: u.pathname, method: 'POST', agent,
-      headers: { ...headers, 'Content-Type': 'application/json', 'Content-Length': data.length },
-    }, (res) => {
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json;
-        try { json = JSON.parse(text); } catch (_) { json = text; }
-        resolve({ status: res.statusCode, json });
-      });
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(data);
+async function post(serverUrl, path, body) {
+  const res = await rawRequest(serverUrl + path, {
+    method: 'POST', agent, headers: { Accept: 'application/json', 'Content-Type': 'application/json' }, body: JSON.stringify(body),
   });
+  const text = res.body.toString('utf8');
+  let json;
+  try { json = JSON.parse(text); } catch (_) { json = text; }
+  return { status: res.status, json };
 }
 
 async function main() {

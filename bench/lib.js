@@ -2,6 +2,7 @@
 // Shared helpers for the benchmark peers: timing, the one-line JSON result,
 // redacted URLs and small HTTP calls (Node >= 18 global fetch).
 
+const http = require('node:http');
 const { URL } = require('node:url');
 
 /** Milliseconds since t0 (a process.hrtime.bigint()), as a number with 0.1 ms precision. */
@@ -62,6 +63,28 @@ async function request(dbUrl, method, path, body) {
   return { status: res.status, json };
 }
 
+/**
+ * Sends one request through node:http (no timeout, no decompression: the
+ * bytes as the server sent them) to url, whose user info becomes basic
+ * auth. Resolves to { status, headers, body } with body a Buffer.
+ */
+function rawRequest(url, { method = 'GET', headers = {}, body, agent } = {}) {
+  const { base, headers: auth } = httpParts(url);
+  const u = new URL(base);
+  const h = { ...auth, ...headers };
+  if (body !== undefined) h['Content-Length'] = Buffer.byteLength(body);
+  return new Promise((resolve, reject) => {
+    const req = http.request(u, { method, agent, headers: h }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
 /** Deletes (if present) and creates the database at dbUrl. */
 async function recreateDB(dbUrl) {
   await request(dbUrl, 'DELETE', '');
@@ -90,4 +113,4 @@ function quietDeprecation() {
   };
 }
 
-module.exports = { quietDeprecation, msSince, redact, emit, fail, request, recreateDB, dbInfo, httpParts };
+module.exports = { quietDeprecation, msSince, redact, emit, fail, request, rawRequest, recreateDB, dbInfo, httpParts };
