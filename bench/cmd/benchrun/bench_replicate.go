@@ -120,24 +120,15 @@ func benchReplicate(ctx context.Context, e *env) error {
 	byTool := map[string][]record{}
 	for run := 1; run <= e.cfg.runs; run++ {
 		for _, t := range tools {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			tgt, err := e.startServer(ctx)
-			if err != nil {
-				return err
-			}
 			b := base
 			b.Tool, b.Run = t.name, run
-			r := t.run(tgt, b)
-			if r.OK {
-				r.Verify = e.oracle(ctx, srcDB, tgt.URL+"/"+db, false, !tgt.couch())
-				r.OK = r.Verify == "equal"
+			r, err := e.runFresh(ctx, func(tgt *server) record { return t.run(tgt, b) }, srcDB, "/"+db, false)
+			if err != nil {
+				return err
 			}
 			e.sink.write(r)
 			e.logf("replicate: run %d %s: %s in %s", run, t.name, status(r), secs(r.TimeMS))
 			byTool[t.name] = append(byTool[t.name], r)
-			e.stopServer(tgt)
 		}
 	}
 	t := &table{title: fmt.Sprintf("replicate: %s, %s -> %s (median of %d runs)", base.Case, kindName(src), kindName(src), e.cfg.runs),
@@ -231,6 +222,26 @@ func benchReplicateAll(ctx context.Context, e *env) error {
 		return nil
 	}
 	return e.replicateReal(ctx)
+}
+
+// runFresh runs one tool into a newly started target server, checks its
+// copy against srcURL (the target's URL + path) with the test oracle
+// (every user database when all) and stops the target.
+func (e *env) runFresh(ctx context.Context, run func(tgt *server) record, srcURL, path string, all bool) (record, error) {
+	if err := ctx.Err(); err != nil {
+		return record{}, err
+	}
+	tgt, err := e.startServer(ctx)
+	if err != nil {
+		return record{}, err
+	}
+	defer e.stopServer(tgt)
+	r := run(tgt)
+	if r.OK {
+		r.Verify = e.oracle(ctx, srcURL, tgt.URL+path, all, !tgt.couch())
+		r.OK = r.Verify == "equal"
+	}
+	return r, nil
 }
 
 // okTime is r.TimeMS when r succeeded, else 0 (no ratio).

@@ -124,25 +124,16 @@ func (e *env) replicateReal(ctx context.Context) error {
 	recs := map[string]record{}
 	tools := e.realTools(ctx, src.couch())
 	for _, tl := range tools {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		tgt, err := e.startServer(ctx)
-		if err != nil {
-			return err
-		}
 		b := base
 		b.Tool = tl.name
-		r := tl.run(src, tgt, b)
-		if r.OK {
-			r.Verify = e.oracle(ctx, src.URL, tgt.URL, true, !tgt.couch())
-			r.OK = r.Verify == "equal"
+		r, err := e.runFresh(ctx, func(tgt *server) record { return tl.run(src, tgt, b) }, src.URL, "", true)
+		if err != nil {
+			return err
 		}
 		e.sink.write(r)
 		e.logf("replicate: real data %s: %s in %s", tl.name, status(r), secs(r.TimeMS))
 		times[tl.name], recs[tl.name] = okTime(r), r
 		t.add(append(append([]string{r.Tool}, usageRow(r)...), reqCell(r.Requests), firstNonEmpty(r.Verify, "-"))...)
-		e.stopServer(tgt)
 	}
 	best := func(prefix string) (int64, string) {
 		var ms int64
