@@ -356,8 +356,13 @@ func TestSync_FollowsServer(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || !sum.Interrupted {
 		t.Fatalf("cancelled run: %v, %+v", err, sum)
 	}
-	if fmt.Sprint(sum.Created) != "[s4 s2]" || fmt.Sprint(sum.Deleted) != "[s2]" || len(sum.DeletedOnTarget) != 0 {
-		t.Errorf("summary: created %v, deleted %v (on target %v)", sum.Created, sum.Deleted, sum.DeletedOnTarget)
+	// When PouchDB Server opened s2 again by itself, sofa may never have
+	// seen it missing: then it was neither deleted nor created.
+	created, deleted := fmt.Sprint(sum.Created), fmt.Sprint(sum.Deleted)
+	seenDeleted := created == "[s4 s2]" && deleted == "[s2]"
+	neverMissing := recreated && created == "[s4]" && deleted == "[]"
+	if !seenDeleted && !neverMissing || len(sum.DeletedOnTarget) != 0 {
+		t.Errorf("summary: created %v, deleted %v (on target %v; s2 recreated by the server: %v)", sum.Created, sum.Deleted, sum.DeletedOnTarget, recreated)
 	}
 
 	// Written while no run is going: a restart copies these only.
