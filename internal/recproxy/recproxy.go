@@ -138,7 +138,7 @@ func Start(t testing.TB, target string) *Proxy {
 		if r.Body != nil {
 			r.Body = &countBody{ReadCloser: r.Body, n: &e.ReqBytes}
 		}
-		cw := &countWriter{ResponseWriter: w, e: e}
+		cw := &countWriter{ResponseWriter: w, e: e, mu: &p.mu}
 		rp.ServeHTTP(cw, r)
 		p.mu.Lock()
 		e.End = time.Now()
@@ -229,16 +229,24 @@ func (c *countBody) Read(b []byte) (int, error) {
 type countWriter struct {
 	http.ResponseWriter
 	e *Exchange
+	// mu is the proxy's lock, under which Recorded copies an exchange
+	// while its answer may still be written; wrote is this writer's own
+	// record that the header went out.
+	mu    *sync.Mutex
+	wrote bool
 }
 
 func (c *countWriter) WriteHeader(code int) {
+	c.wrote = true
+	c.mu.Lock()
 	c.e.Status = code
 	c.e.RespType = c.Header().Get("Content-Type")
+	c.mu.Unlock()
 	c.ResponseWriter.WriteHeader(code)
 }
 
 func (c *countWriter) Write(b []byte) (int, error) {
-	if c.e.Status == 0 {
+	if !c.wrote {
 		c.WriteHeader(http.StatusOK)
 	}
 	n, err := c.ResponseWriter.Write(b)
