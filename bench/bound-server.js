@@ -42,7 +42,7 @@ async function main() {
   const batch = Number(batchArg);
   const parallel = Number(parArg);
   if (!src || !dst || (mode !== 'ingest' && mode !== 'copy') || !(batch > 0) || !(parallel > 0) || !(dbsAtOnce > 0)) {
-    process.stderr.write('usage: node bound-server.js SRC_SERVER_URL DST_SERVER_URL ingest|copy BATCH PARALLEL [--dbs D]\n');
+    process.stderr.write('usage: node bound-server.js SRC_SERVER_URL DST_SERVER_URL ingest|copy BATCH PARALLEL [--multipart] [--dbs D]\n');
     process.exit(2);
   }
   const tool = 'bound-server-' + mode + (multipart ? '-multipart' : '');
