@@ -15,7 +15,8 @@ import (
 // RestoreOptions configure Restore.
 type RestoreOptions struct {
 	// Engine are the one-database engine's options; Workers zero picks
-	// per target (fewer into PouchDB Server).
+	// per target (CouchDBRestoreWorkers into CouchDB,
+	// PouchDBRestoreWorkers into PouchDB Server).
 	Engine replicate.Options
 	// Selection picks the archives' databases (Skip: _replicator unless
 	// WithReplicator, when nil). Nothing selected is an error unless

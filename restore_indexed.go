@@ -207,15 +207,28 @@ func (c *restorer) runIndexed(ctx context.Context, archives []*Endpoint, idx []*
 // wall time than 4, and 8 took more than 4; 10,000 revisions were equal.
 const PouchDBRestoreWorkers = 2
 
+// CouchDBRestoreWorkers is Restore's default Engine.Workers into Apache
+// CouchDB (or Cloudant): its _bulk_docs with new_edits=false are
+// answered by the database's shards in parallel, and 4 batches in flight
+// left part of a 2-core server idle between answers. Measured on CouchDB
+// 3.5.2 (2 cores, 10,000 and 100,000 revisions of 1 KiB, medians of 3 and
+// 4 runs): 8 took 5-8% less wall time than 4, as the ingest bound of
+// pre-built batches (500 docs, 8 in flight) is faster than its 4; the
+// host's adaptive limit still caps the requests in flight.
+const CouchDBRestoreWorkers = 8
+
 // restoreWorkers returns the batches in flight per database: n when set
-// (> 0), else PouchDBRestoreWorkers for PouchDB Server and
-// replicate.DefaultWorkers for every other server.
+// (> 0), else PouchDBRestoreWorkers for PouchDB Server,
+// CouchDBRestoreWorkers for CouchDB and replicate.DefaultWorkers for a
+// server that did not say what it is.
 func restoreWorkers(n int, v couch.Vendor) int {
 	switch {
 	case n > 0:
 		return n
 	case v == couch.VendorPouchDB:
 		return PouchDBRestoreWorkers
+	case v == couch.VendorCouchDB:
+		return CouchDBRestoreWorkers
 	default:
 		return replicate.DefaultWorkers
 	}

@@ -57,6 +57,14 @@ func (k *cutter) send(ctx context.Context) error {
 	k.tr.started(b.n, b.seq)
 	k.r.live.started(b.n, b.first)
 	k.r.opts.Observer.ChangesSeen(len(b.changes), k.r.pending())
+	if k.bytes > 0 {
+		b.carries = true
+		select {
+		case k.r.carried <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	select {
 	case k.out <- b:
 		return nil

@@ -122,7 +122,7 @@ ignored (each database is checked by the revisions stored).
 	c.engine.workers = 0
 	if f := fs.Lookup("workers"); f != nil {
 		f.DefValue = "0"
-		f.Usage = fmt.Sprintf("batches in flight at once per database (0: %d into PouchDB Server, %d into others)", sofa.PouchDBRestoreWorkers, replicate.DefaultWorkers)
+		f.Usage = fmt.Sprintf("batches in flight at once per database (0: %d into CouchDB, %d into PouchDB Server, %d into others)", sofa.CouchDBRestoreWorkers, sofa.PouchDBRestoreWorkers, replicate.DefaultWorkers)
 	}
 	c.client.register(fs)
 	c.control.register(fs)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -118,5 +119,23 @@ func TestPairList(t *testing.T) {
 		if err := l.Set(bad); err == nil {
 			t.Errorf("Set(%q): no error", bad)
 		}
+	}
+}
+
+// Backup runs put every tool first in turn: odd runs in the listed order,
+// even runs reversed.
+func TestRunOrderAlternates(t *testing.T) {
+	tools := []string{"sofa", "couchbackup", "sofa-alt"}
+	if got := runOrder(tools, 1); !slices.Equal(got, tools) {
+		t.Errorf("run 1: %v, want %v", got, tools)
+	}
+	if got, want := runOrder(tools, 2), []string{"sofa-alt", "couchbackup", "sofa"}; !slices.Equal(got, want) {
+		t.Errorf("run 2: %v, want %v", got, want)
+	}
+	if got := runOrder(tools, 3); !slices.Equal(got, tools) {
+		t.Errorf("run 3: %v, want %v", got, tools)
+	}
+	if tools[0] != "sofa" {
+		t.Errorf("runOrder changed its argument: %v", tools)
 	}
 }
