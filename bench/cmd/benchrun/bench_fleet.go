@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // benchFleet: many small databases, whole server: sofa vs PouchDB's
@@ -48,10 +50,48 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 		return fmt.Errorf("request rate probe: %w", err)
 	}
 	base := record{Bench: "fleet", Case: fmt.Sprintf("%d dbs x %d docs of %d B", nDBs, docs, fleetDocSize)}
-	t := &table{title: "fleet: " + base.Case + ", whole server",
-		head: append([]string{"tool"}, append(usageHead, "requests", "req/db", "verify")...)}
+	runs := max(e.cfg.fleetRuns, 1)
+	var all []fleetRun
+	for run := 1; run <= runs; run++ {
+		b := base
+		if runs > 1 {
+			b.Run = run
+		}
+		fr, err := e.fleetRunOnce(ctx, b, src, nDBs, docs, rate, run)
+		if err != nil {
+			return err
+		}
+		all = append(all, fr)
+	}
+	if runs > 1 {
+		printFleetMedians(base.Case, all, src.couch(), e.cfg.pool)
+	}
+	if e.cfg.wants("sofa restore") {
+		return e.fleetRestore(ctx, base, src, nDBs, all[len(all)-1].tgtBound)
+	}
+	return nil
+}
+
+// fleetRun is what one run of a fleet case measured: each tool's time in
+// ms (0: failed) and sofa's ratios to the needed-requests bounds of the
+// same run (0: not measured).
+type fleetRun struct {
+	times      map[string]int64
+	bare, full float64 // sofa / needed-requests bound, bare and full fidelity
+	tgtBound   float64 // the target's part of the bare bound, seconds
+}
+
+// fleetRunOnce runs every tool of a fleet case once, in runOrder's order
+// for run, each into a fresh target, then the bounds of sofa's run.
+func (e *env) fleetRunOnce(ctx context.Context, base record, src *server, nDBs, docs int, rate float64, run int) (fleetRun, error) {
+	title := "fleet: " + base.Case + ", whole server"
+	if base.Run > 0 {
+		title += fmt.Sprintf(", run %d", base.Run)
+	}
+	t := &table{title: title, head: append([]string{"tool"}, append(usageHead, "requests", "req/db", "verify")...)}
 	pool := strconv.Itoa(e.cfg.pool)
-	times := map[string]int64{}
+	fr := fleetRun{times: map[string]int64{}}
+	times := fr.times
 	var sofaRes *sofaResult
 	var sofaOut *outcome
 	names := map[string]string{"sofa": "sofa", "sofa-alt": "sofa-alt",
@@ -63,10 +103,10 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 		}
 		tools = append(tools, tool)
 	}
-	for _, tool := range tools {
+	for _, tool := range runOrder(tools, run) {
 		tgt, err := e.startServer(ctx)
 		if err != nil {
-			return err
+			return fr, err
 		}
 		b := base
 		var r record
@@ -122,24 +162,23 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 		}
 	}
 	t.print(os.Stdout)
-	var tgtBound float64
 	if sofaRes != nil {
-		if tgtBound, err = e.fleetBound(ctx, base, src, nDBs, docs, sofaOut, times["sofa"], sofaRes.Concurrency.Peak, rate); err != nil {
-			return err
+		var err error
+		if fr, err = e.fleetBound(ctx, base, src, nDBs, docs, sofaOut, fr, sofaRes.Concurrency.Peak, rate); err != nil {
+			return fr, err
 		}
 	}
-	if e.cfg.wants("sofa restore") {
-		return e.fleetRestore(ctx, base, src, nDBs, tgtBound)
-	}
-	return nil
+	return fr, nil
 }
 
 // fleetBound measures and prints the request-rate bound of sofa's run (see
 // bound.go) and records it as tool "request-rate bound". A failed
 // measurement is printed and recorded, not returned: only a cancelled ctx
-// is. It returns the target's part of the bare needed-requests bound in
-// seconds (0 when not measured), the bound of a whole-server restore.
-func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, docs int, sofaOut *outcome, sofaMS int64, peak int, getRate float64) (float64, error) {
+// is. It returns fr with sofa's ratios to the needed-requests bounds and
+// the target's part of the bare one in seconds (0 when not measured), the
+// bound of a whole-server restore.
+func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, docs int, sofaOut *outcome, fr fleetRun, peak int, getRate float64) (fleetRun, error) {
+	sofaMS := fr.times["sofa"]
 	rec := base
 	rec.Tool = "request-rate bound"
 	rec.Extra = map[string]any{"server_rate_rps": getRate}
@@ -153,12 +192,12 @@ func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, do
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return 0, ctx.Err()
+			return fr, ctx.Err()
 		}
 		rec.Error = err.Error()
 		e.sink.write(rec)
 		fmt.Fprintf(os.Stdout, "\n== %s\n  not measured: %v\n", title, err)
-		return 0, nil
+		return fr, nil
 	}
 	rec.OK, rec.TimeMS = true, b.ms
 	for _, c := range b.costs {
@@ -173,7 +212,6 @@ func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, do
 	e.sink.write(rec)
 	tb := b.table(title, sofaMS, peak)
 	bc := boundCase{nDBs: nDBs, docs: docs}
-	var tgtBound float64
 	for _, v := range []struct {
 		props      bool
 		tool, what string
@@ -187,7 +225,15 @@ func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, do
 			continue
 		}
 		if !v.props {
-			tgtBound = nd.tgt
+			fr.tgtBound = nd.tgt
+		}
+		if sofaMS > 0 && nd.ms > 0 {
+			r := float64(sofaMS) / float64(nd.ms)
+			if v.props {
+				fr.full = r
+			} else {
+				fr.bare = r
+			}
 		}
 		mr := base
 		mr.Tool, mr.OK, mr.TimeMS = v.tool, true, nd.ms
@@ -202,5 +248,62 @@ func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, do
 		tb.note("  sofa / %s = %s", v.tool, check(ratio(sofaMS, nd.ms), sofaMS, nd.ms, "<=", 1.3))
 	}
 	tb.print(os.Stdout)
-	return tgtBound, nil
+	return fr, nil
+}
+
+// printFleetMedians prints, for a fleet case of several runs, each tool's
+// median time and the median of each ratio taken within one run.
+func printFleetMedians(caseName string, runs []fleetRun, couch bool, pool int) {
+	fmt.Fprintf(os.Stdout, "\n== fleet: %s, medians of %d runs (tools' order reversed every other run)\n", caseName, len(runs))
+	med := func(f func(fleetRun) float64) (float64, string) { return fleetMedian(runs, f) }
+	for _, tool := range []string{"sofa", "sofa-alt", "pool", "couch-pool"} {
+		if m, all := med(func(r fleetRun) float64 { return float64(r.times[tool]) / 1000 }); m > 0 {
+			fmt.Fprintf(os.Stdout, "  %-10s median %.2f s (runs: %s)\n", tool, m, all)
+		}
+	}
+	ratioOf := func(a, b string) func(fleetRun) float64 {
+		return func(r fleetRun) float64 {
+			if r.times[a] <= 0 || r.times[b] <= 0 {
+				return 0
+			}
+			return float64(r.times[a]) / float64(r.times[b])
+		}
+	}
+	show := func(what string, f func(fleetRun) float64, op string, goal float64) {
+		m, all := med(f)
+		verdict := ""
+		if m > 0 {
+			met := m >= goal
+			if op == "<=" {
+				met = m <= goal
+			}
+			verdict = fmt.Sprintf(" (target %s %g: %s)", op, goal, map[bool]string{true: "met", false: "NOT met"}[met])
+		}
+		fmt.Fprintf(os.Stdout, "  %s: median %s%s (runs: %s)\n", what, strconv.FormatFloat(m, 'f', 2, 64), verdict, all)
+	}
+	show(fmt.Sprintf("pool %d/sofa", pool), ratioOf("pool", "sofa"), ">=", 3)
+	if couch {
+		show(fmt.Sprintf("couch pool %d/sofa", pool), ratioOf("couch-pool", "sofa"), ">=", 3)
+	}
+	show("sofa / needed-requests bound", func(r fleetRun) float64 { return r.bare }, "<=", 1.3)
+	show("sofa / needed-requests bound, full fidelity", func(r fleetRun) float64 { return r.full }, "<=", 1.3)
+}
+
+// fleetMedian returns the median of f over the runs where it is positive
+// (the upper one of an even count) and those values, comma-separated in
+// run order; 0 and "n/a" when there is none.
+func fleetMedian(runs []fleetRun, f func(fleetRun) float64) (float64, string) {
+	var v []float64
+	var all []string
+	for _, r := range runs {
+		if x := f(r); x > 0 {
+			v = append(v, x)
+			all = append(all, fmt.Sprintf("%.2f", x))
+		}
+	}
+	if len(v) == 0 {
+		return 0, "n/a"
+	}
+	slices.Sort(v)
+	return v[len(v)/2], strings.Join(all, ", ")
 }

@@ -139,3 +139,14 @@ func TestRunOrderAlternates(t *testing.T) {
 		t.Errorf("runOrder changed its argument: %v", tools)
 	}
 }
+
+func TestFleetMedianSkipsUnmeasured(t *testing.T) {
+	runs := []fleetRun{{full: 1.37}, {full: 0}, {full: 1.14}, {full: 1.22}}
+	m, all := fleetMedian(runs, func(r fleetRun) float64 { return r.full })
+	if m != 1.22 || all != "1.37, 1.14, 1.22" {
+		t.Errorf("median %v of %q, want 1.22 of \"1.37, 1.14, 1.22\"", m, all)
+	}
+	if m, all := fleetMedian(runs[1:2], func(r fleetRun) float64 { return r.full }); m != 0 || all != "n/a" {
+		t.Errorf("no measured run: %v %q", m, all)
+	}
+}

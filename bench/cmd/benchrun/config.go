@@ -56,6 +56,7 @@ type config struct {
 	fleetDBs    int // databases of one small document
 	fleetBigDBs int // databases of fleetBigDocs documents
 	fleetBigDoc int
+	fleetRuns   int // runs of every fleet tool and bound, interleaved
 	pool        int // pool of pool-replicate.js
 	rateProbe   time.Duration
 
@@ -162,6 +163,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.fleetDBs, "fleet-dbs", c.fleetDBs, "fleet: databases of one small document")
 	fs.IntVar(&c.fleetBigDBs, "fleet-big-dbs", c.fleetBigDBs, "fleet: databases of -fleet-big-docs documents (0 skips)")
 	fs.IntVar(&c.fleetBigDoc, "fleet-big-docs", c.fleetBigDoc, "fleet: documents per database of the second case")
+	fs.IntVar(&c.fleetRuns, "fleet-runs", 1, "fleet: runs of every tool and bound per case, the tools' order reversed every other run; medians of the times and of each run's ratios are printed")
 	fs.IntVar(&c.pool, "pool", c.pool, "fleet: databases the baseline replicates at once")
 	fs.DurationVar(&c.rateProbe, "rate-probe", c.rateProbe, "fleet: how long to measure the server's request rate")
 	fs.IntVar(&c.ctlK, "ctl-k", c.ctlK, "controller: the proxy's in-flight cap (unknown to sofa)")
