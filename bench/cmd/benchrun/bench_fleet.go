@@ -64,7 +64,7 @@ func (e *env) fleetCase(ctx context.Context, nDBs, docs int) error {
 		all = append(all, fr)
 	}
 	if runs > 1 {
-		printFleetMedians(base.Case, all, src.couch(), e.cfg.pool)
+		printFleetMedians(base.Case, all, src.couch(), e.cfg.pool, fleetVariants(e.cfg.sofaVariants))
 	}
 	if e.cfg.wants("sofa restore") {
 		return e.fleetRestore(ctx, base, src, nDBs, all[len(all)-1].tgtBound)
@@ -103,6 +103,9 @@ func (e *env) fleetRunOnce(ctx context.Context, base record, src *server, nDBs, 
 		}
 		tools = append(tools, tool)
 	}
+	if e.cfg.wants("sofa") {
+		tools = append(tools, fleetVariants(e.cfg.sofaVariants)...)
+	}
 	for _, tool := range runOrder(tools, run) {
 		tgt, err := e.startServer(ctx)
 		if err != nil {
@@ -121,6 +124,11 @@ func (e *env) fleetRunOnce(ctx context.Context, base record, src *server, nDBs, 
 			r, o = e.runTool(ctx, b, []*server{src, tgt}, e.cfg.sofaAlt, "replicate", src.URL, tgt.URL, "--json")
 			applySofa(&r, o)
 			r.Note = "sofa binary " + e.cfg.sofaAlt
+		} else if extra, ok := strings.CutPrefix(tool, "sofa "); ok {
+			b.Tool = tool
+			var o *outcome
+			r, o = e.runTool(ctx, b, []*server{src, tgt}, e.sofa, append([]string{"replicate", src.URL, tgt.URL, "--json"}, strings.Fields(extra)...)...)
+			applySofa(&r, o)
 		} else if tool == "pool" {
 			b.Tool = "pouchdb-replicate pool " + pool
 			name, args := e.node("pool-replicate.js", src.URL, tgt.URL, "--pool", pool)
@@ -151,6 +159,11 @@ func (e *env) fleetRunOnce(ctx context.Context, base record, src *server, nDBs, 
 	}
 	if _, ok := times["sofa-alt"]; ok {
 		t.note("sofa-alt/sofa  = %s (another sofa binary, same run)", ratio(times["sofa-alt"], times["sofa"]))
+	}
+	for _, v := range fleetVariants(e.cfg.sofaVariants) {
+		if _, ok := times[v]; ok {
+			t.note("%s / sofa = %s (same run)", v, ratio(times[v], times["sofa"]))
+		}
 	}
 	t.note("pool/sofa      = %s", check(ratio(times["pool"], times["sofa"]), times["pool"], times["sofa"], ">=", 3))
 	if src.couch() {
@@ -253,10 +266,10 @@ func (e *env) fleetBound(ctx context.Context, base record, src *server, nDBs, do
 
 // printFleetMedians prints, for a fleet case of several runs, each tool's
 // median time and the median of each ratio taken within one run.
-func printFleetMedians(caseName string, runs []fleetRun, couch bool, pool int) {
+func printFleetMedians(caseName string, runs []fleetRun, couch bool, pool int, variants []string) {
 	fmt.Fprintf(os.Stdout, "\n== fleet: %s, medians of %d runs (tools' order reversed every other run)\n", caseName, len(runs))
 	med := func(f func(fleetRun) float64) (float64, string) { return fleetMedian(runs, f) }
-	for _, tool := range []string{"sofa", "sofa-alt", "pool", "couch-pool"} {
+	for _, tool := range append([]string{"sofa", "sofa-alt", "pool", "couch-pool"}, variants...) {
 		if m, all := med(func(r fleetRun) float64 { return float64(r.times[tool]) / 1000 }); m > 0 {
 			fmt.Fprintf(os.Stdout, "  %-10s median %.2f s (runs: %s)\n", tool, m, all)
 		}
@@ -269,21 +282,28 @@ func printFleetMedians(caseName string, runs []fleetRun, couch bool, pool int) {
 			return float64(r.times[a]) / float64(r.times[b])
 		}
 	}
+	// show prints one ratio's median; goal 0: a comparison, not a target.
 	show := func(what string, f func(fleetRun) float64, op string, goal float64) {
 		m, all := med(f)
+		if m == 0 {
+			return
+		}
 		verdict := ""
-		if m > 0 {
+		if goal > 0 {
 			met := m >= goal
 			if op == "<=" {
 				met = m <= goal
 			}
 			verdict = fmt.Sprintf(" (target %s %g: %s)", op, goal, map[bool]string{true: "met", false: "NOT met"}[met])
 		}
-		fmt.Fprintf(os.Stdout, "  %s: median %s%s (runs: %s)\n", what, strconv.FormatFloat(m, 'f', 2, 64), verdict, all)
+		fmt.Fprintf(os.Stdout, "  %s: median %.2f%s (runs: %s)\n", what, m, verdict, all)
 	}
 	show(fmt.Sprintf("pool %d/sofa", pool), ratioOf("pool", "sofa"), ">=", 3)
 	if couch {
 		show(fmt.Sprintf("couch pool %d/sofa", pool), ratioOf("couch-pool", "sofa"), ">=", 3)
+	}
+	for _, v := range variants {
+		show(v+" / sofa", ratioOf(v, "sofa"), "", 0)
 	}
 	show("sofa / needed-requests bound", func(r fleetRun) float64 { return r.bare }, "<=", 1.3)
 	show("sofa / needed-requests bound, full fidelity", func(r fleetRun) float64 { return r.full }, "<=", 1.3)
@@ -306,4 +326,16 @@ func fleetMedian(runs []fleetRun, f func(fleetRun) float64) (float64, string) {
 	}
 	slices.Sort(v)
 	return v[len(v)/2], strings.Join(all, ", ")
+}
+
+// fleetVariants names the extra sofa runs of -sofa-variants ("sofa ARGS",
+// one per ';'-separated argument set), in order.
+func fleetVariants(spec string) []string {
+	var names []string
+	for _, v := range strings.Split(spec, ";") {
+		if f := strings.Fields(v); len(f) > 0 {
+			names = append(names, "sofa "+strings.Join(f, " "))
+		}
+	}
+	return names
 }

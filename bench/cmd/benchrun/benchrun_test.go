@@ -150,3 +150,10 @@ func TestFleetMedianSkipsUnmeasured(t *testing.T) {
 		t.Errorf("no measured run: %v %q", m, all)
 	}
 }
+
+func TestFleetVariantsNames(t *testing.T) {
+	got := fleetVariants(" --max-dbs 16 ;; --max-dbs=8")
+	if want := []string{"sofa --max-dbs 16", "sofa --max-dbs=8"}; !slices.Equal(got, want) {
+		t.Errorf("fleetVariants = %q, want %q", got, want)
+	}
+}

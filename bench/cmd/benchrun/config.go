@@ -146,7 +146,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.server, "server", c.server, "kind of the servers started for the benchmarks: pouchdb (in-memory PouchDB Server) or couchdb (CouchDB from the release, as internal/couchtest finds it)")
 	fs.StringVar(&c.serverURL, "server-url", "", "run on these running CouchDB servers (comma-separated http://ADMIN:PW@HOST:PORT, at least two: source and target) instead of starting any; EVERY DATABASE ON THEM IS DELETED")
 	fs.Var(&c.couchRepSweep, "couch-rep-sweep", "replicate: CouchDB's replicator settings tried besides its defaults, worker_processes/http_connections comma-separated (e.g. 8/40,16/80)")
-	fs.StringVar(&c.sofaVariants, "sofa-variants", "", "replicate, backup: extra sofa runs, ';'-separated argument sets added to sofa's (e.g. \"--workers=8;--workers=16\"; in backup to both the backup and the restore)")
+	fs.StringVar(&c.sofaVariants, "sofa-variants", "", "replicate, backup, fleet: extra sofa runs, ';'-separated argument sets added to sofa's (e.g. \"--workers=8;--workers=16\"; in backup to both the backup and the restore)")
 	fs.StringVar(&c.sofaAlt, "sofa-alt", "", "replicate, backup, fleet: another sofa binary run as tool \"sofa-alt\" beside -sofa (e.g. an earlier build)")
 	fs.Var(&c.pouchBatches, "pouch-batches", "replicate: PouchDB replicator batch_size values tried besides its default (comma-separated)")
 	fs.Var(&c.boundSweep, "bound-sweep", "replicate, seeds, backup (its restore): ingest bound settings, batch/parallel comma-separated; the best is the bound")
