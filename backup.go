@@ -120,6 +120,9 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 			sink.Abort()
 		}
 	}()
+	if err := checkReplaceable(ctx, dst.store, name, o.Overwrite); err != nil {
+		return nil, err
+	}
 	srv := src.couch.Server
 	source := srv.UUID
 	if source == "" {

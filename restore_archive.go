@@ -330,6 +330,10 @@ func createArchive(ctx context.Context, dst *Endpoint, o ArchiveOutput, source, 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkReplaceable(ctx, dst.store, dst.archive, o.Overwrite); err != nil {
+		sink.Abort()
+		return nil, err
+	}
 	tempDir := o.TempDir
 	if _, local := dst.store.(storage.Local); tempDir == "" && local && dst.archive != storage.Stdio {
 		tempDir = filepath.Dir(dst.archive)

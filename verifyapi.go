@@ -90,6 +90,9 @@ func Verify(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*VerifySummar
 	case a.Kind() == KindServer && b.Kind() == KindServer:
 		return verifyServers(ctx, a, b, o)
 	case a.Kind() == KindDatabase && b.Kind() == KindDatabase:
+		if len(o.Selection.Include) > 0 || len(o.Selection.Exclude) > 0 {
+			return nil, optionErr("verify: --include and --exclude select databases of a server or an archive; %s and %s are databases", a, b)
+		}
 		var res VerifySummary
 		res.add(dbOutcome(ctx, a.DBName(), a.couch.Server.DB(a.DBName()), b.couch.Server.DB(b.DBName()), o.Compare))
 		return &res, nil

@@ -3,6 +3,7 @@ package couch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -103,6 +104,9 @@ func (d *DB) fetchRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*rep
 		if st != 400 && st != 404 && st != 405 && st != 415 && st != 501 {
 			return nil, nil, err
 		}
+		if st == 404 && d.gone(ctx, err) {
+			return nil, nil, d.goneErr("_bulk_get")
+		}
 		d.bulkGetOff = true
 		if d.srv.opts.Log != nil {
 			d.srv.opts.Log("%s: _bulk_get unavailable (%v); using open_revs GETs", d, err)
@@ -185,6 +189,9 @@ func (d *DB) openRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*repl
 					revs = chunk[:len(chunk)+len(revs)] // chunk and revs are adjacent
 					continue
 				}
+				if dbMissing(err) {
+					return nil, nil, d.goneErr("open_revs")
+				}
 				if st == 404 || st == 414 || st == 400 {
 					for _, rev := range chunk {
 						errs = append(errs, replicate.DocError{ID: id, Rev: rev, Error: "read_failed", Reason: err.Error()})
@@ -223,4 +230,33 @@ func shortID(id string) string {
 		return id[:60] + "...(" + strconv.Itoa(len(id)) + " bytes)"
 	}
 	return id
+}
+
+// gone reports whether err, a 404 answer to a read of this database,
+// means the database itself is missing (deleted during the copy) rather
+// than one document or an endpoint the server lacks: CouchDB says so in
+// its reason ("Database does not exist."); for any other 404 the
+// database is asked for (GET /db).
+func (d *DB) gone(ctx context.Context, err error) bool {
+	if StatusOf(err) != 404 {
+		return false
+	}
+	if dbMissing(err) {
+		return true
+	}
+	_, ierr := d.Info(ctx)
+	return errors.Is(ierr, replicate.ErrNotFound)
+}
+
+// dbMissing reports whether err is CouchDB's 404 for a database that does
+// not exist (reason "Database does not exist.").
+func dbMissing(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == 404 && strings.Contains(e.Reason, "Database does not exist")
+}
+
+// goneErr is the error of a read (op) of a database deleted meanwhile:
+// the database fails as one, never as one read_failed per document.
+func (d *DB) goneErr(op string) error {
+	return fmt.Errorf("%s: %s: %w (HTTP 404: the database was deleted while it was read)", d, op, replicate.ErrNotFound)
 }

@@ -94,7 +94,7 @@ sofa restore FULL INC... NEW.sofa.
 	bc.shard.register(fs, "back up")
 	fs.StringVar(&bc.setID, "set-id", "", "with --shard: the name of this run, the same for its n workers (recorded in the set manifest and every member: a member left by another run is refused)")
 	fs.StringVar(&bc.compression, "compression", "zstd", "compression of archive members: zstd, gzip or none")
-	fs.BoolVar(&bc.force, "force", false, "overwrite an existing archive file")
+	fs.BoolVar(&bc.force, "force", false, "overwrite an existing archive (never a file that is not a sofa archive)")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
 	return cmd
 }

@@ -156,7 +156,8 @@ func arNoTemps(t *testing.T, dir string) {
 }
 
 // TestBackup_FileSafety: an existing archive is never overwritten without
-// --force; --force replaces it; no temporary file remains; a backup killed
+// --force; --force replaces it, and never a file that is not an archive;
+// no temporary file remains; a backup killed
 // with SIGKILL leaves nothing under the final name.
 func TestBackup_FileSafety(t *testing.T) {
 	bin := sofaBin(t)
@@ -175,9 +176,23 @@ func TestBackup_FileSafety(t *testing.T) {
 	if b, _ := os.ReadFile(path); string(b) != "precious" {
 		t.Fatal("existing file changed without --force")
 	}
-	arSofa(t, bin, nil, "backup", srv.DBURL("db"), path, "--force", "-q").want(t, exitOK)
-	if l := arLs(t, bin, path); l.db(t, "db").Revisions != 2000 {
-		t.Errorf("forced archive: %+v", l.db(t, "db"))
+	// --force replaces archives only: a file that is not one stays.
+	r = arSofa(t, bin, nil, "backup", srv.DBURL("db"), path, "--force")
+	r.want(t, exitUsage)
+	if l := r.errLine(t); !strings.Contains(l, "not a sofa archive") {
+		t.Errorf("refusal to replace a file that is not an archive: %q", l)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "precious" {
+		t.Fatal("--force replaced a file that is not an archive")
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	arSofa(t, bin, nil, "backup", srv.DBURL("db"), path, "-q").want(t, exitOK)
+	arCreate(t, srv, "other", true, arSmallDocs("o", 3)...)
+	arSofa(t, bin, nil, "backup", srv.DBURL("other"), path, "--force", "-q").want(t, exitOK)
+	if l := arLs(t, bin, path); l.db(t, "other").Revisions != 3 {
+		t.Errorf("forced archive: %+v", l.db(t, "other"))
 	}
 	arNoTemps(t, dir)
 

@@ -137,9 +137,9 @@ ignored (each database is checked by the revisions stored).
 	fs.BoolVar(&c.allowPartial, "allow-partial", false, "restore the members of a sharded backup's set that are present when some are missing")
 	fs.IntVar(&c.q, "q", 0, "shards (q) of created databases (0: the target's default)")
 	fs.IntVar(&c.n, "n", 0, "replicas (n) of created databases (0: the target's default)")
-	fs.StringVar(&c.verifyMode, "verify", "none", "check each database after restoring it: none, cheap (doc counts against those the archive recorded; on a mismatch every document is compared, the database restored once more, and each remaining difference reported), full (compare every document and leaf revision with the archive, same retry); an archive read from stdin is checked by its counts only")
+	fs.StringVar(&c.verifyMode, "verify", "none", "check each database after restoring it: none, cheap (doc counts against those the archive recorded; on a mismatch every document is compared, the database restored once more, and each remaining difference reported), full (compare every document and leaf revision with the archive, same retry); the target may hold more than the archive (documents or revisions of its own are not differences: `sofa verify --full ARCHIVE TARGET` lists them); an archive read from stdin is checked by its counts only")
 	fs.StringVar(&c.compression, "compression", "zstd", "with an archive TARGET: compression of its members: zstd, gzip or none")
-	fs.BoolVar(&c.force, "force", false, "with an archive TARGET: overwrite an existing archive file")
+	fs.BoolVar(&c.force, "force", false, "with an archive TARGET: overwrite an existing archive (never a file that is not a sofa archive)")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
 	return cmd
 }

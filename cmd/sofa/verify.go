@@ -43,10 +43,13 @@ The default comparison is cheap: doc_count and doc_del_count, and from
 _changes?style=all_docs the same document ids, per id the same leaf
 revisions and the same deleted state. --full also reads every leaf revision
 from both sides and compares its body as canonical JSON, its history, and
-its attachments' digest, content_type, length and revpos (never the
-attachment bytes: the digest is their md5; where either side is PouchDB
-Server, which resets an attachment's revpos to the generation of the
-revision that carries its bytes, that revpos is accepted). --metadata also compares
+its attachments' digest, content_type, length and revpos. Where the
+digests differ, both attachments' bytes are read and their decoded content
+compared: the same content stored plain on one server and gzip-compressed
+by the other (CouchDB compresses compressible types on write, as its
+[attachments] settings say) has two digests and counts as equal. Where
+either side is PouchDB Server, which resets an attachment's revpos to the
+generation of the revision that carries its bytes, that revpos is accepted. --metadata also compares
 _security and _revs_limit; it is on for server URLs.
 
 Every difference is listed by database, document id and revision (the
