@@ -2,6 +2,7 @@ package couch
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sofadb/sofa/internal/couchtest"
@@ -43,5 +44,20 @@ func TestFetchRevsDatabaseDeleted(t *testing.T) {
 	docs, errs, err = d.FetchRevs(ctx, reqs)
 	if !errors.Is(err, replicate.ErrNotFound) || len(docs) != 0 || len(errs) != 0 {
 		t.Fatalf("after the delete: %d docs, %d revision errors (%v), error %v; want replicate.ErrNotFound alone", len(docs), len(errs), errs, err)
+	}
+}
+
+// A URL whose path has two segments names the database "b" under the
+// prefix "/a"; when "/a" answers as no server, the error says how a
+// database named "a/b" is written.
+func TestProbeSlashHint(t *testing.T) {
+	srv := couchtest.Start(t)
+	ctx := t.Context()
+	_, err := Probe(ctx, srv.AdminURL()+"/no-such-prefix/b", Options{RetryTime: -1})
+	if err == nil || !strings.Contains(err.Error(), `"no-such-prefix/b" is written no-such-prefix%2Fb`) {
+		t.Fatalf("Probe of a two-segment URL: %v, want the %%2F hint", err)
+	}
+	if _, err := Probe(ctx, srv.AdminURL()+"/b", Options{}); err != nil {
+		t.Fatalf("Probe of a database URL: %v", err)
 	}
 }

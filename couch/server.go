@@ -3,6 +3,7 @@ package couch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -90,6 +91,9 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 	}
 	s := &Server{Client: c}
 	if err := s.welcome(ctx); err != nil {
+		if hint := slashHint(serverURL.Path, dbEsc, err); hint != "" {
+			return nil, fmt.Errorf("%w (%s)", err, hint)
+		}
 		return nil, err
 	}
 	ep := &Endpoint{Server: s}
@@ -101,6 +105,27 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 		ep.DBName = name
 	}
 	return ep, nil
+}
+
+// errNotCouch: the URL answered, but not with a CouchDB welcome.
+var errNotCouch = errors.New("not a CouchDB server")
+
+// slashHint: a URL of two or more path segments names a database (the
+// last) under a prefix (the rest), as behind a proxy; when the prefix did
+// not answer as a server (404, or not a welcome), the user likely meant a
+// database whose name holds "/", which a URL spells %2F. It returns that
+// hint, or "" when it does not apply.
+func slashHint(prefix, dbEsc string, err error) string {
+	prefix = strings.Trim(prefix, "/")
+	if prefix == "" || dbEsc == "" || StatusOf(err) != 404 && !errors.Is(err, errNotCouch) {
+		return ""
+	}
+	name, uerr := url.PathUnescape(dbEsc)
+	if uerr != nil {
+		return ""
+	}
+	full := prefix + "/" + name
+	return fmt.Sprintf("a database named %q is written %s in a URL: each / in a name as %%2F", full, url.PathEscape(full))
 }
 
 func (s *Server) welcome(ctx context.Context) error {
@@ -119,7 +144,7 @@ func (s *Server) welcome(ctx context.Context) error {
 	}
 	var w map[string]any
 	if err := json.Unmarshal(b, &w); err != nil {
-		return fmt.Errorf("%s: not a CouchDB server (the welcome answer is not JSON)", s.URL())
+		return fmt.Errorf("%s: %w (the welcome answer is not JSON)", s.URL(), errNotCouch)
 	}
 	switch {
 	case w["couchdb"] != nil:
@@ -127,7 +152,7 @@ func (s *Server) welcome(ctx context.Context) error {
 	case w["express-pouchdb"] != nil:
 		s.Vendor = VendorPouchDB
 	default:
-		return fmt.Errorf("%s: not a CouchDB server (no welcome in its answer)", s.URL())
+		return fmt.Errorf("%s: %w (no welcome in its answer)", s.URL(), errNotCouch)
 	}
 	s.Version, _ = w["version"].(string)
 	s.UUID, _ = w["uuid"].(string)
