@@ -28,7 +28,8 @@ import (
 type ArchiveOutput struct {
 	// Compression of archive members ("": zstd).
 	Compression archive.Compression
-	// Overwrite replaces an existing archive.
+	// Overwrite replaces an existing archive (or an empty file); any other
+	// file or object under the name is refused with an *OptionError.
 	Overwrite bool
 	// Tool is recorded in the archive's header ("sofa 1.2.3").
 	Tool string
