@@ -198,31 +198,35 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	c := &restorer{o: p.c.o, budget: replicate.NewBudget(p.c.o.Engine.MaxInflightBytes)}
 	o, archives := c.o, p.archives
 	tgt := dst.couch
+	// The target's databases are listed while the archives' catalogs
+	// and indexes are read.
+	listed := func() {}
+	if tgt.DBName == "" {
+		done := make(chan struct{})
+		listed = func() { <-done }
+		go func() {
+			defer close(done)
+			c.onTarget = listTarget(ctx, tgt.Server, &c.o.RunControl)
+		}()
+	}
 	selected, damaged, err := c.checkSelection(ctx, archives, p.filter, o.Renames, tgt.DBName != "", tgt.Server)
 	if err != nil {
+		listed()
 		return nil, err
 	}
 	c.o.Engine.Workers = restoreWorkers(o.Engine.Workers, tgt.Server.Vendor)
 	skip := p.skip()
-	if tgt.DBName == "" {
-		if names, err := fleet.ListDBs(ctx, tgt.Server, 1000); err == nil {
-			c.onTarget = make(map[string]bool, len(names))
-			for _, n := range names {
-				c.onTarget[n] = true
-			}
-		} else {
-			c.o.logf("target: list databases: %v (asking for each database instead)", err)
-		}
-	}
 	var sum fleet.Summary
 	var fatalErr error
 	var idx []*archive.Index
 	closeAll := func() {}
 	if damaged == nil {
-		if idx, closeAll, err = c.indexes(ctx, archives); err != nil {
+		idx, closeAll, err = c.indexes(ctx, archives)
+		if listed(); err != nil {
 			return nil, err
 		}
 	} else {
+		listed()
 		// Its index cannot be trusted, or its end is missing: the
 		// archives are read in order, as from stdin, and what comes
 		// before the damage restored.

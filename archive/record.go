@@ -232,9 +232,12 @@ func decodeRecord(dec *jsontext.Decoder, chunk []byte) (*replicate.Doc, []attRef
 // and rev always, deleted and revisions unless the record has them. A
 // revisions the body lacks too is the rev alone.
 func fromBody(d *replicate.Doc, haveDeleted, haveRevs bool) error {
-	env, err := scanEnvelope(d.Body)
-	if err != nil {
-		return fmt.Errorf("body: %w", err)
+	env, ok := validEnvelope(d.Body) // the record's decoder read the body: valid
+	if !ok {
+		var err error
+		if env, err = scanEnvelope(d.Body); err != nil {
+			return fmt.Errorf("body: %w", err)
+		}
 	}
 	if !env.hasID || !env.hasRev || env.id == "" || env.rev == "" {
 		return errors.New("record lacks id and rev, and its body has no unambiguous _id and _rev")
