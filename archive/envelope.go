@@ -124,16 +124,26 @@ func scanEnvelope(body []byte) (envelope, error) {
 	return env, nil
 }
 
+// The envelope members, as bits.
+const (
+	bitID = 1 << iota
+	bitRev
+	bitDeleted
+	bitRevisions
+)
+
+// envelopeBit returns the bit of an envelope member's name, 0 for any
+// other name.
 func envelopeBit(name string) int {
 	switch name {
 	case "_id":
-		return 1
+		return bitID
 	case "_rev":
-		return 2
+		return bitRev
 	case "_deleted":
-		return 4
+		return bitDeleted
 	case "_revisions":
-		return 8
+		return bitRevisions
 	}
 	return 0
 }

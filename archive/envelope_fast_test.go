@@ -38,7 +38,6 @@ var envelopeCases = []string{
 	`{"_id":"a","_rev":"1-x","_revisions":{"start":1,"ids":[]}}`,
 	`{"_id":"a","_rev":"1-x","_revisions":{"ids":["x"]}}`,
 	`{"_id":"a","_rev":"1-x","_revisions":{"start":12345678901,"ids":["x"]}}`,
-	`{"_id":"a","_rev":"1-x","_revisions":{"start":1,"start":2,"ids":["x"]}}`,
 	`{"_id":"a","_rev":"1-x","_revisions":{ "ids" : [ "x\u0041" , "y" ] , "start" : 3 }}`,
 	`{"_id":"","_rev":""}`,
 	`{"n":-1.5e+10,"t":true,"f":false,"z":null,"_id":"a","_rev":"1-x"}`,
@@ -50,6 +49,7 @@ var envelopeCases = []string{
 // escapes or non-ASCII bytes where it would compare or keep a string, and
 // a `_revisions` that only the full decoder can judge.
 var envelopeGiveUps = []string{
+	`{"_id":"a","_rev":"1-x","_revisions":{"start":1,"start":2,"ids":["x"]}}`, // replicate.ParseRevisions refuses repeated names
 	`{"_id":"a","_rev":"1-x","_revisions":{"start":"1","ids":["x"]}}`,
 	`{"_id":"a","_rev":"1-x","_revisions":{"start":1.0,"ids":["x"]}}`,
 	`{"_id":"a","_rev":"1-x","_revisions":{"start":1,"ids":[1]}}`,

@@ -76,12 +76,85 @@ func spliceOut(raw []byte, start, end int) []byte {
 }
 
 func parseRevisions(v []byte, r *Revisions) error {
-	pd := getDecoder(v)
-	defer putDecoder(pd)
-	if err := DecodeRevisions(&pd.dec, r); err != nil {
+	if err := ParseRevisions(v, r); err != nil {
 		return fmt.Errorf("parse doc: _revisions: %w", err)
 	}
 	return nil
+}
+
+// ParseRevisions decodes the `_revisions` object v, one valid JSON value
+// (as a jsontext.Decoder returned it), into r, as DecodeRevisions does.
+// The shape CouchDB writes, {"start":N,"ids":[...]} with ids of plain
+// ASCII, is walked directly (plainRevisions); any other goes through the
+// decoder.
+func ParseRevisions(v []byte, r *Revisions) error {
+	if plainRevisions(v, r) {
+		return nil
+	}
+	*r = Revisions{}
+	pd := getDecoder(v)
+	defer putDecoder(pd)
+	return DecodeRevisions(&pd.dec, r)
+}
+
+// plainRevisions decodes v when it is exactly {"start":N,"ids":[...]}
+// (either order, N a plain non-negative integer, each id plain: see
+// jsonx.Plain); false for anything else, r then partly set.
+func plainRevisions(v []byte, r *Revisions) bool {
+	if len(v) < 2 || v[0] != '{' {
+		return false
+	}
+	var haveStart, haveIDs bool
+	i := jsonx.SkipSpace(v, 1)
+	for first := true; i < len(v) && v[i] != '}'; first = false {
+		if !first {
+			if v[i] != ',' {
+				return false
+			}
+			i = jsonx.SkipSpace(v, i+1)
+		}
+		end := jsonx.StringEnd(v, i)
+		if i >= len(v) || v[i] != '"' || end < 0 {
+			return false
+		}
+		name := v[i+1 : end-1]
+		if i = jsonx.SkipSpace(v, end); i >= len(v) || v[i] != ':' {
+			return false
+		}
+		i = jsonx.SkipSpace(v, i+1)
+		switch {
+		case string(name) == "start" && !haveStart:
+			n, j := 0, i
+			for ; j < len(v) && v[j] >= '0' && v[j] <= '9' && j-i < 9; j++ {
+				n = n*10 + int(v[j]-'0')
+			}
+			if j == i || j < len(v) && (v[j] >= '0' && v[j] <= '9' || v[j] == '.' || v[j] == 'e' || v[j] == 'E') {
+				return false
+			}
+			r.Start, haveStart, i = n, true, j
+		case string(name) == "ids" && !haveIDs && i < len(v) && v[i] == '[':
+			i = jsonx.SkipSpace(v, i+1)
+			for first := true; i < len(v) && v[i] != ']'; first = false {
+				if !first {
+					if v[i] != ',' {
+						return false
+					}
+					i = jsonx.SkipSpace(v, i+1)
+				}
+				end := jsonx.StringEnd(v, i)
+				if i >= len(v) || v[i] != '"' || end < 0 || !jsonx.Plain(v[i+1:end-1]) {
+					return false
+				}
+				r.IDs = append(r.IDs, string(v[i+1:end-1]))
+				i = jsonx.SkipSpace(v, end)
+			}
+			haveIDs, i = true, i+1
+		default:
+			return false
+		}
+		i = jsonx.SkipSpace(v, i)
+	}
+	return haveStart && haveIDs && i < len(v)
 }
 
 // DecodeRevisions reads a `_revisions` object {"start":N,"ids":[...]}

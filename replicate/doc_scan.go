@@ -49,83 +49,6 @@ func envelopeKey(quoted []byte) int {
 	return 0
 }
 
-func skipWS(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// endString returns the index just past the string literal whose opening
-// quote is b[i], or -1.
-func endString(b []byte, i int) int {
-	j := i + 1
-	for j <= len(b) {
-		k := bytes.IndexByte(b[j:], '"')
-		if k < 0 {
-			return -1
-		}
-		q := j + k
-		n := 0 // backslashes right before the quote
-		for p := q - 1; p > i && b[p] == '\\'; p-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q + 1
-		}
-		j = q + 1
-	}
-	return -1
-}
-
-// endValue returns the index just past the JSON value starting at b[i], or
-// -1.
-func endValue(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return endString(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				e := endString(b, j)
-				if e < 0 {
-					return -1
-				}
-				j = e - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	}
-	j := i // number, true, false, null
-	for ; j < len(b); j++ {
-		switch b[j] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r', ':':
-			if j == i {
-				return -1
-			}
-			return j
-		}
-	}
-	return j
-}
-
 // stringValue returns the content of the string literal v, as
 // jsontext.Token.String gives it (escapes decoded, invalid UTF-8 replaced).
 func stringValue(v []byte) string {
@@ -151,13 +74,13 @@ func scanDoc(raw []byte) (*Doc, error) {
 	attStart, attEnd := -1, -1
 	seen := 0
 	prevEnd := 1 // just after '{', then just after the previous value
-	i := skipWS(raw, 1)
+	i := jsonx.SkipSpace(raw, 1)
 	for first := true; ; first = false {
 		if i >= len(raw) {
 			return nil, errScan
 		}
 		if raw[i] == '}' {
-			if skipWS(raw, i+1) != len(raw) {
+			if jsonx.SkipSpace(raw, i+1) != len(raw) {
 				return nil, fmt.Errorf("parse doc: data after the object")
 			}
 			break
@@ -166,23 +89,23 @@ func scanDoc(raw []byte) (*Doc, error) {
 			if raw[i] != ',' {
 				return nil, errScan
 			}
-			i = skipWS(raw, i+1)
+			i = jsonx.SkipSpace(raw, i+1)
 		}
 		if i >= len(raw) || raw[i] != '"' {
 			return nil, errScan
 		}
 		memberStart := prevEnd
-		ke := endString(raw, i)
+		ke := jsonx.StringEnd(raw, i)
 		if ke < 0 {
 			return nil, errScan
 		}
 		key := raw[i:ke]
-		i = skipWS(raw, ke)
+		i = jsonx.SkipSpace(raw, ke)
 		if i >= len(raw) || raw[i] != ':' {
 			return nil, errScan
 		}
-		i = skipWS(raw, i+1)
-		ve := endValue(raw, i)
+		i = jsonx.SkipSpace(raw, i+1)
+		ve := jsonx.ValueEnd(raw, i)
 		if ve < 0 {
 			return nil, errScan
 		}
@@ -219,7 +142,7 @@ func scanDoc(raw []byte) (*Doc, error) {
 			attStart, attEnd = memberStart, ve
 		}
 		prevEnd = ve
-		i = skipWS(raw, ve)
+		i = jsonx.SkipSpace(raw, ve)
 	}
 	if d.ID == "" {
 		return nil, fmt.Errorf("parse doc: no _id")

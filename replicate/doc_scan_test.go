@@ -112,6 +112,21 @@ var scanSeeds = []string{
 	`{"_id":"a","_attachments":[]}`,
 	`{"_id":"a","x":"\ud800"}`,
 	"{\"_id\":\"a\",\"x\":\"\xff\"}",
+	// _revisions: the plain shape (walked directly) and its neighbours
+	`{"_id":"a","_rev":"2-b","_revisions":{"start":2,"ids":["b","a"]}}`,
+	`{"_id":"a","_revisions":{ "ids" : [ "b" , "a" ] , "start" : 2 }}`,
+	`{"_id":"a","_revisions":{"start":1,"ids":[]}}`,
+	`{"_id":"a","_revisions":{"start":1.0,"ids":["a"]}}`,
+	`{"_id":"a","_revisions":{"start":1e0,"ids":["a"]}}`,
+	`{"_id":"a","_revisions":{"start":-1,"ids":["a"]}}`,
+	`{"_id":"a","_revisions":{"start":12345678901,"ids":["a"]}}`,
+	`{"_id":"a","_revisions":{"start":"1","ids":["a"]}}`,
+	`{"_id":"a","_revisions":{"start":1,"start":2,"ids":["a"]}}`,
+	`{"_id":"a","_revisions":{"start":1,"ids":["\u0061"]}}`,
+	`{"_id":"a","_revisions":{"start":1,"ids":["é"]}}`,
+	`{"_id":"a","_revisions":{"start":1,"ids":[1]}}`,
+	`{"_id":"a","_revisions":{"ids":["a"]}}`,
+	`{"_id":"a","_revisions":{"start":1}}`,
 }
 
 func TestScanDoc_AgreesWithTokens(t *testing.T) {
