@@ -1,6 +1,8 @@
 // Package jsonx holds small JSON helpers: over jsontext, for the hot path,
 // reading numbers from tokens without panics and quoting strings into byte
-// buffers without allocation; and Same, comparing two JSON values.
+// buffers without allocation; Same, comparing two JSON values; and
+// walkers of JSON already known valid (SkipSpace, StringEnd, ValueEnd,
+// Plain), for hot paths that look at a few members of a validated value.
 package jsonx
 
 import (
