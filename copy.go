@@ -148,7 +148,9 @@ func (o *CopyOptions) job(ssrv, tsrv *couch.Server, budget *replicate.Budget, on
 func listTarget(ctx context.Context, ts replicate.TargetServer, rc *RunControl) map[string]bool {
 	names, err := fleet.ListDBs(ctx, ts, 1000)
 	if err != nil {
-		rc.logf("target: list databases: %v (asking for each database instead)", err)
+		if ctx.Err() == nil { // a stopped run or listing says nothing
+			rc.logf("target: list databases: %v (asking for each database instead)", err)
+		}
 		return nil
 	}
 	on := make(map[string]bool, len(names))

@@ -199,19 +199,27 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	o, archives := c.o, p.archives
 	tgt := dst.couch
 	// The target's databases are listed while the archives' catalogs
-	// and indexes are read.
-	listed := func() {}
+	// and indexes are read; listed waits for the listing, or stops it
+	// when the restore ends before it is needed (abandon).
+	listed := func(abandon bool) {}
 	if tgt.DBName == "" {
+		lctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
-		listed = func() { <-done }
+		listed = func(abandon bool) {
+			if abandon {
+				cancel()
+			}
+			<-done
+			cancel()
+		}
 		go func() {
 			defer close(done)
-			c.onTarget = listTarget(ctx, tgt.Server, &c.o.RunControl)
+			c.onTarget = listTarget(lctx, tgt.Server, &c.o.RunControl)
 		}()
 	}
 	selected, damaged, err := c.checkSelection(ctx, archives, p.filter, o.Renames, tgt.DBName != "", tgt.Server)
 	if err != nil {
-		listed()
+		listed(true)
 		return nil, err
 	}
 	c.o.Engine.Workers = restoreWorkers(o.Engine.Workers, tgt.Server.Vendor)
@@ -222,11 +230,11 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	closeAll := func() {}
 	if damaged == nil {
 		idx, closeAll, err = c.indexes(ctx, archives)
-		if listed(); err != nil {
+		if listed(err != nil); err != nil {
 			return nil, err
 		}
 	} else {
-		listed()
+		listed(false)
 		// Its index cannot be trusted, or its end is missing: the
 		// archives are read in order, as from stdin, and what comes
 		// before the damage restored.

@@ -83,11 +83,13 @@ func parseRevisions(v []byte, r *Revisions) error {
 }
 
 // ParseRevisions decodes the `_revisions` object v, one valid JSON value
-// (as a jsontext.Decoder returned it), into r, as DecodeRevisions does.
+// (as a jsontext.Decoder returned it), into r (reset first), as
+// DecodeRevisions does into a zero r.
 // The shape CouchDB writes, {"start":N,"ids":[...]} with ids of plain
 // ASCII, is walked directly (plainRevisions); any other goes through the
 // decoder.
 func ParseRevisions(v []byte, r *Revisions) error {
+	*r = Revisions{}
 	if plainRevisions(v, r) {
 		return nil
 	}
