@@ -79,8 +79,17 @@ type Proxy struct {
 
 	srv  *http.Server
 	mu   sync.Mutex
-	log  []*Exchange
+	log  []*record
 	open openCount
+}
+
+// record is one exchange as the proxy keeps it: the byte counts grow
+// while a body streams, outside the Exchange that Recorded copies under
+// the proxy's lock, so that a copy never reads them while they are
+// written.
+type record struct {
+	Exchange
+	reqBytes, respBytes atomic.Int64
 }
 
 // Start listens on a free loopback port and forwards to target (a server
@@ -112,8 +121,8 @@ func Start(t testing.TB, target string) *Proxy {
 		FlushInterval: -1,
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e := &Exchange{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
-			Accept: r.Header.Get("Accept"), ReqType: r.Header.Get("Content-Type"), Start: time.Now()}
+		e := &record{Exchange: Exchange{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
+			Accept: r.Header.Get("Accept"), ReqType: r.Header.Get("Content-Type"), Start: time.Now()}}
 		if a := r.Header.Get("Authorization"); a != "" {
 			e.AuthScheme, _, _ = strings.Cut(a, " ")
 		}
@@ -136,7 +145,7 @@ func Start(t testing.TB, target string) *Proxy {
 		p.open.add(1)
 		defer p.open.add(-1)
 		if r.Body != nil {
-			r.Body = &countBody{ReadCloser: r.Body, n: &e.ReqBytes}
+			r.Body = &countBody{ReadCloser: r.Body, n: &e.reqBytes}
 		}
 		cw := &countWriter{ResponseWriter: w, e: e, mu: &p.mu}
 		rp.ServeHTTP(cw, r)
@@ -173,9 +182,9 @@ func (p *Proxy) Recorded() []Exchange {
 	defer p.mu.Unlock()
 	out := make([]Exchange, len(p.log))
 	for i, e := range p.log {
-		out[i] = *e
-		out[i].ReqBytes = atomic.LoadInt64(&e.ReqBytes)
-		out[i].RespBytes = atomic.LoadInt64(&e.RespBytes)
+		out[i] = e.Exchange
+		out[i].ReqBytes = e.reqBytes.Load()
+		out[i].RespBytes = e.respBytes.Load()
 	}
 	return out
 }
@@ -217,18 +226,18 @@ func (p *Proxy) RespBytes() int64 {
 
 type countBody struct {
 	io.ReadCloser
-	n *int64
+	n *atomic.Int64
 }
 
 func (c *countBody) Read(b []byte) (int, error) {
 	n, err := c.ReadCloser.Read(b)
-	atomic.AddInt64(c.n, int64(n))
+	c.n.Add(int64(n))
 	return n, err
 }
 
 type countWriter struct {
 	http.ResponseWriter
-	e *Exchange
+	e *record
 	// mu is the proxy's lock, under which Recorded copies an exchange
 	// while its answer may still be written; wrote is this writer's own
 	// record that the header went out.
@@ -250,7 +259,7 @@ func (c *countWriter) Write(b []byte) (int, error) {
 		c.WriteHeader(http.StatusOK)
 	}
 	n, err := c.ResponseWriter.Write(b)
-	atomic.AddInt64(&c.e.RespBytes, int64(n))
+	c.e.respBytes.Add(int64(n))
 	return n, err
 }
 
