@@ -35,15 +35,9 @@ func TestRestore_OptionErrorStopsListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var logged []string
-	logf := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		logged = append(logged, fmt.Sprintf(format, args...))
-	}
+	var log logLines
 	p, err := sofa.PlanRestore(ctx, []*sofa.Endpoint{ar}, sofa.RestoreOptions{
-		Renames: map[string]string{"nosuch": "x"}, RunControl: sofa.RunControl{Logf: logf}})
+		Renames: map[string]string{"nosuch": "x"}, RunControl: sofa.RunControl{Logf: log.logf}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +54,29 @@ func TestRestore_OptionErrorStopsListing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `no database "nosuch"`) {
 		t.Fatalf("want the --rename error, got %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, l := range logged {
+	for _, l := range log.lines() {
 		if strings.Contains(l, "list databases") {
 			t.Errorf("a stopped listing was logged: %s", l)
 		}
 	}
+}
+
+// logLines collects what a run logs (RunControl.Logf), safe for the
+// run's goroutines.
+type logLines struct {
+	mu     sync.Mutex
+	logged []string
+}
+
+func (l *logLines) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.logged = append(l.logged, fmt.Sprintf(format, args...))
+}
+
+// lines returns a copy of the lines logged so far.
+func (l *logLines) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.logged...)
 }

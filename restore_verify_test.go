@@ -2,10 +2,8 @@ package sofa_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sofadb/sofa"
@@ -61,16 +59,10 @@ func TestRestore_Verify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var logged []string
-	logf := func(format string, args ...any) {
-		mu.Lock()
-		logged = append(logged, fmt.Sprintf(format, args...))
-		mu.Unlock()
-	}
+	var log logLines
 	restore := func(dst *sofa.Endpoint, o sofa.RestoreOptions) *sofa.Summary {
 		t.Helper()
-		o.Logf = logf
+		o.Logf = log.logf
 		sum, err := sofa.Restore(ctx, []*sofa.Endpoint{ar}, dst, o)
 		if err != nil {
 			t.Fatalf("restore: %v", err)
@@ -119,8 +111,8 @@ func TestRestore_Verify(t *testing.T) {
 	if !sum.Complete() || sum.DocsWritten != 5 {
 		t.Errorf("restore with Verify over the emptied target: %d of %d ok, %d written; want complete, 5 written (by the second copy): %+v", sum.DBsOK, sum.DBsTotal, sum.DocsWritten, sum.DBs)
 	}
-	if !strings.Contains(strings.Join(logged, "\n"), "copying it once more") {
-		t.Errorf("no second copy logged:\n%s", strings.Join(logged, "\n"))
+	if logged := strings.Join(log.lines(), "\n"); !strings.Contains(logged, "copying it once more") {
+		t.Errorf("no second copy logged:\n%s", logged)
 	}
 	couchtest.AssertEqual(t, srv.DBURL("lost"), tgt.DBURL("lost"))
 
