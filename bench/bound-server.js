@@ -20,11 +20,14 @@
 // pages of the plain feed, one _bulk_get and one _bulk_docs new_edits=false
 // per page, PARALLEL pages in flight per database), D databases at a time
 // (default 4). No checkpoints, no _revs_diff, no _security.
+// --pids SRC_PID,DST_PID: the servers' process ids on this machine; the
+// result then gives the CPU each used during the timed part
+// (timed_src_cpu_ms, timed_dst_cpu_ms, from /proc, 10 ms ticks).
 //
 // Prints {"tool":"bound-server-ingest"|"bound-server-copy","ms":..,
-// "docs":revisions,"bytes":..,"dbs":..,"prepare_ms":..}.
+// "docs":revisions,"bytes":..,"dbs":..,"prepare_ms":..[,"timed_src_cpu_ms":..,"timed_dst_cpu_ms":..]}.
 
-const { msSince, emit, fail, request, recreateDB, redact } = require('./lib');
+const { cpuMs, msSince, emit, fail, request, recreateDB, redact } = require('./lib');
 const { prepare, ingest, agent } = require('./bound-bulkdocs');
 const { copyDB } = require('./bound-copy');
 
@@ -32,10 +35,12 @@ async function main() {
   const argv = process.argv.slice(2);
   let dbsAtOnce = 4;
   let multipart = false;
+  let pids = [];
   const pos = [];
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--dbs') dbsAtOnce = Number(argv[++i]);
     else if (argv[i] === '--multipart') multipart = true;
+    else if (argv[i] === '--pids') pids = argv[++i].split(',').map(Number);
     else pos.push(argv[i].replace(/\/$/, ''));
   }
   const [src, dst, mode, batchArg, parArg] = pos;
@@ -71,6 +76,7 @@ async function main() {
   }
   const prepareMs = msSince(p0);
 
+  const cpu0 = pids.map(cpuMs);
   const t0 = process.hrtime.bigint();
   let failures = 0;
   if (mode === 'ingest') {
@@ -89,9 +95,11 @@ async function main() {
     await Promise.all(Array.from({ length: Math.min(dbsAtOnce, names.length) }, worker));
   }
   const ms = msSince(t0);
+  const cpu = pids.map((pid, i) => (cpu0[i] === null || cpuMs(pid) === null ? undefined : cpuMs(pid) - cpu0[i]));
   agent.destroy();
   emit({ tool, ok: failures === 0, ms, docs, bytes, dbs: names.length, batch, parallel,
-    dbs_at_once: mode === 'copy' ? dbsAtOnce : undefined, doc_write_failures: failures, prepare_ms: prepareMs });
+    dbs_at_once: mode === 'copy' ? dbsAtOnce : undefined, doc_write_failures: failures, prepare_ms: prepareMs,
+    timed_src_cpu_ms: cpu[0], timed_dst_cpu_ms: cpu[1] });
 }
 
 main().catch((err) => fail('bound-server', err));

@@ -22,6 +22,21 @@ function redact(u) {
   }
 }
 
+/**
+ * CPU milliseconds (user + system) process pid has used so far, from
+ * /proc/PID/stat (fields 14 and 15, in clock ticks of 10 ms); null where
+ * /proc cannot be read.
+ */
+function cpuMs(pid) {
+  try {
+    const stat = require('node:fs').readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10;
+  } catch (_) {
+    return null;
+  }
+}
+
 /** Prints the result as one JSON line on stdout. */
 function emit(obj) {
   process.stdout.write(JSON.stringify(obj) + '\n');
@@ -113,4 +128,4 @@ function quietDeprecation() {
   };
 }
 
-module.exports = { quietDeprecation, msSince, redact, emit, fail, request, rawRequest, recreateDB, dbInfo, httpParts };
+module.exports = { quietDeprecation, cpuMs, msSince, redact, emit, fail, request, rawRequest, recreateDB, dbInfo, httpParts };

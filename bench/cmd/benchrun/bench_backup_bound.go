@@ -6,27 +6,38 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
 
 // backupReadBound runs bench/cmd/boundread over the source's databases
-// (built into the scratch directory on first use): its time is its timed
-// reading only.
+// (readBound): its time is its timed reading only.
 func (e *env) backupReadBound(ctx context.Context, src *server, caseName string, dbs []string, run int) record {
-	b := record{Bench: "backup", Case: caseName, Tool: "bound-read", Run: run,
-		Note: "time = timed reading of every leaf revision (_changes pages of 10,000, _bulk_get?revs=true&attachments=true of 500, 4 in flight, databases one after another), answers discarded unparsed"}
+	r := e.readBound(ctx, src, record{Bench: "backup", Case: caseName, Tool: "bound-read", Run: run}, dbs)
+	e.logf("backup: %s: run %d bound-read %s in %s", caseName, run, status(r), secs(r.TimeMS))
+	return r
+}
+
+// readBound runs bench/cmd/boundread (built into the scratch directory on
+// first use) with flags over the source's databases dbs and writes its
+// record (b completed): time = its timed reading only, server cpu = the
+// source's for the whole run (its listing aside, all of it reading).
+func (e *env) readBound(ctx context.Context, src *server, b record, dbs []string, flags ...string) record {
+	b.Note = "time = timed reading of every leaf revision (_changes pages of 10,000, _bulk_get?revs=true&attachments=true of 500, 4 in flight, databases one after another), answers discarded unparsed"
+	if slices.Contains(flags, "-multipart") {
+		b.Note += "; _bulk_get answers as multipart/mixed (raw attachments)"
+	}
 	bin, err := e.buildTool(ctx, "boundread")
 	if err != nil {
 		b.Error = err.Error()
 		e.sink.write(b)
 		return b
 	}
-	r, o := e.runTool(ctx, b, []*server{src}, bin, append([]string{src.URL}, dbs...)...)
+	r, o := e.runTool(ctx, b, []*server{src}, bin, append(append(flags, src.URL), dbs...)...)
 	pr := applyPeer(&r, o)
 	r.TimeMS = int64(pr.MS)
 	e.sink.write(r)
-	e.logf("backup: %s: run %d bound-read %s in %s", caseName, run, status(r), secs(r.TimeMS))
 	return r
 }
 

@@ -167,7 +167,7 @@ func benchReplicate(ctx context.Context, e *env) error {
 		t.note("couch/sofa        = %s (CouchDB's replicator at its best: %s)", check(ratio(crep, sofa), crep, sofa, ">=", 5), crepName)
 		if crep > 0 && cbound > 0 && bound > 0 {
 			t.note("  5x CouchDB's best would be %s s, against the copy bound %s s and the ingest bound %s s: %s",
-				secs(crep/5), secs(cbound), secs(bound), fiveXReach(crep/5, bound, cbound, cpuFloor(med[cboundName]), sofa))
+				secs(crep/5), secs(cbound), secs(bound), fiveXReach(crep/5, bound, cbound, cpuFloor(med[cboundName]), sofa, workFloor{}, 0))
 		}
 		t.note("pouchdb/sofa      = %s (PouchDB's replicator at its best: %s)", check(ratio(pouch, sofa), pouch, sofa, ">=", 3), pouchName)
 	} else {
@@ -191,17 +191,29 @@ func benchReplicate(ctx context.Context, e *env) error {
 }
 
 // fiveXReach says where 5x CouchDB's best time (five, ms) stands against
-// the ingest bound, the servers' CPU for the copy bound's requests (floor,
-// 0 when not measured) and the copy bound; sofa is sofa's time. A copy
-// bound that sofa beat (its requests cost the servers more than sofa's)
-// stops nothing, nor does its CPU.
-func fiveXReach(five, ingest, copyB, floor, sofa int64) string {
+// the ingest bound, the servers' work floor (work, zero when not
+// measured; sofaCPU is sofa's servers' CPU ms in the same run), the
+// servers' CPU for the copy bound's requests (floor, 0 when not
+// measured) and the copy bound; sofa is sofa's time. A copy bound that
+// sofa beat (its requests cost the servers more than sofa's) stops
+// nothing, nor does its CPU; nor does a work floor whose CPU sofa's
+// servers undercut.
+func fiveXReach(five, ingest, copyB, floor, sofa int64, work workFloor, sofaCPU int64) string {
 	sofaCopy := ratio(sofa, copyB)
 	switch {
 	case five < ingest:
 		return "out of reach: below the ingest bound, the target's storing alone"
+	case work.ms() > 0 && five < work.ms() && !work.beatenBy(sofaCPU):
+		return fmt.Sprintf("out of reach: below the servers' work floor (%s s: the CPU the cheapest measured read and store of the same revisions cost the two servers, on the %d cores they share)", secs(work.ms()), work.cores)
 	case sofa > 0 && sofa < copyB:
-		return fmt.Sprintf("not stopped by a bound: %s x the ingest bound; the copy bound's way of copying costs more than sofa's (sofa / copy bound %s), so neither it nor its servers' CPU bounds anything here", ratio(five, ingest), sofaCopy)
+		floorSays := ""
+		if work.ms() > 0 {
+			floorSays = fmt.Sprintf(", %s x the servers' work floor", ratio(five, work.ms()))
+			if work.beatenBy(sofaCPU) {
+				floorSays += " (which sofa's servers undercut)"
+			}
+		}
+		return fmt.Sprintf("not stopped by a bound: %s x the ingest bound%s; the copy bound's way of copying costs more than sofa's (sofa / copy bound %s), so neither it nor its servers' CPU bounds anything here", ratio(five, ingest), floorSays, sofaCopy)
 	case floor > 0 && five < floor:
 		return fmt.Sprintf("out of reach: below %s s, the two servers' CPU for the copy bound's requests (the changes feed, _bulk_get, _bulk_docs: what any copy asks) on the %d cores they share", secs(floor), runtime.NumCPU())
 	case five < copyB:

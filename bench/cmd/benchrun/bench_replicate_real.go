@@ -73,11 +73,20 @@ func (e *env) realTools(ctx context.Context, couch bool) []realTool {
 	}
 	bound := func(name string, args ...string) realTool {
 		return realTool{name: name, bound: true, run: func(src, tgt *server, b record) record {
+			if src.pid > 0 && tgt.pid > 0 {
+				args = append(args, "--pids", fmt.Sprintf("%d,%d", src.pid, tgt.pid))
+			}
 			n, a := e.node("bound-server.js", append([]string{src.URL, tgt.URL}, args...)...)
 			r, o := e.runTool(ctx, b, []*server{src, tgt}, n, a...)
 			pr := applyPeer(&r, o)
 			r.TimeMS = int64(pr.MS)
 			r.Note = "time = the timed part only (reading the source and creating the target's databases are untimed)"
+			var timed struct {
+				DstCPU *int64 `json:"timed_dst_cpu_ms"`
+			}
+			if o.lastJSON(&timed) == nil && timed.DstCPU != nil {
+				r.Extra = map[string]any{timedTargetCPU: *timed.DstCPU}
+			}
 			return r
 		}}
 	}
@@ -127,6 +136,27 @@ func (e *env) replicateReal(ctx context.Context) error {
 	times := map[string]int64{}
 	recs := map[string]record{}
 	tools := e.realTools(ctx, src.couch())
+	// the work floor's reads: the source alone, no copy to check
+	var reads []record
+	names := make([]string, len(dbs))
+	for i, db := range dbs {
+		names[i] = db.Name
+	}
+	for _, v := range []struct{ tool, flag string }{{"bound-read", ""}, {"bound-read-multipart", "-multipart"}} {
+		if !e.cfg.wants(v.tool) {
+			continue
+		}
+		b := base
+		b.Tool = v.tool
+		var flags []string
+		if v.flag != "" {
+			flags = append(flags, v.flag)
+		}
+		r := e.readBound(ctx, src, b, names, flags...)
+		e.logf("replicate: real data %s: %s in %s", v.tool, status(r), secs(r.TimeMS))
+		t.add(append(append([]string{r.Tool}, usageRow(r)...), "-", "(reads only)")...)
+		reads = append(reads, r)
+	}
 	for _, tl := range tools {
 		b := base
 		b.Tool = tl.name
@@ -155,13 +185,15 @@ func (e *env) replicateReal(ctx context.Context) error {
 	copyB, copyName := best("bound-copy")
 	t.note("sofa/ingest bound = %s (best: %s)%s", ratio(sofa, ingest), ingestName, beaten(sofa, ingest))
 	t.note("sofa/copy bound   = %s (best: %s)%s", check(ratio(sofa, copyB), sofa, copyB, "<=", 1.2), copyName, beaten(sofa, copyB))
+	work := newWorkFloor(reads, recs, "bound-ingest")
+	t.note("%s", work.describe("sofa", recs["sofa"].ServerCPUMS))
 	t.note("pouchdb/sofa      = %s (PouchDB's replicator at its best: %s)", check(ratio(pouch, sofa), pouch, sofa, ">=", 3), pouchName)
 	if src.couch() {
 		crep, crepName := best("couch-replicate")
 		t.note("couch/sofa        = %s (CouchDB's replicator at its best: %s)", check(ratio(crep, sofa), crep, sofa, ">=", 5), crepName)
 		if crep > 0 && copyB > 0 && ingest > 0 {
-			t.note("  5x CouchDB's best would be %s s, against the copy bound %s s and the ingest bound %s s: %s",
-				secs(crep/5), secs(copyB), secs(ingest), fiveXReach(crep/5, ingest, copyB, cpuFloor(recs[copyName]), sofa))
+			t.note("  5x CouchDB's best would be %s s, against the copy bound %s s, the ingest bound %s s and the servers' work floor %s s: %s",
+				secs(crep/5), secs(copyB), secs(ingest), secs(work.ms()), fiveXReach(crep/5, ingest, copyB, cpuFloor(recs[copyName]), sofa, work, recs["sofa"].ServerCPUMS))
 		}
 	}
 	t.note("sofa's time is its whole process: start-up, creating the target's databases, their _security and _revs_limit, and its per-database doc-count check (--verify cheap, the default); the bounds' time is their timed part only (the target's databases created untimed, no _security)")
