@@ -14,7 +14,7 @@ func TestWorkFloorTakesTheCheapestStore(t *testing.T) {
 		"bound-ingest 500/32":          {OK: false, Extra: map[string]any{timedTargetCPU: int64(900)}}, // failed: not a store
 		"bound-ingest-multipart 500/4": {OK: true, Extra: map[string]any{timedTargetCPU: int64(2390)}},
 		"bound-copy 500/4 x 4 dbs":     {OK: true, Extra: map[string]any{timedTargetCPU: int64(100)}}, // not an ingest bound
-		"bound-ingest 1000/4":          {OK: true}, // no pids: not measured
+		"bound-ingest 1000/4":          {OK: true},                                                    // no pids: not measured
 	}
 	f := newWorkFloor(reads, recs, "bound-ingest")
 	f.cores = 2
