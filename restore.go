@@ -38,7 +38,14 @@ type RestoreOptions struct {
 	ReuseExisting bool
 	// Replace DELETES each existing target database the restore selects
 	// (but _users and _replicator) and recreates it with the same
-	// properties and _security before restoring into it.
+	// properties and _security before restoring into it. Before deleting
+	// one, the restore reads that database's part of every archive of
+	// the chain through and checks it (members, records, attachments): a
+	// damaged part fails the database and leaves it as it was. Archives
+	// that can only be read in order (stdin, or a file whose index is
+	// damaged) cannot be checked first: Replace refuses them (an
+	// *OptionError for stdin, the archive's damage error otherwise)
+	// before anything is deleted.
 	Replace bool
 	// Q and N are the shards and replicas of created databases.
 	Q, N int
@@ -68,6 +75,9 @@ type restorer struct {
 	onTarget map[string]bool
 	// archived holds every database name of the archives (checkSelection).
 	archived map[string]bool
+	// parts, set by runIndexed, opens each part of the chain that
+	// restores a target database (checkParts).
+	parts func(target string) []archivePart
 }
 
 // Restore restores a chain of archives (a full one, then its
@@ -240,6 +250,9 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 		// before the damage restored.
 		c.o.logf("%v: restoring in order what comes before the damage", damaged)
 	}
+	if idx == nil && o.Replace {
+		return nil, replaceInOrder(damaged)
+	}
 	if idx != nil {
 		defer closeAll()
 		sum, fatalErr = c.runIndexed(ctx, archives, idx, skip, dst, p.filter)
@@ -250,6 +263,17 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 		sum.LeftOut = p.leftOut(c.archived)
 	}
 	return p.finish(&sum, fatalErr, p.filter)
+}
+
+// replaceInOrder is the refusal of Replace for archives read in order:
+// a database is deleted before its part is read, so a damaged part
+// would leave it deleted and not restored. damaged is the archive's
+// damage when its index could not be trusted (nil: stdin).
+func replaceInOrder(damaged error) error {
+	if damaged != nil {
+		return fmt.Errorf("%w: --replace deletes each database before restoring it and checks the database's part of the archive first, which this archive, readable only in order up to its damage, does not allow: nothing was deleted (restore without --replace, or from a sound copy)", damaged)
+	}
+	return optionErr("--replace needs an archive file or s3:// object: each database's part is read and checked before the existing database is deleted, which an archive read from stdin cannot be (save it to a file first)")
 }
 
 // leftOut lists the archived databases the default selection left out of

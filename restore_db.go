@@ -29,7 +29,12 @@ func (c *restorer) job(tsrv *couch.Server) *pairJob {
 			sys := systemDB(t.Target)
 			r.Reuse = r.Reuse || t.Incremental || sys
 			if c.o.Replace && !t.Incremental && !sys {
-				r.Replace = func(ctx context.Context) error { return c.recreate(ctx, tsrv.DB(t.Target)) }
+				r.Replace = func(ctx context.Context) error {
+					if err := c.checkParts(ctx, t.Target); err != nil {
+						return err
+					}
+					return c.recreate(ctx, tsrv.DB(t.Target))
+				}
 			}
 		},
 		hooks: restoreHooks{c}}

@@ -168,6 +168,16 @@ func (c *restorer) runIndexed(ctx context.Context, archives []*Endpoint, idx []*
 			steps[tname] = append(steps[tname], step{i, g})
 		}
 	}
+	c.parts = func(tname string) []archivePart {
+		var parts []archivePart
+		for _, st := range steps[tname] {
+			x, name := idx[st.arch], st.g.Name
+			parts = append(parts, archivePart{path: archives[st.arch].archive, open: func(ctx context.Context) (replicate.Source, error) {
+				return x.OpenSource(ctx, name, true)
+			}})
+		}
+		return parts
+	}
 	var mu sync.Mutex
 	var damage error
 	j := c.job(dst.couch.Server)

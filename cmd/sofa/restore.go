@@ -71,8 +71,13 @@ target database the restore selects (every document, revision, attachment
 and _local checkpoint in it is lost), recreates it with the same
 partitioned flag, q and n (unless --q/--n) and _security, and restores
 into it; the archive's _security, when it holds one, is set last as in
-every restore. _users and _replicator are never deleted: they are written
-into. --replace and --reuse-existing cannot be given together.
+every restore. Before deleting a database, --replace reads that
+database's part of the archive (of each archive of a chain) through and
+checks it: a damaged part fails the database and leaves it as it was. So
+--replace takes an archive file or s3:// object, not stdin, and refuses
+an archive whose index is damaged. _users and _replicator are never
+deleted: they are written into. --replace and --reuse-existing cannot be
+given together.
 
 The set of a sharded backup (backup --shard) is restored as one archive:
 name its manifest (NAME.set.json) or the ARCHIVE the backup was given. A
@@ -132,7 +137,7 @@ ignored (each database is checked by the revisions stored).
 	fs.StringArrayVar(&c.exclude, "exclude", nil, "skip databases matching this glob (repeatable; wins over --include)")
 	fs.StringArrayVar(&c.renames, "rename", nil, "restore database OLD under the name NEW (OLD=NEW, repeatable; two selected databases restored into one target database are refused)")
 	fs.BoolVar(&c.reuseExisting, "reuse-existing", false, "write into existing non-empty target databases (adds revisions; newer ones stay the winners)")
-	fs.BoolVar(&c.replace, "replace", false, "DELETE each existing target database (all its documents) and recreate it with the same properties and _security before restoring into it: rolls it back to the archive")
+	fs.BoolVar(&c.replace, "replace", false, "DELETE each existing target database (all its documents) and recreate it with the same properties and _security before restoring into it, once its part of the archive is checked: rolls it back to the archive")
 	fs.BoolVar(&c.withReplicator, "with-replicator", false, "also restore _replicator (its documents start replications on the target)")
 	fs.BoolVar(&c.allowPartial, "allow-partial", false, "restore the members of a sharded backup's set that are present when some are missing")
 	fs.IntVar(&c.q, "q", 0, "shards (q) of created databases (0: the target's default)")
