@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/sofadb/sofa/replicate"
@@ -157,6 +158,10 @@ func readA(ctx context.Context, a replicate.Source) (map[string]*entry, error) {
 // the entry the leaves both hold.
 func compareB(ctx context.Context, b replicate.Source, docs map[string]*entry, r *Report, opts Options) error {
 	extra := map[string]bool{}
+	// With AllowExtra, a leaf of A that B does not hold as a leaf may
+	// be in B's revision tree below B's own later revisions: asked of B
+	// (`_revs_diff`) once its feed is read (heldBelow).
+	below := map[string][]string{}
 	err := b.Changes(ctx, nil, func(c replicate.Change) error {
 		e, ok := docs[c.ID]
 		if !ok {
@@ -176,8 +181,12 @@ func compareB(ctx context.Context, b replicate.Source, docs map[string]*entry, r
 		for _, rev := range e.leaves {
 			if _, found := slices.BinarySearch(bl, rev); found {
 				common = append(common, rev)
+				continue
+			}
+			same = false
+			if opts.AllowExtra {
+				below[c.ID] = append(below[c.ID], rev)
 			} else {
-				same = false
 				r.addf(KindMissingRev, c.ID, rev, "leaf revision only in a")
 			}
 		}
@@ -197,6 +206,39 @@ func compareB(ctx context.Context, b replicate.Source, docs map[string]*entry, r
 	})
 	if err != nil {
 		return fmt.Errorf("verify: b: %w", err)
+	}
+	return heldBelow(ctx, b, below, r)
+}
+
+// revsDiffer is a B that says which revisions it lacks (a CouchDB or
+// PouchDB Server database: `_revs_diff`).
+type revsDiffer interface {
+	RevsDiff(ctx context.Context, revs map[string][]string) (map[string]replicate.Missing, error)
+}
+
+// heldBelow reports the leaves of A in revs (by id) that B lacks by its
+// own `_revs_diff`. B holding one in its revision tree, below revisions
+// of its own, is B holding more than A (AllowExtra), not a difference:
+// a copy of A into B would not write it again. A B that cannot say lacks
+// them all. Their bodies are not compared.
+func heldBelow(ctx context.Context, b replicate.Source, revs map[string][]string, r *Report) error {
+	if len(revs) == 0 {
+		return nil
+	}
+	lacks := func(string, string) bool { return true }
+	if rd, ok := b.(revsDiffer); ok {
+		missing, err := rd.RevsDiff(ctx, revs)
+		if err != nil {
+			return fmt.Errorf("verify: b: %w", err)
+		}
+		lacks = func(id, rev string) bool { return slices.Contains(missing[id].Missing, rev) }
+	}
+	for _, id := range slices.Sorted(maps.Keys(revs)) {
+		for _, rev := range revs[id] {
+			if lacks(id, rev) {
+				r.addf(KindMissingRev, id, rev, "leaf revision only in a")
+			}
+		}
 	}
 	return nil
 }

@@ -227,3 +227,29 @@ func TestCompare_MissingDatabase(t *testing.T) {
 		t.Error("missing a: no error")
 	}
 }
+
+// TestCompare_AllowExtraAcceptsLeavesBuiltOn (found by a new user: a
+// restore with --reuse-existing --verify full over a document edited on
+// the target since the backup reported the archive's revision missing):
+// with AllowExtra, a leaf of a that b holds below a revision of its own
+// is b holding more, not a difference; a leaf b holds nowhere still is.
+func TestCompare_AllowExtraAcceptsLeavesBuiltOn(t *testing.T) {
+	p := newPair(t)
+	// b stored a's 1-a, then a 2-b of its own on it (as an edit does)
+	p.load(t, p.a, raw(`{"_id":"built","_rev":"1-a","v":1}`))
+	p.load(t, p.b, raw(`{"_id":"built","_rev":"1-a","v":1}`))
+	p.load(t, p.b, raw(`{"_id":"built","_rev":"2-b","v":2,"_revisions":{"start":2,"ids":["b","a"]}}`))
+	p.load(t, p.a, raw(`{"_id":"other","_rev":"1-x","v":1}`))
+	p.load(t, p.b, raw(`{"_id":"other","_rev":"2-y","v":2,"_revisions":{"start":2,"ids":["y","w"]}}`))
+	lax := p.compare(t, verify.Options{Mode: verify.Full, AllowExtra: true})
+	if has(lax, verify.KindMissingRev, "built", "1-a") {
+		t.Errorf("allow extra: a leaf b built on reported missing:\n%s", dump(lax))
+	}
+	if !has(lax, verify.KindMissingRev, "other", "1-x") || lax.Total != 1 {
+		t.Errorf("allow extra: want only other's 1-x missing:\n%s", dump(lax))
+	}
+	strict := p.compare(t, verify.Options{Mode: verify.Full})
+	if !has(strict, verify.KindMissingRev, "built", "1-a") {
+		t.Errorf("strict: a leaf only in a not reported:\n%s", dump(strict))
+	}
+}
