@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // TestFlagCheck_Negative: every numeric client, controller and engine flag
@@ -102,4 +103,23 @@ func TestFlagCheck_HelpSaysWhatZeroMeans(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestFlagUsageNamesNoValue: no flag's usage text holds a backquoted
+// word, which pflag would print as the flag's value name (a new user
+// found restore's --verify shown as `--verify sofa verify --full ARCHIVE
+// TARGET`, the whole help column pushed right).
+func TestFlagUsageNamesNoValue(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				t.Errorf("sofa %s --%s: usage holds a backquote: %q", c.Name(), f.Name, f.Usage)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot())
 }
