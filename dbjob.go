@@ -155,6 +155,9 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 		r.Warnings = append(r.Warnings, s)
 		warnMu.Unlock()
 	}
+	if ti := c.target.InfoRead; ti != nil && ti.Partitioned != c.sinfo.Partitioned {
+		c.warn(partitionedWarning(c.sinfo.Partitioned))
+	}
 	opts := j.options(c)
 	stop := dbcopy.FeedProgress(opts.Counters, p)
 	err = j.copyOnce(ctx, c, src, opts, false)
@@ -337,4 +340,14 @@ func notWhole(fails []replicate.DocError) string {
 		return f.Reason
 	}
 	return fmt.Sprintf("%d revisions not backed up (first: id %q rev %s: %s: %s)", len(fails), f.ID, f.Rev, f.Error, f.Reason)
+}
+
+// partitionedWarning is the warning of a copy into an existing database
+// whose partitioned property differs from the source's (srcPartitioned):
+// a copy writes documents, not that property.
+func partitionedWarning(srcPartitioned bool) string {
+	if srcPartitioned {
+		return "the source database is partitioned and the existing target is not: its documents are copied, the property is not (delete the target to have it created partitioned)"
+	}
+	return "the existing target database is partitioned and the source is not: it refuses documents whose ids have no partition prefix"
 }

@@ -273,7 +273,7 @@ func replaceInOrder(damaged error) error {
 	if damaged != nil {
 		return fmt.Errorf("%w: --replace deletes each database before restoring it and checks the database's part of the archive first, which this archive, readable only in order up to its damage, does not allow: nothing was deleted (restore without --replace, or from a sound copy)", damaged)
 	}
-	return optionErr("--replace needs an archive file or s3:// object: each database's part is read and checked before the existing database is deleted, which an archive read from stdin cannot be (save it to a file first)")
+	return optionErr("--replace needs an archive read at its offsets (a file or s3:// object): each database's part is read and checked before the existing database is deleted, which an archive read in order, as from stdin, cannot be (save it to a file first)")
 }
 
 // leftOut lists the archived databases the default selection left out of

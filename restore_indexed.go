@@ -18,7 +18,8 @@ import (
 // at once at their offsets: nil (and no error) when a can only be read in
 // order. The one place restore looks up offsets: an index stored with the
 // archive would be read here. reread: each database may be read again
-// (Verify), which needs its offsets even where reading in order is faster.
+// (Verify, Replace), which needs its offsets even where reading in order
+// is faster.
 func groupIndex(ctx context.Context, a *Endpoint, o *archive.ReaderOptions, reread bool) (*archive.Index, io.Closer, error) {
 	if a.archive == storage.Stdio {
 		return nil, nil, nil
@@ -37,6 +38,12 @@ func groupIndex(ctx context.Context, a *Endpoint, o *archive.ReaderOptions, rere
 	if n := readAhead(a.store); n > 0 && storage.PrefersSequential(f) {
 		ro := *o
 		ro.ReadAhead = n
+		o = &ro
+	} else if !storage.PrefersSequential(f) {
+		// a local file: attachments past the blob memory are read again
+		// at their offsets, not spilled to a temporary file
+		ro := *o
+		ro.RefetchBlobs = true
 		o = &ro
 	}
 	x, err := archive.Scan(f, f.Size(), o)
@@ -115,7 +122,9 @@ func (c *restorer) indexes(ctx context.Context, archives []*Endpoint) ([]*archiv
 	// least 16 MiB.
 	ropts := &archive.ReaderOptions{BlobMemory: max(c.blobMemory()/int64(dbs), 1), MemberMemory: max(c.inflight()/4, 16<<20)}
 	for _, a := range archives {
-		x, f, err := groupIndex(ctx, a, ropts, c.o.Verify != VerifyNone)
+		// A verify reads the source again, and --replace reads each
+		// part before restoring it: both need the archive's index.
+		x, f, err := groupIndex(ctx, a, ropts, c.o.Verify != VerifyNone || c.o.Replace)
 		if err != nil || x == nil {
 			closeAll()
 			return nil, nil, err

@@ -73,7 +73,8 @@ func optionErr(format string, args ...any) error {
 // by sel. role names ep in errors ("source").
 //
 // With sel.Shard, only the databases of that shard are kept (an empty
-// shard is no error) and ep must be a server.
+// shard is no error) and ep must be a server; so must it with
+// sel.Include or sel.Exclude (an *OptionError otherwise).
 func SelectDBs(ctx context.Context, ep *Endpoint, sel Selection, role string) ([]string, error) {
 	if err := sel.Validate(); err != nil {
 		return nil, err
@@ -83,6 +84,9 @@ func SelectDBs(ctx context.Context, ep *Endpoint, sel Selection, role string) ([
 	}
 	if sel.Shard.Sharded() && ep.couch.DBName != "" {
 		return nil, optionErr("--shard %s: %s is a database; a sharded run needs a server URL", sel.Shard, ep)
+	}
+	if ep.couch.DBName != "" && (len(sel.Include) > 0 || len(sel.Exclude) > 0) {
+		return nil, optionErr("--include and --exclude select databases of a server; %s %s is a database", role, ep)
 	}
 	if ep.couch.DBName != "" {
 		if _, err := ep.couch.Server.DB(ep.couch.DBName).Info(ctx); err != nil {

@@ -224,8 +224,8 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 	}
 	o.Metrics.SetCaughtUp()
 	s.event(SyncEvent{Kind: EventCaughtUp})
-	o.Copy.logf("initial copy done: %d databases (%d ok, %d partial, %d failed); following the source (%s)",
-		sum.DBsTotal, sum.DBsOK, sum.DBsPartial, sum.DBsFailed, s.sum.Mode)
+	o.Copy.logf("initial copy done: %d %s (%d ok, %d partial, %d failed); following the source (%s)",
+		sum.DBsTotal, plural(int64(sum.DBsTotal), "database"), sum.DBsOK, sum.DBsPartial, sum.DBsFailed, s.sum.Mode)
 
 	bg.Go(func() { s.watchBehind(wctx) })
 	bg.Go(func() { s.checkpointLoop(wctx) })

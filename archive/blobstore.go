@@ -8,14 +8,16 @@ import (
 // blobStore keeps the attachment blobs read so far, by SHA-256, for the
 // revisions that refer to them later in the archive. Blobs stay in memory
 // up to a budget; beyond it they are appended to an unlinked temporary
-// file and read back on demand.
+// file and read back on demand, or, with refetch (a reader that can read
+// any blob again at its offset), not kept at all.
 type blobStore struct {
-	dir    string
-	budget int64
-	used   int64
-	spill  *os.File
-	end    int64
-	blobs  map[[32]byte]blobLoc
+	dir     string
+	budget  int64
+	refetch bool
+	used    int64
+	spill   *os.File
+	end     int64
+	blobs   map[[32]byte]blobLoc
 }
 
 type blobLoc struct {
@@ -29,7 +31,8 @@ func newBlobStore(dir string, budget int64) *blobStore {
 
 func (s *blobStore) has(sum [32]byte) bool { _, ok := s.blobs[sum]; return ok }
 
-// put stores data (not retained when spilled). A blob already held is kept.
+// put stores data (not retained when spilled; not stored at all past the
+// budget with refetch). A blob already held is kept.
 func (s *blobStore) put(sum [32]byte, data []byte) error {
 	if s.has(sum) {
 		return nil
@@ -37,6 +40,9 @@ func (s *blobStore) put(sum [32]byte, data []byte) error {
 	if s.used+int64(len(data)) <= s.budget {
 		s.used += int64(len(data))
 		s.blobs[sum] = blobLoc{mem: data, len: int64(len(data))}
+		return nil
+	}
+	if s.refetch {
 		return nil
 	}
 	if s.spill == nil {

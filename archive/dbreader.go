@@ -83,7 +83,8 @@ func (d *DBReader) Close() error {
 }
 
 // blob returns the bytes of the blob sum, fetching it at its offset when
-// it is in an earlier group of an indexed archive; ok false: no blob.
+// it is in an earlier group of an indexed archive, or was not kept
+// (ReaderOptions.RefetchBlobs); ok false: no blob.
 func (d *DBReader) blob(sum [32]byte) ([]byte, bool, error) {
 	data, ok, err := d.r.blobs.get(sum)
 	if ok || err != nil || d.r.fetch == nil {
@@ -96,7 +97,7 @@ func (d *DBReader) blob(sum [32]byte) ([]byte, bool, error) {
 	if err := d.r.blobs.put(sum, data); err != nil {
 		return nil, false, err
 	}
-	return d.r.blobs.get(sum)
+	return data, true, nil
 }
 
 var _ replicate.Source = (*DBReader)(nil)

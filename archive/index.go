@@ -260,6 +260,7 @@ func (x *Index) OpenDB(g Group) (*DBReader, error) {
 		seen: sha256.New(), dirs: map[string]bool{}, summaries: map[string]DBSummary{}, fetch: x.blob, gate: x.gate,
 		at: fmt.Sprintf("at the start of the group of database %q (byte %d of the archive)", g.Name, g.Offset)}
 	rd.blobs = newBlobStore(rd.opts.TempDir, rd.opts.BlobMemory)
+	rd.blobs.refetch = rd.opts.RefetchBlobs
 	closeRd := func() {
 		rd.Close()
 		if ahead != nil {

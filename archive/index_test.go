@@ -222,3 +222,48 @@ func TestIndexDamagedFirstHeader(t *testing.T) {
 		t.Errorf("OpenDB of a group whose first header is damaged: %v", err)
 	}
 }
+
+// TestIndexRefetchBlobs (found by a new user: a restore from an archive
+// file spilled every attachment to TMPDIR and failed on a small /tmp):
+// with RefetchBlobs a group reader keeps no blob past BlobMemory and
+// reads it again at its offset, so no temporary file is written (the
+// TempDir here does not exist: a spill fails, as it does without
+// RefetchBlobs).
+func TestIndexRefetchBlobs(t *testing.T) {
+	dbs := map[string][]*replicate.Doc{}
+	for _, n := range hostileNames {
+		dbs[n] = sampleDocs()
+	}
+	data := writeArchive(t, Options{Compression: Zstd, ChunkSize: 300}, dbs, hostileNames)
+	_, want := readArchive(t, data)
+	noDir := t.TempDir() + "/missing"
+	read := func(refetch bool) error {
+		x, err := Scan(bytes.NewReader(data), int64(len(data)), &ReaderOptions{BlobMemory: 1, TempDir: noDir, RefetchBlobs: refetch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range x.Groups() {
+			db, err := x.OpenDB(g)
+			if err != nil {
+				return err
+			}
+			var got []*replicate.Doc
+			err = db.Changes(context.Background(), nil, func(ch replicate.Change) error {
+				got = append(got, ch.Docs...)
+				return nil
+			})
+			db.Close()
+			if err != nil {
+				return err
+			}
+			equalDocs(t, g.Name, got, want[g.Name].docs)
+		}
+		return nil
+	}
+	if err := read(true); err != nil {
+		t.Fatalf("with RefetchBlobs: %v", err)
+	}
+	if err := read(false); err == nil || !strings.Contains(err.Error(), "spill") {
+		t.Fatalf("without RefetchBlobs: %v, want a failed spill (the case spills)", err)
+	}
+}

@@ -34,6 +34,12 @@ type ReaderOptions struct {
 	// BlobMemory is the attachment bytes kept in memory before spilling;
 	// 0 means DefaultBlobMemory, negative means always spill.
 	BlobMemory int64
+	// RefetchBlobs (Scan only): a group reader keeps no blob past
+	// BlobMemory, spilling none to TempDir, and reads one again at its
+	// offset when a later record refers to it. For an io.ReaderAt whose
+	// reads are cheap (a local file): a restore then needs no temporary
+	// space for attachments.
+	RefetchBlobs bool
 	// MemberMemory (Scan only) caps the bytes of members, stored and
 	// uncompressed, that the readers of one Index hold at once: a reader
 	// waits before reading a member that would pass it (a member larger

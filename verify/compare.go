@@ -22,6 +22,10 @@ type Options struct {
 	Mode Mode
 	// Metadata also compares `_security` and `_revs_limit`.
 	Metadata bool
+	// Partitioned also compares the databases' partitioned property
+	// (props.partitioned; PouchDB Server's databases are never
+	// partitioned).
+	Partitioned bool
 	// AllowExtra accepts B holding more than A: documents and leaf
 	// revisions only in B are not differences, and counts differ only when
 	// B has fewer. For checking a copy into a target that may hold other
@@ -121,6 +125,9 @@ func Compare(ctx context.Context, a, b replicate.Source, opts Options) (*Report,
 		if err := compareMetadata(ctx, ai.Name, a, b, r); err != nil {
 			return r, err
 		}
+	}
+	if opts.Partitioned && ai.Partitioned != bi.Partitioned {
+		r.addf(KindPartitioned, "", "", "a partitioned: %t, b partitioned: %t", ai.Partitioned, bi.Partitioned)
 	}
 	return r, nil
 }

@@ -30,20 +30,21 @@ type Kind string
 // Kinds of difference. A is the first database given to Compare, B the
 // second.
 const (
-	KindNoDatabase Kind = "no_database" // B does not exist
-	KindOnlyInB    Kind = "only_in_b"   // a whole database only B holds (server comparisons)
-	KindDocCount   Kind = "doc_count"   // doc_count or doc_del_count differ
-	KindMissing    Kind = "missing"     // document only in A
-	KindExtra      Kind = "extra"       // document only in B
-	KindMissingRev Kind = "missing_rev" // leaf revision only in A
-	KindExtraRev   Kind = "extra_rev"   // leaf revision only in B
-	KindDeleted    Kind = "deleted"     // winner's (or a leaf's) deleted state differs
-	KindBody       Kind = "body"        // leaf body differs as canonical JSON
-	KindHistory    Kind = "history"     // _revisions differ where both keep them
-	KindAttachment Kind = "attachment"  // attachment missing or its metadata differs
-	KindUnreadable Kind = "unreadable"  // a leaf could not be read from one side
-	KindSecurity   Kind = "security"    // _security differs
-	KindRevsLimit  Kind = "revs_limit"  // _revs_limit differs
+	KindNoDatabase  Kind = "no_database" // B does not exist
+	KindOnlyInB     Kind = "only_in_b"   // a whole database only B holds (server comparisons)
+	KindDocCount    Kind = "doc_count"   // doc_count or doc_del_count differ
+	KindMissing     Kind = "missing"     // document only in A
+	KindExtra       Kind = "extra"       // document only in B
+	KindMissingRev  Kind = "missing_rev" // leaf revision only in A
+	KindExtraRev    Kind = "extra_rev"   // leaf revision only in B
+	KindDeleted     Kind = "deleted"     // winner's (or a leaf's) deleted state differs
+	KindBody        Kind = "body"        // leaf body differs as canonical JSON
+	KindHistory     Kind = "history"     // _revisions differ where both keep them
+	KindAttachment  Kind = "attachment"  // attachment missing or its metadata differs
+	KindUnreadable  Kind = "unreadable"  // a leaf could not be read from one side
+	KindSecurity    Kind = "security"    // _security differs
+	KindRevsLimit   Kind = "revs_limit"  // _revs_limit differs
+	KindPartitioned Kind = "partitioned" // props.partitioned differs
 )
 
 // Difference is one thing that is not equal. ID and Rev are empty for

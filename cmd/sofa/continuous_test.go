@@ -75,7 +75,7 @@ func TestCLI_ContinuousServers(t *testing.T) {
 		}
 	}
 	addr := waitLine(regexp.MustCompile(`metrics on http://([0-9.:]+)/metrics`))[1]
-	waitLine(regexp.MustCompile(`initial copy done: 1 databases \(1 ok`))
+	waitLine(regexp.MustCompile(`initial copy done: 1 database \(1 ok`))
 
 	var info struct {
 		UpdateSeq json.RawMessage `json:"update_seq"`

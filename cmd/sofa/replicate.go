@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -37,8 +38,11 @@ type replicateCmd struct {
 	reuseExisting bool
 	q, n          int
 	verifyMode    string
-	checkpoints   string
-	cont          continuousFlags
+	// serverFlags are the whole-server flags given (serverModeFlags):
+	// a run of two databases refuses them.
+	serverFlags []string
+	checkpoints string
+	cont        continuousFlags
 	// counters are the HTTP clients' counters of a one-database run,
 	// summed into the summary.
 	counters []*couch.Counters
@@ -100,6 +104,11 @@ JSON status (/status).
 			if err := configure(cmd, &rc.engine); err != nil {
 				return err
 			}
+			for _, f := range serverModeFlags {
+				if cmd.Flags().Changed(f) {
+					rc.serverFlags = append(rc.serverFlags, "--"+f)
+				}
+			}
 			return rc.run(cmd.Context(), args[0], args[1])
 		},
 	}
@@ -134,6 +143,10 @@ func (rc *replicateCmd) logf(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "sofa: "+format+"\n", args...)
 	}
 }
+
+// serverModeFlags are replicate's flags that choose or shape the
+// databases of a whole-server run.
+var serverModeFlags = []string{"include", "exclude", "with-users", "reuse-existing", "q", "n", "verify"}
 
 // Values of `replicate --checkpoints`. Target-only is the default: it
 // spares the source a write per checkpoint and lets read-only credentials
@@ -194,6 +207,8 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 		return usageErr("SOURCE and TARGET must both be databases or both be servers")
 	case rc.shard.raw != "":
 		return usageErr("--shard: a sharded run copies the databases of a server: give two server URLs")
+	case len(rc.serverFlags) > 0:
+		return usageErr("%s: server mode only (SOURCE and TARGET are databases); see --create-target and --copy-security for one database", strings.Join(rc.serverFlags, ", "))
 	}
 	rc.engine.setMemoryLimit(0)
 	res, err := rc.replicateDB(ctx, srcEP, tgtEP)

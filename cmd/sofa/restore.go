@@ -61,6 +61,10 @@ controller (--max-dbs, --fixed, --ideal-duration), each read at its own
 offset: a damaged member fails its database only (exit code 1 still).
 ARCHIVE - is restored in order, one database after the other, and stops
 at a damaged member. In a chain each database's archives apply in order.
+Attachments an archive refers to again later are kept in memory up to a
+share of --max-inflight-bytes; past it, an archive file reads them again
+at their offsets, while stdin and s3:// spill them to a temporary file in
+TMPDIR (as much space as those attachments).
 
 A restore only adds revisions: over an existing database holding newer
 revisions (--reuse-existing) the newer ones stay the winners, and the

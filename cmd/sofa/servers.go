@@ -43,8 +43,8 @@ func printFleetSummary(w *os.File, s *fleet.Summary, quiet bool) {
 		if s.TotalUnknown {
 			of = " (of an unknown number: the read stopped before the archive's manifest)"
 		}
-		fmt.Fprintf(w, "sofa: %d databases%s in %.1fs: %d ok, %d partial, %d failed, %d interrupted, %d not started; docs_read=%d docs_written=%d doc_write_failures=%d bytes=%d (%s)\n",
-			s.DBsTotal, of, time.Duration(s.Duration).Seconds(), s.DBsOK, s.DBsPartial, s.DBsFailed, s.DBsInterrupted, s.DBsNotStarted,
+		fmt.Fprintf(w, "sofa: %s%s in %.1fs: %d ok, %d partial, %d failed, %d interrupted, %d not started; docs_read=%d docs_written=%d doc_write_failures=%d bytes=%d (%s)\n",
+			countDBs(s.DBsTotal), of, time.Duration(s.Duration).Seconds(), s.DBsOK, s.DBsPartial, s.DBsFailed, s.DBsInterrupted, s.DBsNotStarted,
 			s.DocsRead, s.DocsWritten, s.DocWriteFailures, s.Bytes, humanBytes(s.Bytes))
 	}
 	if !quiet {
@@ -71,4 +71,12 @@ func printFleetSummary(w *os.File, s *fleet.Summary, quiet bool) {
 			fmt.Fprintf(w, "sofa:   warning: %s\n", m)
 		}
 	}
+}
+
+// countDBs is "1 database" or "N databases".
+func countDBs(n int) string {
+	if n == 1 {
+		return "1 database"
+	}
+	return fmt.Sprintf("%d databases", n)
 }

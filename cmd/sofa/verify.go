@@ -50,7 +50,8 @@ by the other (CouchDB compresses compressible types on write, as its
 [attachments] settings say) has two digests and counts as equal. Where
 either side is PouchDB Server, which resets an attachment's revpos to the
 generation of the revision that carries its bytes, that revpos is accepted. --metadata also compares
-_security and _revs_limit; it is on for server URLs.
+_security, _revs_limit and the partitioned property; it is on for server
+URLs.
 
 Every difference is listed by database, document id and revision (the
 first --max-differences per database; the count covers all).
@@ -121,7 +122,7 @@ refused unless --allow-partial.
 	vc.control.register(fs)
 	vc.s3.register(fs)
 	fs.BoolVar(&vc.full, "full", false, "also compare every leaf revision's body, history and attachment metadata")
-	fs.BoolVar(&vc.metadata, "metadata", false, "also compare _security and _revs_limit (default: on for server URLs)")
+	fs.BoolVar(&vc.metadata, "metadata", false, "also compare _security, _revs_limit and the partitioned property (default: on for server URLs)")
 	fs.IntVar(&vc.maxDiffs, "max-differences", verify.DefaultMaxDifferences, "differences listed per database (all are counted)")
 	fs.BoolVar(&vc.jsonOut, "json", false, "print the result as JSON on stdout (a run stopped by an error prints {status, error, exit_code})")
 	fs.BoolVarP(&vc.quiet, "quiet", "q", false, "print nothing but errors and differences")
@@ -146,6 +147,7 @@ func (vc *verifyCmd) options(metadataDefault bool, cmd *cobra.Command) sofa.Veri
 	if !cmd.Flags().Changed("metadata") && metadataDefault {
 		o.Metadata = true
 	}
+	o.Partitioned = o.Metadata
 	return sofa.VerifyOptions{Compare: o,
 		Selection:  sofa.Selection{Include: vc.include, Exclude: vc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, vc.withUsers), Shard: vc.mustShard()},
 		RunControl: sofa.RunControl{MaxDBs: vc.control.maxDBs, Fixed: vc.control.fixed, IdealDuration: vc.control.idealDuration}}
@@ -200,7 +202,7 @@ func (vc *verifyCmd) print(stdout, stderr io.Writer, res *verifyResult) {
 		}
 	}
 	if !vc.quiet && res.DBsTotal > 1 {
-		fmt.Fprintf(stderr, "sofa: %d databases compared: %d equal, %d different, %d failed\n", res.DBsTotal, res.DBsEqual, res.DBsDiffer, res.DBsFailed)
+		fmt.Fprintf(stderr, "sofa: %s compared: %d equal, %d different, %d failed\n", countDBs(res.DBsTotal), res.DBsEqual, res.DBsDiffer, res.DBsFailed)
 	}
 }
 
