@@ -258,5 +258,16 @@ func CopyDB(ctx context.Context, src, dst *Endpoint, o CopyDBOptions) (*replicat
 	if ct, ok := pt.Target.(createdTarget); ok && pt.Created {
 		opts.TargetCreated = ct.Created()
 	}
-	return replicate.Run(ctx, sdb, pt.Target, opts)
+	var warning string
+	if ti := pt.InfoRead; ti != nil && ti.Partitioned != sinfo.Partitioned {
+		warning = partitionedWarning(sinfo.Partitioned)
+		if opts.Warn != nil {
+			opts.Warn(warning)
+		}
+	}
+	res, err := replicate.Run(ctx, sdb, pt.Target, opts)
+	if res != nil && warning != "" {
+		res.Warnings = append([]string{warning}, res.Warnings...)
+	}
+	return res, err
 }

@@ -113,6 +113,18 @@ func TestNU3_PartitionedMismatch(t *testing.T) {
 	if !strings.Contains(r.stdout+r.stderr, "partitioned") {
 		t.Errorf("verify does not name the partitioned property:\n%s%s", r.stdout, r.stderr)
 	}
+	// one database by URL: the same warning, in --json too
+	if err := tgt.Client().PutJSON(t.Context(), "/pq", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	r = arSofa(t, bin, nil, "replicate", src.DBURL("pp"), tgt.DBURL("pq"), "--json")
+	r.want(t, exitOK)
+	var one struct {
+		Warnings []string `json:"warnings"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &one); err != nil || len(one.Warnings) != 1 || !strings.Contains(one.Warnings[0], "partitioned") {
+		t.Errorf("database URLs: warnings %q (%v), want one about the partitioned property:\n%s", one.Warnings, err, r.stdout)
+	}
 	// a target the copy creates is partitioned: no warning, equal
 	if err := tgt.Client().DeleteDB(t.Context(), "pp"); err != nil {
 		t.Fatal(err)
