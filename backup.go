@@ -153,6 +153,11 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	if err != nil {
 		return nil, err
 	}
+	if since != nil {
+		if err := sinceLeavesOut(ctx, src, o.Since, since, dbs); err != nil {
+			return nil, err
+		}
+	}
 	tempDir := o.TempDir
 	if _, local := dst.store.(storage.Local); tempDir == "" && local && name != storage.Stdio {
 		tempDir = filepath.Dir(name)

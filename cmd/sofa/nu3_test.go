@@ -170,3 +170,37 @@ func TestNU3_RestoreFileNeedsNoTempSpace(t *testing.T) {
 		t.Errorf("from stdin with no TMPDIR: exit %d, stderr %q; want a failed spill (the case spills)", r.code, r.stderr)
 	}
 }
+
+// TestNU3_SinceLeavesOutRefused (second report, item 2): an incremental
+// backup that leaves out databases of the archive it continues, which
+// the source still holds (a backup of one database continuing a server's
+// backup, or a narrower --include), is refused: a restore of the chain
+// would take them for deleted and leave them out (it consolidated a
+// server's chain into one database with exit 0). Databases deleted at
+// the source since are rightly left out.
+func TestNU3_SinceLeavesOutRefused(t *testing.T) {
+	bin := sofaBin(t)
+	src := couchtest.Start(t)
+	arCreate(t, src, "a", true, arSmallDocs("a", 3)...)
+	arCreate(t, src, "b", true, arSmallDocs("b", 3)...)
+	dir := t.TempDir()
+	full, inc := filepath.Join(dir, "full.sofa"), filepath.Join(dir, "inc.sofa")
+	arSofa(t, bin, nil, "backup", src.URL, full, "-q").want(t, exitOK)
+	for _, args := range [][]string{
+		{"backup", src.DBURL("a"), inc, "--since", full},
+		{"backup", src.URL, inc, "--since", full, "--include", "a"},
+	} {
+		r := arSofa(t, bin, nil, args...)
+		r.want(t, exitUsage)
+		if line := r.errLine(t); !strings.Contains(line, ", b)") || !strings.Contains(line, "deleted") {
+			t.Errorf("%v: error does not name b and why: %s", args[1:], line)
+		}
+		if _, err := os.Stat(inc); err == nil {
+			t.Fatalf("%v: a refused backup wrote %s", args[1:], inc)
+		}
+	}
+	if err := src.Client().DeleteDB(t.Context(), "b"); err != nil {
+		t.Fatal(err)
+	}
+	arSofa(t, bin, nil, "backup", src.URL, inc, "-q", "--since", full).want(t, exitOK)
+}
