@@ -47,9 +47,11 @@ func (s *syncer) wakeJob(ctx context.Context, name string, p DBProgress) (fleet.
 		sess, recreated = s.checkRecreated(ctx, name, sess, polled)
 		gone = gone || recreated
 	}
-	if gone && synced && s.o.DeleteMissing {
-		// Seen deleted since its last copy: if it exists again, it is
-		// another database, and the target's copy of the old one goes.
+	if gone && s.o.DeleteMissing {
+		// Seen deleted since its last copy, or during its first one
+		// (which may have written part of the old database): if it
+		// exists again, it is another database, and the target's copy
+		// of the old one goes.
 		if err = s.mirrorRecreated(ctx, name); err == nil {
 			synced, sess = false, nil
 		}

@@ -10,7 +10,8 @@ import (
 )
 
 // mirrorRecreated, with DeleteMissing, handles a database this run copied
-// that the watch has seen deleted since: when the source holds it again
+// (or was copying: a first copy may have written part of it) that the
+// watch has seen deleted since: when the source holds it again
 // (created anew before the catch-up looked), the target's copy of the old
 // one is deleted, so that the next copy makes the target hold the new
 // database only (replication never deletes: the old documents would

@@ -85,6 +85,9 @@ func (s *syncer) note(name string, c change) {
 	}
 	if c.gone {
 		d.gone = true
+		if d.running && s.o.Copy.DebugLogf != nil {
+			s.o.Copy.DebugLogf("%s: deleted on the source while it is copied: judged when the copy ends", name)
+		}
 	}
 	if c.polled != nil {
 		d.polled = c.polled
