@@ -121,6 +121,9 @@ type RestorePlan struct {
 	// verb names the operation in errors ("restore"; "backup" for a
 	// backup from an archive).
 	verb string
+	// missing are the members of the sets planned that are missing
+	// (SetChain.Missing), reported in the Summary.
+	missing []string
 }
 
 // PlanRestore checks a restore's options and reads the archives' headers
@@ -346,6 +349,7 @@ func (p *RestorePlan) finish(sum *fleet.Summary, fatalErr error, filter fleet.Fi
 		sum.Add(fleet.DBResult{Name: tname, Status: fleet.StatusOK, Warnings: []string{msg}})
 	}
 	sum.Duration = fleet.Duration(time.Since(sum.Started))
+	sum.MissingMembers = p.missing
 	if fatalErr != nil {
 		return sum, fatalErr
 	}

@@ -115,7 +115,7 @@ func PlanRestoreSets(ctx context.Context, c *SetChain, o RestoreOptions) (*Resto
 	if len(archives) == 0 {
 		return nil, fmt.Errorf("restore: no member of set %s is present", c.Sets[0].Manifest)
 	}
-	p := &RestorePlan{archives: archives, c: &restorer{o: o}, filter: filter}
+	p := &RestorePlan{archives: archives, c: &restorer{o: o}, filter: filter, missing: c.Missing}
 	if len(c.Sets) > 1 {
 		var present [][]int
 		for _, ch := range chains {

@@ -102,6 +102,11 @@ type Summary struct {
 	// _replicator); they are not among DBs and not counted. Nil when
 	// none or when the caller does not report them.
 	LeftOut []LeftOut `json:"left_out,omitempty"`
+	// MissingMembers names the members of a sharded backup's set that
+	// were missing from a run that accepted them (restore
+	// --allow-partial): the databases of their shards were not restored
+	// and are in no count. Nil when none.
+	MissingMembers []string `json:"missing_members,omitempty"`
 	// Hosts holds each limiter's totals and decisions.
 	Hosts []limitstats.Stats `json:"hosts,omitempty"`
 	// Concurrency tells how many databases ran at once and why.

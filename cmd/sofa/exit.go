@@ -134,6 +134,8 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 		code, msg = exitFatal, nothingDone(o.sum, o.verb)
 	case code == exitOK && o.sum != nil && !o.sum.Complete():
 		return exitPartial, fmt.Sprintf("%d of %d databases were not %s completely (listed above)", o.sum.DBsTotal-o.sum.DBsOK, o.sum.DBsTotal, o.verb)
+	case code == exitOK && o.sum != nil && len(o.sum.MissingMembers) > 0:
+		return exitPartial, fmt.Sprintf("%d members of the set were missing (--allow-partial): the databases of their shards were not %s", len(o.sum.MissingMembers), o.verb)
 	case code == exitOK && o.res != nil && len(o.res.Failures) > 0:
 		return exitPartial, fmt.Sprintf("%d revisions were not copied (listed above)", len(o.res.Failures))
 	}

@@ -15,6 +15,7 @@ import (
 // the message of the table in --help, in one place.
 func TestExitFor(t *testing.T) {
 	ok := &sofa.Summary{DBsTotal: 2, DBsOK: 2}
+	shardMissing := &sofa.Summary{DBsTotal: 2, DBsOK: 2, MissingMembers: []string{"b.shard-1-of-3.sofa"}}
 	part := &sofa.Summary{DBsTotal: 3, DBsOK: 1, DBsPartial: 2}
 	cut := &sofa.Summary{DBsTotal: 3, DBsOK: 1, Interrupted: true}
 	failed := func(name, err string) sofa.DBResult { return sofa.DBResult{Name: name, Status: "failed", Error: err} }
@@ -48,6 +49,7 @@ func TestExitFor(t *testing.T) {
 		{"fatal during a signal", fatal(boom), true, exitInterrupted, resumeMsg},
 		{"canceled", canceled, false, exitInterrupted, resumeMsg},
 		{"fleet ok", &outcome{sum: ok, verb: "copied"}, false, exitOK, ""},
+		{"fleet ok, a member of the set missing", &outcome{sum: shardMissing, verb: "restored"}, false, exitPartial, "1 members of the set were missing (--allow-partial): the databases of their shards were not restored"},
 		{"fleet partial", &outcome{sum: part, verb: "restored"}, false, exitPartial, "2 of 3 databases were not restored completely (listed above)"},
 		{"fleet nothing done", &outcome{sum: none, verb: "restored"}, false, exitFatal, `nothing was restored: all 2 databases failed (listed above); the first, "a": refused`},
 		{"fleet nothing done, one db", &outcome{sum: noneOfOne, verb: "copied"}, false, exitFatal, `nothing was copied: database "a" failed: refused`},

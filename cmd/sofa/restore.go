@@ -88,8 +88,9 @@ name its manifest (NAME.set.json) or the ARCHIVE the backup was given. A
 chain of sets (the full set, then the sets of backup --shard i/n --since)
 is restored as a chain, shard by shard. A set missing a member is refused
 unless --allow-partial (then the shards with a member missing anywhere in
-the chain are left out); a member of another run or of another number of
-shards is always refused.
+the chain are left out, the run exits 3, and --json lists the members as
+missing_members); a member of another run or of another number of shards
+is always refused.
 
 TARGET may also be an archive (a path, - for stdout, or s3://BUCKET/KEY):
 the chain is then consolidated into that one full archive (--compression,

@@ -145,10 +145,15 @@ func TestShard_Processes(t *testing.T) {
 	if r := arSofa(t, bin, nil, "ls", manifest); r.code != exitOK || !strings.Contains(r.stdout, "MISSING") {
 		t.Errorf("ls of a partial set: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	r = arSofa(t, bin, nil, "restore", manifest, tgt2.URL, "--allow-partial", "-q")
-	r.want(t, exitOK)
+	// accepted, and said: exit 3, the member in --json (a new user found
+	// exit 0 and nothing in the JSON)
+	r = arSofa(t, bin, nil, "restore", manifest, tgt2.URL, "--allow-partial", "--json")
+	r.want(t, exitPartial)
 	if !strings.Contains(r.stderr, missing) {
 		t.Errorf("--allow-partial does not name the missing member:\n%s", r.stderr)
+	}
+	if mm := r.summary(t).MissingMembers; len(mm) != 1 || !strings.Contains(mm[0], filepath.Base(missing)) {
+		t.Errorf("--json missing_members %q, want the one missing, %s", mm, filepath.Base(missing))
 	}
 	for _, db := range names {
 		if sofa.ShardOf(db, n) != 1 {
