@@ -43,10 +43,11 @@ func TestSync_DeleteMissingRecreatedDuringFirstCopy(t *testing.T) {
 	}
 	r := startSync(t, p.URL, b.URL, o)
 	r.wait("the initial copy", func() bool { return r.caughtUp })
-	// s1, created during the run: its first copy reads one batch (and
-	// writes it), then its reads are answered 503 (retried)
-	stall := faultproxy.Rule{Name: "stall-s1", Method: "POST", Path: `^/s1/_bulk_get$`, After: 1, Fault: faultproxy.Status, Status: 503}
-	if err := p.SetRules(stall); err != nil {
+	// s1, created during the run, hidden from it (503) until it holds
+	// its documents; then its first copy reads one batch (and writes
+	// it), and its further reads are answered 503 (retried)
+	hide := faultproxy.Rule{Name: "hide-s1", Path: `^/(s1(/.*)?|_dbs_info)$`, Fault: faultproxy.Status, Status: 503}
+	if err := p.SetRules(hide); err != nil {
 		t.Fatal(err)
 	}
 	ca, cb := couchtest.NewClient(a.URL), couchtest.NewClient(b.URL)
@@ -58,6 +59,10 @@ func TestSync_DeleteMissingRecreatedDuringFirstCopy(t *testing.T) {
 		docs = append(docs, json.RawMessage(fmt.Sprintf(`{"_id":"old%04d","n":%d}`, i, i)))
 	}
 	if _, err := ca.BulkDocs(ctx, "s1", true, docs...); err != nil {
+		t.Fatal(err)
+	}
+	stall := faultproxy.Rule{Name: "stall-s1", Method: "POST", Path: `^/s1/_bulk_get$`, After: 1, Fault: faultproxy.Status, Status: 503}
+	if err := p.SetRules(stall); err != nil {
 		t.Fatal(err)
 	}
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -92,12 +97,14 @@ func TestSync_DeleteMissingRecreatedDuringFirstCopy(t *testing.T) {
 	if _, err := ca.PutDoc(ctx, "s1", "fresh", map[string]any{"v": 1}); err != nil {
 		t.Fatal(err)
 	}
+	var failed int // the copies of s1 failed so far (while hidden, say)
+	r.wait("the count of s1's failed copies", func() bool { failed = r.failed["s1"]; return true })
 	gone := faultproxy.Rule{Name: "s1-read-gone", Method: "POST", Path: `^/s1/_bulk_get$`, Fault: faultproxy.Status, Status: 404,
 		Body: `{"error":"not_found","reason":"Database does not exist."}`}
 	if err := p.SetRules(gone); err != nil {
 		t.Fatal(err)
 	}
-	r.wait("s1's first copy failed", func() bool { return r.failed["s1"] > 0 })
+	r.wait("s1's first copy failed", func() bool { return r.failed["s1"] > failed })
 	if err := p.SetRules(); err != nil {
 		t.Fatal(err)
 	}
