@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -160,20 +161,23 @@ func (c *Client) PostJSON(ctx context.Context, path string, in, out any) error {
 // CreateDB creates database db; an existing one is an error (412).
 //
 // CouchDB 3 may answer 412 file_exists to a PUT sent just after the
-// database's DELETE was acknowledged, while GET /db already says 404 (seen
-// in CI on a loaded machine): the old shard files are still being removed.
-// CreateDB asks again, for up to 30 s, as long as GET /db says the
-// database is missing, so a test that recreates a database does not fail
-// on that race; a database that does exist still gives the 412.
+// database's DELETE was acknowledged (seen in CI on a loaded machine): the
+// old shard files are still being removed, and GET /db may answer 404 or,
+// for a moment, still find the old one. CreateDB asks again, for up to
+// 30 s, while GET /db says the database is missing or while the database
+// is one a couchtest client deleted in the last minute, so a test that
+// recreates a database does not fail on that race; any other existing
+// database still gives the 412 at once.
 func (c *Client) CreateDB(ctx context.Context, db string) error {
 	path := "/" + EscapeDB(db)
 	deadline := time.Now().Add(30 * time.Second)
+	justDeleted := deletedRecently(c.BaseURL + path)
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
 		st, err := c.Do(ctx, http.MethodPut, path, nil, nil)
 		if st != http.StatusPreconditionFailed || time.Now().After(deadline) {
 			return err
 		}
-		if gst, _ := c.Do(ctx, http.MethodGet, path, nil, nil); gst != http.StatusNotFound {
+		if gst, _ := c.Do(ctx, http.MethodGet, path, nil, nil); gst != http.StatusNotFound && !justDeleted {
 			return err
 		}
 		select {
@@ -186,11 +190,38 @@ func (c *Client) CreateDB(ctx context.Context, db string) error {
 
 // DeleteDB deletes database db; a missing one is not an error.
 func (c *Client) DeleteDB(ctx context.Context, db string) error {
-	st, err := c.Do(ctx, http.MethodDelete, "/"+EscapeDB(db), nil, nil)
+	path := "/" + EscapeDB(db)
+	st, err := c.Do(ctx, http.MethodDelete, path, nil, nil)
+	if err == nil {
+		noteDeleted(c.BaseURL + path)
+	}
 	if st == http.StatusNotFound {
 		return nil
 	}
 	return err
+}
+
+// deleted holds when each database URL was last deleted by a couchtest
+// client, for CreateDB's retry after a recent DELETE.
+var deleted struct {
+	sync.Mutex
+	at map[string]time.Time
+}
+
+func noteDeleted(url string) {
+	deleted.Lock()
+	defer deleted.Unlock()
+	if deleted.at == nil {
+		deleted.at = map[string]time.Time{}
+	}
+	deleted.at[url] = time.Now()
+}
+
+func deletedRecently(url string) bool {
+	deleted.Lock()
+	defer deleted.Unlock()
+	at, ok := deleted.at[url]
+	return ok && time.Since(at) < time.Minute
 }
 
 // PutDoc writes doc (any JSON-encodable value or raw JSON) as id in db with
