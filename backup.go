@@ -262,7 +262,7 @@ func readSince(ctx context.Context, st storage.Store, name string, logf func(str
 // database's group is written with `_revs_limit` and `_security`, and
 // its leaf revisions are counted against the source's doc counts. A group
 // not backed up whole is marked so (aborted with the reason).
-func (o *BackupOptions) job(srv *couch.Server, w *archive.Writer, onTarget map[string]bool) *pairJob {
+func (o *BackupOptions) job(srv *couch.Server, w *archive.Writer, onTarget *targetListing) *pairJob {
 	engine := o.Engine
 	engine.CopyMetadata = true
 	return &pairJob{src: srv, tgt: w, engine: engine, budget: replicate.NewBudget(o.Engine.MaxInflightBytes),

@@ -131,33 +131,13 @@ type dbJob = fleet.Job
 // first and `_security` last, then checked (Verify). budget is shared by
 // the databases in flight; onTarget (nil: unknown) holds the target's
 // databases listed at the start.
-func (o *CopyOptions) job(ssrv, tsrv *couch.Server, budget *replicate.Budget, onTarget map[string]bool) *pairJob {
+func (o *CopyOptions) job(ssrv, tsrv *couch.Server, budget *replicate.Budget, onTarget *targetListing) *pairJob {
 	engine := o.Engine
 	engine.CopyMetadata = true
 	return &pairJob{src: ssrv, tgt: tsrv, engine: engine, budget: budget, verify: o.Verify,
 		q: o.Q, n: o.N, reuse: o.ReuseExisting, sourceReadOnly: !o.SourceCheckpoints, batchInfo: true,
 		lenientRevpos: tsrv.Vendor == couch.VendorPouchDB, onTarget: onTarget, rc: &o.RunControl,
 		rules: func(t dbTask, r *targetRules) { r.Reuse = r.Reuse || t.Target == couch.UsersDB }}
-}
-
-// listTarget lists the target server's databases once, so that a
-// database it lacks is created straight away, without asking for it
-// first (one request less per database on a first run); nil (every one
-// is asked for) when the listing fails. An archive being written lists
-// none: every database is new.
-func listTarget(ctx context.Context, ts replicate.TargetServer, rc *RunControl) map[string]bool {
-	names, err := fleet.ListDBs(ctx, ts, 1000)
-	if err != nil {
-		if ctx.Err() == nil { // a stopped run or listing says nothing
-			rc.logf("target: list databases: %v (asking for each database instead)", err)
-		}
-		return nil
-	}
-	on := make(map[string]bool, len(names))
-	for _, n := range names {
-		on[n] = true
-	}
-	return on
 }
 
 // CopyDBOptions configure CopyDB.

@@ -48,9 +48,9 @@ type pairJob struct {
 	// lenientRevpos compares attachments without their revpos (a PouchDB
 	// Server target rewrites it).
 	lenientRevpos bool
-	// onTarget, when not nil, holds the target's databases listed at the
+	// onTarget, when not nil, is the target's databases listed at the
 	// start: one it lacks is created without being asked for first.
-	onTarget map[string]bool
+	onTarget *targetListing
 	// rules, if set, adjusts the target rules of each database.
 	rules func(t dbTask, r *targetRules)
 	// hooks, if set, wrap each copy (Restore's: restoreHooks).
@@ -123,9 +123,10 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 		return r, fmt.Errorf("source: %w", err)
 	}
 	p.SetDocsTotal(c.sinfo.DocCount + c.sinfo.DelCount)
+	absent, pending := j.onTarget.lookup(t.Target)
 	rules := targetRules{
 		Props:  replicate.CreateOptions{Partitioned: c.sinfo.Partitioned, Q: j.q, N: j.n},
-		Absent: j.onTarget != nil && !j.onTarget[t.Target],
+		Absent: absent, CreateFirst: pending,
 		Reuse:  j.reuse,
 		Source: src, OneWrite: dbcopy.OneWrite(j.engine), RecogniseMax: dbcopy.RecogniseMax(j.engine),
 	}

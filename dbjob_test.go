@@ -59,7 +59,7 @@ func TestBackupJob_StoredCountCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := &BackupOptions{}
-	j := o.job(ep.Server, w, map[string]bool{})
+	j := o.job(ep.Server, w, listedTarget(map[string]bool{}))
 	for _, db := range []string{"short", "whole"} {
 		task := dbTask{Source: db, Target: db}
 		if db == "short" {

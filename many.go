@@ -73,6 +73,13 @@ type targetRules struct {
 	// Absent: the target's listing lacked the database, which is then
 	// created without being asked for first (one request less each).
 	Absent bool
+	// CreateFirst: the target's listing is not in yet (targetListing),
+	// so the database is created without being asked for first, as if
+	// Absent; one that exists answers 412, and a create refused for
+	// another reason (CouchDB answers 401 to a user who is not a server
+	// admin whether or not the database exists) is then asked for, as
+	// without a listing.
+	CreateFirst bool
 	// Reuse writes into an existing database whatever it holds
 	// (ReuseExisting, _users, a restore's incremental or system database).
 	Reuse bool
@@ -171,19 +178,20 @@ func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, 
 		}
 		return true, nil
 	}
-	if rules.Absent {
+	if rules.Absent || rules.CreateFirst && rules.Missing == nil {
 		created, err := create()
-		if err != nil {
+		if err != nil && rules.Absent {
 			return preparedTarget{}, err
 		}
-		if created {
+		if err == nil && created {
 			p, err := open(true)
 			if err != nil {
 				return p, err
 			}
 			return claim(p, true)
 		}
-		// created meanwhile: judged as any existing database below
+		// created meanwhile (or a create first refused): judged as any
+		// existing database below
 	}
 	p, err := open(false)
 	if err != nil {

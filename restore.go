@@ -70,9 +70,9 @@ type RestoreOptions struct {
 type restorer struct {
 	o      RestoreOptions
 	budget *replicate.Budget
-	// onTarget, when not nil, holds the target's databases listed at
-	// the start: one missing is created without being asked for.
-	onTarget map[string]bool
+	// onTarget, when not nil, is the target's databases listed at the
+	// start: one missing is created without being asked for.
+	onTarget *targetListing
 	// archived holds every database name of the archives (checkSelection).
 	archived map[string]bool
 	// parts, set by runIndexed, opens each part of the chain that
@@ -212,27 +212,15 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	o, archives := c.o, p.archives
 	tgt := dst.couch
 	// The target's databases are listed while the archives' catalogs
-	// and indexes are read; listed waits for the listing, or stops it
-	// when the restore ends before it is needed (abandon).
-	listed := func(abandon bool) {}
+	// and indexes are read; the databases do not wait for the listing
+	// (see targetListing).
 	if tgt.DBName == "" {
-		lctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		listed = func(abandon bool) {
-			if abandon {
-				cancel()
-			}
-			<-done
-			cancel()
-		}
-		go func() {
-			defer close(done)
-			c.onTarget = listTarget(lctx, tgt.Server, &c.o.RunControl)
-		}()
+		var endListing func()
+		c.onTarget, endListing = listTargetLater(ctx, tgt.Server, &c.o.RunControl)
+		defer endListing()
 	}
 	selected, damaged, err := c.checkSelection(ctx, archives, p.filter, o.Renames, tgt.DBName != "", tgt.Server)
 	if err != nil {
-		listed(true)
 		return nil, err
 	}
 	c.o.Engine.Workers = restoreWorkers(o.Engine.Workers, tgt.Server.Vendor)
@@ -243,11 +231,10 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	closeAll := func() {}
 	if damaged == nil {
 		idx, closeAll, err = c.indexes(ctx, archives)
-		if listed(err != nil); err != nil {
+		if err != nil {
 			return nil, err
 		}
 	} else {
-		listed(false)
 		// Its index cannot be trusted, or its end is missing: the
 		// archives are read in order, as from stdin, and what comes
 		// before the damage restored.

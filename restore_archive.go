@@ -267,7 +267,7 @@ func archiveJob(src replicate.SourceServer, w *archive.Writer, c *restorer) *pai
 	engine := c.o.Engine
 	engine.CopyMetadata = true
 	return &pairJob{src: src, tgt: w, engine: engine, budget: c.budget, verify: VerifyCheap,
-		sourceReadOnly: true, onTarget: map[string]bool{}, rc: &c.o.RunControl, hooks: archiveHooks{}}
+		sourceReadOnly: true, onTarget: listedTarget(map[string]bool{}), rc: &c.o.RunControl, hooks: archiveHooks{}}
 }
 
 // archiveHooks end each group of an archive copied from archives where

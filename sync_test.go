@@ -469,7 +469,7 @@ func TestSync_Faults(t *testing.T) {
 	enableDBUpdates(t, a)
 	ps, pt := faultproxy.StartT(t, a.URL), faultproxy.StartT(t, b.URL)
 	srcRules := []faultproxy.Rule{
-		{Name: "feed-cut", Method: "GET", Path: `/_db_updates$`, Fault: faultproxy.CutChanges, CutRows: 1, Times: 3},
+		{Name: "feed-cut", Method: "GET", Path: `/_db_updates$`, Query: `(^|&)feed=continuous(&|$)`, Fault: faultproxy.CutChanges, CutRows: 1, Times: 3},
 		{Name: "changes-reset", Method: "GET", Path: `/_changes$`, Fault: faultproxy.Reset, Probability: 0.3, Times: 6},
 		{Name: "bulk-get-503", Path: `/_bulk_get$`, Fault: faultproxy.Status, Status: 503, Times: 4},
 	}
@@ -589,14 +589,19 @@ func TestSync_IdleCost(t *testing.T) {
 		if r.mode != "db_updates" {
 			t.Fatalf("mode %s", r.mode)
 		}
-		feeds := 0
+		// one request reads the feed's present position, one follows it
+		feeds, positions := 0, 0
 		for _, e := range rec.Recorded() {
-			if strings.HasPrefix(e.Path, "/_db_updates") {
+			switch {
+			case !strings.HasPrefix(e.Path, "/_db_updates"):
+			case strings.Contains(e.Query, "feed=continuous"):
 				feeds++
+			default:
+				positions++
 			}
 		}
-		if feeds != 1 {
-			t.Errorf("%d _db_updates requests, want 1", feeds)
+		if feeds != 1 || positions != 1 {
+			t.Errorf("%d continuous _db_updates requests and %d others, want 1 and 1", feeds, positions)
 		}
 		rec.ResetNow() // the feed stays open
 		synced := r.synced["i0077"]

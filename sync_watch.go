@@ -21,6 +21,19 @@ func (s *syncer) watch(ctx context.Context, ready chan<- string) {
 	}
 	since := "now"
 	first := true
+	// The feed is followed from its present position, read first: the
+	// initial copy need not wait for the continuous feed's headers,
+	// which CouchDB 3 sends only with its first row or heartbeat (up to
+	// Heartbeat later). Failing that, from "now", ready once opened.
+	if seq, err := s.ssrv.DBUpdatesNow(ctx); err == nil {
+		since, first = seq, false
+		ready <- "db_updates"
+	} else if errors.Is(err, couch.ErrNoDBUpdates) {
+		s.poll(ctx, ready)
+		return
+	} else if ctx.Err() != nil {
+		return
+	}
 	wait := 250 * time.Millisecond
 	for {
 		err := s.ssrv.DBUpdates(ctx, since, s.o.Heartbeat, func() {

@@ -75,6 +75,36 @@ func (s *Server) DBUpdates(ctx context.Context, since string, heartbeat time.Dur
 	return err
 }
 
+// DBUpdatesNow returns the `_db_updates` feed's present position: the
+// last_seq of `GET /_db_updates?feed=normal&since=now`, which CouchDB
+// answers at once. A continuous feed started from it (DBUpdates with that
+// since) delivers every change after the moment it was read, whenever
+// that feed connects; CouchDB 3 sends a continuous feed's headers only
+// with its first row or heartbeat, so DBUpdates' opened, from "now",
+// comes up to a heartbeat late. A server without the feed gives
+// ErrNoDBUpdates; one whose answer has no last_seq gives an error.
+func (s *Server) DBUpdatesNow(ctx context.Context) (string, error) {
+	resp, err := s.do(ctx, &request{Method: "GET", Path: "/_db_updates", Query: "feed=normal&since=now"})
+	if err != nil {
+		if st := StatusOf(err); st == 400 || st == 404 || st == 405 || st == 501 {
+			return "", fmt.Errorf("%s: GET /_db_updates: %w (%w)", s.URL(), ErrNoDBUpdates, err)
+		}
+		return "", s.describe(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		LastSeq json.RawMessage `json:"last_seq"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
+		return "", fmt.Errorf("%s: GET /_db_updates: bad answer: %w", s.URL(), err)
+	}
+	seq := rawSeq(out.LastSeq)
+	if seq == "" {
+		return "", fmt.Errorf("%s: GET /_db_updates?since=now: the answer has no last_seq", s.URL())
+	}
+	return seq, nil
+}
+
 // ParseDBUpdates reads a continuous `_db_updates` feed from r: one JSON
 // object per line (`{"db_name","type","seq"}`), blank heartbeat lines,
 // and possibly a closing `{"last_seq":S}` line (after which it returns

@@ -111,6 +111,12 @@ func (r *run) follow(ctx context.Context, since Seq, k *cutter) error {
 		return ErrNotFollowable
 	}
 	r.liveDocs.Store(true)
+	// Rows from here on are mostly edits of documents the target holds:
+	// _revs_diff is asked again (an initial copy into an empty target
+	// learnt to skip it), so that an edited document's unchanged
+	// attachments come as stubs (atts_since: its possible_ancestors) and
+	// missing_found counts what the target lacks.
+	r.diff.init(0)
 	rows := make(chan feedRow, r.opts.BatchSize)
 	feedErr := make(chan error, 1)
 	fctx, cancel := context.WithCancel(ctx)

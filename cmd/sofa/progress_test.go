@@ -171,3 +171,36 @@ func checkWaiting(t *testing.T, lines []string, mark, host string) {
 		t.Errorf("no line says the run is waiting on retries on host %s (%q):\n%s", host, mark, strings.Join(lines, "\n"))
 	}
 }
+
+// A restore reports its progress like a backup (found by a new user: it
+// printed nothing until its summary): while the target's _bulk_docs
+// answers 503, its log lines say what it waits on, and never repeat.
+func TestProgress_RestoreReports(t *testing.T) {
+	srv := couchtest.Start(t)
+	if err := srv.Client().CreateDB(t.Context(), "src"); err != nil {
+		t.Fatal(err)
+	}
+	cliLoad(t, srv, "src", 300)
+	archive := filepath.Join(t.TempDir(), "r.sofa")
+	runSofa(t, sofaBin(t), "backup", srv.URL, archive, "--include", "src", "-q").want(t, exitOK)
+	tgt := couchtest.Start(t)
+	px := faultproxy.StartT(t, tgt.URL)
+	pxURL, err := url.Parse(px.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := stallRun(t, px, faultproxy.Rule{Method: "POST", Path: "/_bulk_docs$"}, 4,
+		"restore", archive, px.URL, "--max-429-wait", "2m")
+	timeish := regexp.MustCompile(`(^| )(time|elapsed|docs_per_s|bytes_per_s|eta)=\S+`)
+	n, lines := repeats(out, func(l string) bool {
+		return strings.Contains(l, "msg=progress ") || strings.Contains(l, `msg="progress waiting"`)
+	}, func(l string) string { return timeish.ReplaceAllString(l, "") })
+	t.Logf("restore: %d progress lines, at most %d identical in a row", len(lines), n)
+	if len(lines) == 0 {
+		t.Fatalf("restore printed no progress line:\n%s", out)
+	}
+	if n > 1 {
+		t.Errorf("restore: %d identical progress lines in a row:\n%s", n, strings.Join(lines, "\n"))
+	}
+	checkWaiting(t, lines, `msg="progress waiting"`, pxURL.Host)
+}

@@ -187,6 +187,8 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 	if err != nil {
 		return usageErr("--compression: %w", err)
 	}
+	prog := c.out.progress()
+	defer prog.Stop()
 	ropts := sofa.RestoreOptions{
 		Engine:         c.engine.options(),
 		Selection:      sofa.Selection{Include: c.include, Exclude: c.exclude},
@@ -194,7 +196,7 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 		ReuseExisting: c.reuseExisting, Replace: c.replace, Q: c.q, N: c.n,
 		Verify:     sofa.VerifyMode(c.verifyMode),
 		Output:     sofa.ArchiveOutput{Compression: comp, Overwrite: c.force, Tool: "sofa " + version},
-		RunControl: c.control.runControl(&c.out, nil),
+		RunControl: c.control.runControl(&c.out, prog),
 	}
 	var plan *sofa.RestorePlan
 	if chain != nil {
@@ -229,6 +231,7 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 	c.engine.setMemoryLimit(64 << 20)
 	setGCPercent(archiveGCPercent)
 	sum, err := plan.Run(ctx, tgt)
+	prog.Stop()
 	o := finishDBs(sum, err, c.out, "restored")
 	if tgt.Kind() == sofa.KindArchive {
 		o.interrupted = "interrupted: no archive was written (the restore starts over when run again)"

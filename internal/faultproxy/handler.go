@@ -39,7 +39,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, "", "", retryAfter)
 		return
 	}
-	if rule := p.pick(r.Method, r.URL.EscapedPath(), true); rule != nil {
+	if rule := p.pick(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, true); rule != nil {
 		p.faults.Add(1)
 		_, _ = io.CopyN(io.Discard, r.Body, int64(rule.CutBytes))
 		if rule.Fault == StallMidRequest {
@@ -63,7 +63,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	rule := p.pick(r.Method, r.URL.EscapedPath(), false)
+	rule := p.pick(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, false)
 	if rule != nil && rule.Delay > 0 {
 		t := time.NewTimer(rule.Delay)
 		select {

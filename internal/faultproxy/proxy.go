@@ -250,14 +250,14 @@ func (p *Proxy) ResetStats() {
 }
 
 // pick returns the rule that handles the request, or nil, and counts it.
-func (p *Proxy) pick(method, path string, early bool) *compiledRule {
+func (p *Proxy) pick(method, path, query string, early bool) *compiledRule {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range p.rules {
 		// ResetMidRequest and StallMidRequest rules are tried early, before
 		// the body is read;
 		// the others after
-		if r.Fault.early() != early || !r.matches(method, path) {
+		if r.Fault.early() != early || !r.matches(method, path, query) {
 			continue
 		}
 		n := r.c.matched.Add(1)

@@ -519,3 +519,24 @@ func TestCompareDBs_OpenRevsFallbackThroughProxy(t *testing.T) {
 		t.Error("_bulk_get was not refused, so the fallback was not exercised")
 	}
 }
+
+// TestProxy_QueryMatch: a rule with Query fires only on requests whose
+// query string matches it.
+func TestProxy_QueryMatch(t *testing.T) {
+	p, _, db := setup(t)
+	if err := p.SetRules(Rule{Name: "q", Method: http.MethodGet, Path: `/_changes$`, Query: `(^|&)feed=continuous(&|$)`, Fault: Status, Status: 503}); err != nil {
+		t.Fatal(err)
+	}
+	if a := do(t, http.MethodGet, p.URL+"/"+db+"/_changes?feed=normal", ""); a.err != nil || a.status != http.StatusOK {
+		t.Errorf("feed=normal: got %d %v, want 200 from the server", a.status, a.err)
+	}
+	if a := do(t, http.MethodGet, p.URL+"/"+db+"/_changes?since=0&feed=continuous&timeout=1", ""); a.err != nil || a.status != 503 {
+		t.Errorf("feed=continuous: got %d %v, want the rule's 503", a.status, a.err)
+	}
+	if st := p.Rule("q"); st.Matched != 1 || st.Fired != 1 {
+		t.Errorf("rule matched %d, fired %d; want 1 and 1", st.Matched, st.Fired)
+	}
+	if err := p.SetRules(Rule{Query: `(`}); err == nil {
+		t.Error("a bad Query regexp was accepted")
+	}
+}

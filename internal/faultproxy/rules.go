@@ -105,6 +105,9 @@ type Rule struct {
 	// on the wire, without the query), e.g. `/_changes$`; empty matches
 	// any.
 	Path string
+	// Query is a regexp matched against the raw query string (without
+	// "?"), e.g. `feed=continuous`; empty matches any.
+	Query string
 	// After lets the first After matching requests through untouched.
 	After int
 	// Times caps how often the rule fires; zero means no cap.
@@ -155,9 +158,10 @@ type ruleCounters struct {
 
 type compiledRule struct {
 	Rule
-	path *regexp.Regexp
-	ids  map[string]bool
-	c    *ruleCounters
+	path  *regexp.Regexp
+	query *regexp.Regexp
+	ids   map[string]bool
+	c     *ruleCounters
 }
 
 func compile(r Rule, i int) (*compiledRule, error) {
@@ -171,6 +175,13 @@ func compile(r Rule, i int) (*compiledRule, error) {
 			return nil, fmt.Errorf("faultproxy: rule %q: path: %w", cr.Name, err)
 		}
 		cr.path = re
+	}
+	if r.Query != "" {
+		re, err := regexp.Compile(r.Query)
+		if err != nil {
+			return nil, fmt.Errorf("faultproxy: rule %q: query: %w", cr.Name, err)
+		}
+		cr.query = re
 	}
 	if r.Fault == Status && (r.Status < 100 || r.Status > 999) {
 		return nil, fmt.Errorf("faultproxy: rule %q: Status fault needs a status code, got %d", cr.Name, r.Status)
@@ -190,9 +201,9 @@ func compile(r Rule, i int) (*compiledRule, error) {
 	return cr, nil
 }
 
-func (r *compiledRule) matches(method, path string) bool {
+func (r *compiledRule) matches(method, path, query string) bool {
 	if r.Method != "" && r.Method != method {
 		return false
 	}
-	return r.path == nil || r.path.MatchString(path)
+	return (r.path == nil || r.path.MatchString(path)) && (r.query == nil || r.query.MatchString(query))
 }

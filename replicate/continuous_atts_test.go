@@ -1,0 +1,57 @@
+package replicate_test
+
+import (
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/sofadb/sofa/internal/couchtest"
+	"github.com/sofadb/sofa/replicate"
+)
+
+// TestContinuous_EditKeepsAttachmentUnread (conformance A5, found by a
+// new user on CouchDB 3.5: a continuous copy of one database sent a
+// document's unchanged attachment again on every edit, and counted every
+// revision offered as missing_found): after an initial copy into an
+// empty target the engine skips `_revs_diff` (the target lacks
+// everything); once it follows the feed it must ask again, so that an
+// edited document's attachment is fetched with atts_since (its
+// possible_ancestors) and written as a stub.
+func TestContinuous_EditKeepsAttachmentUnread(t *testing.T) {
+	srv, src, tgt, sdb, tdb := pair(t)
+	if srv.Kind != couchtest.CouchDB {
+		t.Skip("possible_ancestors and atts_since are CouchDB's (PouchDB Server ignores atts_since)")
+	}
+	c := srv.Client()
+	ctx := t.Context()
+	loadDocs(t, srv, src, 600, 100) // more than one batch: the skip is learnt
+	data := make([]byte, 1<<20)
+	rand.Read(data)
+	rev, err := c.PutAttachment(ctx, src, "big", "", "a.bin", "application/octet-stream", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := newRecObserver()
+	var cs replicate.Counters
+	f := follow(t, sdb, tdb, replicate.Options{Observer: obs, Counters: &cs, FlushInterval: 50 * time.Millisecond})
+	obs.waitCaughtUp(t)
+	waitEqual(t, srv, src, tgt, f)
+	before := cs.Snapshot()
+	if _, err := c.PutDoc(ctx, src, "big", map[string]any{"_rev": rev, "v": 2,
+		"_attachments": map[string]any{"a.bin": map[string]any{"stub": true}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitEqual(t, srv, src, tgt, f)
+	res := f.stop(t)
+	after := res.Stats
+	t.Logf("before the edit %+v; after %+v", before, after)
+	if n := after.AttachmentsRead - before.AttachmentsRead; n != 0 {
+		t.Errorf("the edit read %d attachments' bytes again, want none", n)
+	}
+	if n := after.AttachmentsSkip - before.AttachmentsSkip; n != 1 {
+		t.Errorf("the edit wrote %d attachments as stubs, want 1", n)
+	}
+	if n := after.MissingFound - before.MissingFound; n != 1 {
+		t.Errorf("the edit counted %d revisions missing_found, want 1", n)
+	}
+}
