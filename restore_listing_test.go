@@ -20,22 +20,8 @@ import (
 // error at once, stopping a listing that has not answered (here: held an
 // hour by the proxy) instead of waiting for it, and logs nothing about it.
 func TestRestore_OptionErrorStopsListing(t *testing.T) {
-	srv := couchtest.Start(t)
-	px := faultproxy.StartT(t, srv.URL)
-	if err := px.SetRules(faultproxy.Rule{Name: "slow-listing", Method: "GET", Path: `^/_all_dbs$`, Delay: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
 	ctx := t.Context()
-	st := &storage.Memory{}
-	exampleArchive(st, "a.sofa", 3)
-	ar, err := sofa.Open(ctx, "a.sofa", sofa.OpenOptions{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst, err := sofa.Open(ctx, px.URL, sofa.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, ar, dst := heldListing(t, couchtest.Start(t), 3)
 	var log logLines
 	p, err := sofa.PlanRestore(ctx, []*sofa.Endpoint{ar}, sofa.RestoreOptions{
 		Renames: map[string]string{"nosuch": "x"}, RunControl: sofa.RunControl{Logf: log.logf}})
@@ -99,21 +85,7 @@ func TestRestore_DoesNotWaitForTheListing(t *testing.T) {
 	if _, err := c.PutDoc(ctx, "users", "theirs", map[string]any{"x": 1}); err != nil {
 		t.Fatal(err)
 	}
-	px := faultproxy.StartT(t, srv.URL)
-	held := faultproxy.Rule{Name: "slow-listing", Method: "GET", Path: `^/_all_dbs$`, Delay: time.Hour}
-	if err := px.SetRules(held); err != nil {
-		t.Fatal(err)
-	}
-	st := &storage.Memory{}
-	exampleArchive(st, "a.sofa", 30)
-	ar, err := sofa.Open(ctx, "a.sofa", sofa.OpenOptions{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst, err := sofa.Open(ctx, px.URL, sofa.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	px, held, ar, dst := heldListing(t, srv, 30)
 	var log logLines
 	p, err := sofa.PlanRestore(ctx, []*sofa.Endpoint{ar}, sofa.RestoreOptions{RunControl: sofa.RunControl{Logf: log.logf}})
 	if err != nil {
@@ -187,4 +159,27 @@ func TestRestore_DoesNotWaitForTheListing(t *testing.T) {
 	if px.Rule("no admin").Fired == 0 {
 		t.Error("no create was refused (the case is not tested)")
 	}
+}
+
+// heldListing opens an example archive (exampleArchive, docs documents)
+// and the server srv behind a proxy whose rule held holds `GET /_all_dbs`
+// an hour.
+func heldListing(t *testing.T, srv *couchtest.Server, docs int) (px *faultproxy.Proxy, held faultproxy.Rule, ar, dst *sofa.Endpoint) {
+	t.Helper()
+	px = faultproxy.StartT(t, srv.URL)
+	held = faultproxy.Rule{Name: "slow-listing", Method: "GET", Path: `^/_all_dbs$`, Delay: time.Hour}
+	if err := px.SetRules(held); err != nil {
+		t.Fatal(err)
+	}
+	st := &storage.Memory{}
+	exampleArchive(st, "a.sofa", docs)
+	ar, err := sofa.Open(t.Context(), "a.sofa", sofa.OpenOptions{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err = sofa.Open(t.Context(), px.URL, sofa.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return px, held, ar, dst
 }
