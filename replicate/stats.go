@@ -8,8 +8,8 @@ import (
 // Stats are the counters of one replication, in CouchDB's terms.
 type Stats struct {
 	ChangesRead      int64 `json:"changes_read"`        // changes rows read
-	MissingChecked   int64 `json:"missing_checked"`     // leaf revisions offered to _revs_diff
-	MissingFound     int64 `json:"missing_found"`       // revisions the target lacked
+	MissingChecked   int64 `json:"missing_checked"`     // leaf revisions checked: offered to _revs_diff, or known missing without asking
+	MissingFound     int64 `json:"missing_found"`       // revisions the target lacked (said by _revs_diff, or known)
 	DocsRead         int64 `json:"docs_read"`           // revisions read from the source
 	DocsWritten      int64 `json:"docs_written"`        // revisions accepted by the target
 	DocWriteFailures int64 `json:"doc_write_failures"`  // revisions not written (each listed)

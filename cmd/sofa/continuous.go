@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -93,7 +94,7 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 			}
 			fmt.Fprintf(os.Stderr, "sofa: continuous (%s) for %s: %d catch-up copies (%d failed), docs_written=%d doc_write_failures=%d, _security updates %d; created %v, deleted on the source %v (deleted on the target %v)\n",
 				sum.Mode, time.Duration(sum.Duration).Round(time.Second), sum.Runs, sum.RunsFailed, sum.DocsWritten, sum.DocWriteFailures, sum.SecurityUpdates,
-				sum.Created, sum.Deleted, sum.DeletedOnTarget)
+				eventNames(sum.Created), eventNames(sum.Deleted), eventNames(sum.DeletedOnTarget))
 			for db, e := range sum.Failing {
 				fmt.Fprintf(os.Stderr, "sofa: database %q: last copy failed: %s\n", db, e)
 			}
@@ -117,4 +118,26 @@ func (rc *replicateCmd) serveDBMetrics(ctx context.Context, name string) (replic
 	db := m.DB(name)
 	db.SetState(metrics.StateRunning)
 	return db, nil
+}
+
+// eventNames prints the databases of a list of events once each, in the
+// order first seen, with the count of a repeated one ("[a b (x3)]"): a
+// database deleted and created again many times is one name, not dozens.
+func eventNames(events []string) string {
+	count := map[string]int{}
+	var order []string
+	for _, n := range events {
+		if count[n] == 0 {
+			order = append(order, n)
+		}
+		count[n]++
+	}
+	parts := make([]string, len(order))
+	for i, n := range order {
+		parts[i] = n
+		if c := count[n]; c > 1 {
+			parts[i] = fmt.Sprintf("%s (x%d)", n, c)
+		}
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }
