@@ -60,7 +60,8 @@ func TestContinuous_EditKeepsAttachmentUnread(t *testing.T) {
 // CouchDB 3.5: a document created with a 4.5 MB attachment and edited ten
 // times at once sent the attachment to the target once per revision, 47
 // MiB): revisions of one document in one batch that the source answers
-// with the same latest leaf are written once.
+// with the same latest leaf (or that another fetched revision has in its
+// history) are written once.
 func TestContinuous_QuickEditsWriteAttachmentOnce(t *testing.T) {
 	srv, src, tgt, sdb, tdb := pair(t)
 	c := srv.Client()
@@ -93,7 +94,11 @@ func TestContinuous_QuickEditsWriteAttachmentOnce(t *testing.T) {
 	res := f.stop(t)
 	after := res.Stats
 	t.Logf("before %+v; after %+v", before, after)
-	if n := after.Bytes - before.Bytes; n > 3<<20 {
-		t.Errorf("the new document and its 10 edits wrote %d bytes, want the 1 MiB attachment at most twice", n)
+	// Each batch writes the document's leaf once, its attachment with it
+	// (the first may also write the new document as the feed delivered
+	// it); how many batches the 11 changes fall into depends on timing.
+	batches := after.Batches - before.Batches
+	if n, most := after.Bytes-before.Bytes, (batches+1)*(1<<20+64<<10); n > most {
+		t.Errorf("the new document and its 10 edits, in %d batches, wrote %d bytes, want the 1 MiB attachment at most once a batch and once more (%d bytes)", batches, n, most)
 	}
 }
