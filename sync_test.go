@@ -53,12 +53,18 @@ const waitTimeout = 3 * time.Minute
 
 func startSync(t *testing.T, srcURL, dstURL string, o sofa.SyncOptions, dstOpen ...sofa.OpenOptions) *syncRun {
 	t.Helper()
+	return startSyncOpen(t, srcURL, dstURL, o, sofa.OpenOptions{}, append(dstOpen, sofa.OpenOptions{})[0])
+}
+
+// startSyncOpen is startSync with the source's open options too.
+func startSyncOpen(t *testing.T, srcURL, dstURL string, o sofa.SyncOptions, srcOpen, dstOpen sofa.OpenOptions) *syncRun {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	src, err := sofa.Open(ctx, srcURL, sofa.OpenOptions{})
+	src, err := sofa.Open(ctx, srcURL, srcOpen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst, err := sofa.Open(ctx, dstURL, append(dstOpen, sofa.OpenOptions{})[0])
+	dst, err := sofa.Open(ctx, dstURL, dstOpen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,8 +491,17 @@ func TestSync_Faults(t *testing.T) {
 	}
 	// The target's requests give up on network errors after 300 ms: a
 	// target unreachable for longer fails catch-ups, which Sync retries.
-	r := startSync(t, ps.URL, pt.URL, sofa.SyncOptions{PollInterval: 200 * time.Millisecond, RetryInterval: 100 * time.Millisecond},
-		sofa.OpenOptions{Client: couch.Options{RetryTime: 300 * time.Millisecond}})
+	var linesMu sync.Mutex
+	var backLines int // "feed back" lines
+	so := sofa.SyncOptions{PollInterval: 200 * time.Millisecond, RetryInterval: 100 * time.Millisecond}
+	so.Copy.Logf = func(format string, args ...any) {
+		if l := fmt.Sprintf(format, args...); strings.Contains(l, "_db_updates feed back after") {
+			linesMu.Lock()
+			backLines++
+			linesMu.Unlock()
+		}
+	}
+	r := startSync(t, ps.URL, pt.URL, so, sofa.OpenOptions{Client: couch.Options{RetryTime: 300 * time.Millisecond}})
 	r.wait("the initial copy", func() bool { return r.caughtUp })
 
 	// The target refuses everything for its next 15 requests.
@@ -525,6 +540,11 @@ func TestSync_Faults(t *testing.T) {
 	}
 	if a.Kind == couchtest.CouchDB && sum.Reconnects == 0 {
 		t.Errorf("no reconnect of the _db_updates feed counted")
+	}
+	linesMu.Lock()
+	defer linesMu.Unlock()
+	if a.Kind == couchtest.CouchDB && backLines == 0 {
+		t.Errorf("no line said the _db_updates feed was back after its %d cuts", ps.Rule("feed-cut").Fired)
 	}
 }
 
@@ -650,6 +670,46 @@ func TestSync_IdleCost(t *testing.T) {
 	}
 	if perPoll > want {
 		t.Errorf("%.1f requests per idle poll of %d databases, want at most %v", perPoll, n, want)
+	}
+}
+
+// A poll of the source that fails (its listing reset 60 times) is
+// followed, once a poll succeeds again, by one line saying so.
+func TestSync_PollBackLine(t *testing.T) {
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	seed(t, a, "p1", 2)
+	px := faultproxy.StartT(t, a.URL)
+	lines := make(chan string, 100)
+	o := sofa.SyncOptions{Poll: true, PollInterval: 50 * time.Millisecond}
+	o.Copy.Logf = func(format string, args ...any) {
+		select {
+		case lines <- fmt.Sprintf(format, args...):
+		default:
+		}
+	}
+	r := startSyncOpen(t, px.URL, b.URL, o, sofa.OpenOptions{Client: couch.Options{RetryTime: 200 * time.Millisecond}}, sofa.OpenOptions{})
+	r.wait("the initial copy", func() bool { return r.caughtUp })
+	if err := px.SetRules(faultproxy.Rule{Name: "list-reset", Method: "GET", Path: `/_all_dbs$`, Fault: faultproxy.Reset, Times: 60}); err != nil {
+		t.Fatal(err)
+	}
+	var failed, back int
+	for deadline := time.After(2 * time.Minute); back == 0; {
+		select {
+		case l := <-lines:
+			t.Log("sofa: " + l)
+			switch {
+			case strings.HasPrefix(l, "source: poll answered again after"):
+				back++
+			case strings.HasPrefix(l, "source: poll:"):
+				failed++
+			}
+		case <-deadline:
+			t.Fatalf("no line said the poll was answered again (%d failed polls logged, reset fired %d times)", failed, px.Rule("list-reset").Fired)
+		}
+	}
+	r.stop()
+	if failed == 0 {
+		t.Errorf("no failed poll was logged before the line saying it was answered again")
 	}
 }
 

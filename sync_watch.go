@@ -35,8 +35,13 @@ func (s *syncer) watch(ctx context.Context, ready chan<- string) {
 		return
 	}
 	wait := 250 * time.Millisecond
+	var lostAt time.Time // when the feed failed, until it answers again
 	for {
 		err := s.ssrv.DBUpdates(ctx, since, s.o.Heartbeat, func() {
+			if !lostAt.IsZero() {
+				s.o.Copy.logf("source: _db_updates feed back after %s", time.Since(lostAt).Round(100*time.Millisecond))
+				lostAt = time.Time{}
+			}
 			if first {
 				first = false
 				ready <- "db_updates"
@@ -73,6 +78,9 @@ func (s *syncer) watch(ctx context.Context, ready chan<- string) {
 		s.sum.Reconnects++
 		s.mu.Unlock()
 		s.event(SyncEvent{Kind: EventReconnect, Err: err})
+		if lostAt.IsZero() {
+			lostAt = time.Now()
+		}
 		s.o.Copy.logf("source: %v; reconnecting in %s", err, wait)
 		if sleepCtx(ctx, wait) != nil {
 			return
@@ -99,6 +107,7 @@ func (s *syncer) poll(ctx context.Context, ready chan<- string) {
 	ready <- "poll"
 	t := time.NewTicker(s.o.PollInterval)
 	defer t.Stop()
+	var lostAt time.Time // when a poll failed, until one succeeds
 	for {
 		select {
 		case <-ctx.Done():
@@ -116,7 +125,14 @@ func (s *syncer) poll(ctx context.Context, ready chan<- string) {
 			s.mu.Unlock()
 			s.event(SyncEvent{Kind: EventReconnect, Err: err})
 			s.o.Copy.logf("source: poll: %v", err)
+			if lostAt.IsZero() {
+				lostAt = time.Now()
+			}
 			continue
+		}
+		if !lostAt.IsZero() {
+			s.o.Copy.logf("source: poll answered again after %s", time.Since(lostAt).Round(100*time.Millisecond))
+			lostAt = time.Time{}
 		}
 		s.event(SyncEvent{Kind: EventPolled, Detail: fmt.Sprint(len(cur))})
 		now := time.Now()

@@ -50,6 +50,9 @@ func (d *DB) Follow(ctx context.Context, since replicate.Seq, o replicate.Follow
 		return d.fail("follow changes", err)
 	}
 	defer resp.Body.Close()
+	if o.Connected != nil {
+		o.Connected()
+	}
 	// The watchdog: any byte (row or heartbeat) re-arms it.
 	dead := &atomic.Bool{}
 	wd := time.AfterFunc(3*hb, func() { dead.Store(true); cancel() })

@@ -117,6 +117,9 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 				}
 				if Denied(err) {
 					d.notAdmin.Store(true)
+					if d.revsLimitIs(ctx, m.RevsLimit) {
+						return nil // refused, but already what the source has
+					}
 					return fmt.Errorf("%s: _revs_limit not set to %d: %w: the account is not an admin of the database (%w)", d, m.RevsLimit, replicate.ErrMetadataRefused, err)
 				}
 				return d.fail("set _revs_limit", err)
@@ -147,6 +150,19 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 		}
 	}
 	return nil
+}
+
+// revsLimitIs reports whether the database's `_revs_limit` reads as
+// want; a failed read (a member may be refused it too) answers false.
+func (d *DB) revsLimitIs(ctx context.Context, want int) bool {
+	resp, err := d.readRevsLimit(ctx)
+	if err != nil {
+		return false
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64))
+	resp.Body.Close()
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return err == nil && n == want
 }
 
 // defaultRevsLimit is the `_revs_limit` of a new CouchDB database (not

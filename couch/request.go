@@ -166,7 +166,11 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 			}
 			wait = backoff(attempt, 250*time.Millisecond, 20*time.Second)
 			if time.Since(start)-waited429+wait > budget {
-				return nil, lost(fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt, time.Since(start).Round(time.Second)))
+				tries := "attempts"
+				if attempt == 1 {
+					tries = "attempt"
+				}
+				return nil, lost(fmt.Errorf("%w (gave up after %d %s in %s)", err, attempt, tries, time.Since(start).Round(100*time.Millisecond)))
 			}
 		}
 		c.Stats.Retries.Add(1)

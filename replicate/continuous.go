@@ -28,6 +28,9 @@ type FollowOptions struct {
 	// Docs asks for the rows' documents (`include_docs`) where that
 	// spares a `_bulk_get` (see Change.Docs).
 	Docs bool
+	// Connected, when not nil, is called once the server has answered
+	// the feed's request (its status and headers), before any row.
+	Connected func()
 }
 
 // ErrNotFollowable is returned by Run when Options.Continuous is set and
@@ -53,9 +56,22 @@ type feedRow struct {
 func (r *run) feedLoop(ctx context.Context, f Follower, since Seq, rows chan<- feedRow) error {
 	last := since
 	failures := 0
+	var lostAt time.Time // when the feed was lost, until it answers again
+	attempts := 0
+	back := func() {
+		if !lostAt.IsZero() {
+			n := "attempts"
+			if attempts == 1 {
+				n = "attempt"
+			}
+			r.logf("feed back after %s (%d reconnect %s)", time.Since(lostAt).Round(100*time.Millisecond), attempts, n)
+			lostAt, attempts = time.Time{}, 0
+		}
+	}
 	for {
 		got := 0
-		err := f.Follow(ctx, last, FollowOptions{Heartbeat: r.opts.Heartbeat, Docs: true}, func(c Change) error {
+		err := f.Follow(ctx, last, FollowOptions{Heartbeat: r.opts.Heartbeat, Docs: true, Connected: back}, func(c Change) error {
+			back() // a Follower that does not call Connected
 			select {
 			case rows <- feedRow{c: c, at: time.Now()}:
 			case <-ctx.Done():
@@ -77,6 +93,10 @@ func (r *run) feedLoop(ctx context.Context, f Follower, since Seq, rows chan<- f
 			failures = 0
 		}
 		failures++
+		if lostAt.IsZero() {
+			lostAt = time.Now()
+		}
+		attempts++
 		wait := reconnectWait(failures)
 		r.logf("feed lost: %v; reconnecting in %s", err, wait.Round(100*time.Millisecond))
 		t := time.NewTimer(wait)

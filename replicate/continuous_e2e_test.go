@@ -362,9 +362,16 @@ func TestContinuous_Faults(t *testing.T) {
 	)
 	obs := newRecObserver()
 	logs := make(chan string, 1000)
+	var feedMu sync.Mutex
+	var feedLines []string // "feed lost" and "feed back" lines, in order
 	f := follow(t, e.sdb, e.tdb, replicate.Options{Observer: obs, BatchSize: 50, CheckpointInterval: 300 * time.Millisecond,
 		Log: func(s string) {
 			t.Log("sofa: " + s)
+			if strings.HasPrefix(s, "feed ") {
+				feedMu.Lock()
+				feedLines = append(feedLines, s)
+				feedMu.Unlock()
+			}
 			select {
 			case logs <- s:
 			default:
@@ -397,6 +404,22 @@ func TestContinuous_Faults(t *testing.T) {
 	if n := len(obs.snapshot().reconnects); n != 5 {
 		t.Errorf("%d reconnects reported, want 5 (3 cuts of the feed, 2 answers 503)", n)
 	}
+	// Each outage ends with a line saying the feed is back: 3 outages
+	// (the last one's first 2 reconnects answered 503).
+	feedMu.Lock()
+	var lost, back int
+	for _, l := range feedLines {
+		switch {
+		case strings.HasPrefix(l, "feed lost"):
+			lost++
+		case strings.HasPrefix(l, "feed back"):
+			back++
+		}
+	}
+	if lost != 5 || back != 3 || !strings.HasPrefix(feedLines[len(feedLines)-1], "feed back after") || !strings.Contains(feedLines[len(feedLines)-1], "(3 reconnect attempts)") {
+		t.Errorf("feed lines %q: want 5 lost, 3 back, the last back after 3 reconnect attempts", feedLines)
+	}
+	feedMu.Unlock()
 
 	// The target goes away: every request to it is reset.
 	e.rules(t, faultproxy.Rule{Name: "down", Path: path(e.tgt, ""), Fault: faultproxy.Reset})

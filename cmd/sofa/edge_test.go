@@ -312,6 +312,41 @@ func TestEdge_MemberTargetAccount(t *testing.T) {
 	}
 }
 
+// A member's refused `_revs_limit` PUT is no loss when the target already
+// has the source's value (both at CouchDB's default here): no warning for
+// it, while the refused _security is still reported.
+func TestEdge_MemberTargetSameRevsLimit(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "CouchDB's member/admin split and its answers to a member")
+	bin := sofaBin(t)
+	src := couchtest.Start(t)
+	arCreate(t, src, "app", true, arSmallDocs("d", 5)...)
+	if err := src.Client().PutSecurity(t.Context(), "app", couchtest.Security{Members: couchtest.Group{Names: []string{"ann"}, Roles: []string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	tgt := couchtest.Start(t)
+	if err := tgt.Client().CreateDB(t.Context(), "app"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.Client().CreateUser(t.Context(), "bob", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.Client().PutSecurity(t.Context(), "app", couchtest.Security{Members: couchtest.Group{Names: []string{"bob"}, Roles: []string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	r := arSofa(t, bin, nil, "replicate", src.DBURL("app"), tgt.UserURL("bob", "pw")+"/app", "--copy-security", "--json")
+	var res resultDoc
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("output is not JSON (%v):\n%s\n%s", err, r.stdout, r.stderr)
+	}
+	w := strings.Join(res.Warnings, "\n")
+	if strings.Contains(w, "_revs_limit") || !strings.Contains(w, "_security") {
+		t.Errorf("warnings should name _security only (the target's _revs_limit is already 1000):\n%s", w)
+	}
+	if res.Stats.DocsWritten != 5 {
+		t.Errorf("docs_written=%d, want 5", res.Stats.DocsWritten)
+	}
+}
+
 // The same attachment bytes get different digests on CouchDB (md5 of the
 // gzip bytes it stores for text types) and PouchDB Server (md5 of the
 // plain bytes): verify --full compares the content, so copies both ways
