@@ -55,7 +55,7 @@ func (j *pairJob) check(ctx context.Context, c *dbCopy, src replicate.Source, op
 		}
 		j.rc.logf("%s: %v; comparing every document", name, err)
 	}
-	vopts := verify.Options{Mode: verify.Full, Metadata: true, AllowExtra: true, LenientRevpos: j.lenientRevpos}
+	vopts := verify.Options{Mode: verify.Full, Metadata: true, AllowExtra: true, LenientRevpos: j.lenientRevpos, DoubleNumbers: j.lenientRevpos}
 	compare := func() (*verify.Report, error) {
 		a, done, err := j.rereadSource(ctx, c.task, src, true)
 		if err != nil || a == nil {

@@ -46,7 +46,8 @@ type pairJob struct {
 	// DBResult.Warnings (a backup's results have never listed them).
 	warnLogOnly bool
 	// lenientRevpos compares attachments without their revpos (a PouchDB
-	// Server target rewrites it).
+	// Server target rewrites it) and numbers as doubles (it holds no
+	// other).
 	lenientRevpos bool
 	// onTarget, when not nil, is the target's databases listed at the
 	// start: one it lacks is created without being asked for first.

@@ -18,7 +18,8 @@ import (
 // VerifyOptions configure Verify.
 type VerifyOptions struct {
 	// Compare are the comparison's options (mode, metadata, differences
-	// listed). LenientRevpos is set when either side is PouchDB Server.
+	// listed). LenientRevpos and DoubleNumbers are set when either side
+	// is PouchDB Server.
 	Compare verify.Options
 	// Selection picks the databases of two servers (Skip: ReplicateSkip
 	// when nil; Shard: one part of the databases of a, and of those only
@@ -71,6 +72,7 @@ func Verify(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*VerifySummar
 		return nil, optionErr("verify: %s is an archive: give it first", b)
 	}
 	o.Compare.LenientRevpos = o.Compare.LenientRevpos || isPouch(a) || isPouch(b)
+	o.Compare.DoubleNumbers = o.Compare.DoubleNumbers || isPouch(a) || isPouch(b)
 	if o.Selection.Shard.Sharded() && (a.Kind() != KindServer || b.Kind() != KindServer) {
 		return nil, optionErr("--shard %s: a sharded verify compares two server URLs", o.Selection.Shard)
 	}
@@ -276,6 +278,7 @@ func VerifySet(ctx context.Context, set *ArchiveSet, b *Endpoint, o VerifyOption
 		return nil, optionErr("verify: a set holds several databases: compare it with a server URL, or select one with --include, not %s", b)
 	}
 	o.Compare.LenientRevpos = o.Compare.LenientRevpos || isPouch(b)
+	o.Compare.DoubleNumbers = o.Compare.DoubleNumbers || isPouch(b)
 	var res VerifySummary
 	for _, m := range set.Members {
 		r, err := verifyArchive(ctx, m, b, o.Compare, archiveFilter(o.Selection))

@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"slices"
+	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -26,6 +29,70 @@ func canonicalBody(body []byte) ([]byte, error) {
 		return nil, err
 	}
 	return canonical(b)
+}
+
+// bigIntegers returns body's integer literals of 16 digits or more (where
+// a double no longer holds every integer: 2^53 has 16), keyed by JSON
+// pointer, for the bodies whose canonical forms (numbers as doubles) are
+// equal: CouchDB keeps such integers exactly, so two of its copies that
+// differ only there are different. Nil when there are none.
+func bigIntegers(body []byte) (map[string]string, error) {
+	d := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	var out map[string]string
+	for {
+		tok, err := d.ReadToken()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if tok.Kind() != '0' {
+			continue
+		}
+		lit := tok.String()
+		digits := strings.TrimPrefix(lit, "-")
+		if len(digits) < 16 || strings.ContainsAny(digits, ".eE") {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[string(d.StackPointer())] = lit
+	}
+}
+
+// bigIntegerDiff names the first integer of 16 digits or more that differs
+// between a and b (see bigIntegers), or "" when none does.
+func bigIntegerDiff(a, b []byte) string {
+	ia, errA := bigIntegers(a)
+	ib, errB := bigIntegers(b)
+	if errA != nil || errB != nil {
+		return ""
+	}
+	ptrs := make([]string, 0, len(ia)+len(ib))
+	for p := range ia {
+		ptrs = append(ptrs, p)
+	}
+	for p := range ib {
+		if _, ok := ia[p]; !ok {
+			ptrs = append(ptrs, p)
+		}
+	}
+	slices.Sort(ptrs)
+	for _, p := range ptrs {
+		if ia[p] != ib[p] {
+			return fmt.Sprintf("number at %s: a %s, b %s", p, orNone(ia[p]), orNone(ib[p]))
+		}
+	}
+	return ""
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(a shorter number)"
+	}
+	return s
 }
 
 func canonical(b []byte) ([]byte, error) {

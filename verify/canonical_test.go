@@ -1,6 +1,9 @@
 package verify
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestCanonicalBody(t *testing.T) {
 	for _, c := range []struct {
@@ -48,5 +51,26 @@ func TestNormalSecurity(t *testing.T) {
 	z, _ := normalSecurity([]byte(`{"members":{"names":["a"]}}`))
 	if string(x) != string(y) || string(x) == string(z) {
 		t.Errorf("sets: %s %s %s", x, y, z)
+	}
+}
+
+// Integers of 16 digits or more are compared exactly (CouchDB keeps them);
+// shorter ones, floats and exponents only through the canonical form.
+func TestBigIntegerDiff(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want string // "" for no difference
+	}{
+		{`{"n":9007199254740993}`, `{"n":9007199254740993}`, ""},
+		{`{"n":9007199254740993}`, `{"n":9007199254740992}`, "number at /n: a 9007199254740993, b 9007199254740992"},
+		{`{"x":[1,{"n":-12345678901234567890123}]}`, `{"x":[1,{"n":-12345678901234567890124}]}`, "number at /x/1/n"},
+		{`{"a":1234567890123456,"b":2}`, `{"b":2,"a":1234567890123456}`, ""},
+		{`{"n":123456789012345}`, `{"n":123456789012346}`, ""}, // 15 digits: the canonical form tells them apart
+		{`{"n":12345678901234567.5}`, `{"n":12345678901234568}`, "number at /n: a (a shorter number), b 12345678901234568"},
+	} {
+		got := bigIntegerDiff([]byte(c.a), []byte(c.b))
+		if c.want == "" && got != "" || c.want != "" && !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s vs %s: %q, want %q", c.a, c.b, got, c.want)
+		}
 	}
 }

@@ -37,6 +37,11 @@ type Options struct {
 	// revpos so whenever it receives attachment bytes, so a copy there
 	// cannot keep an older revpos.
 	LenientRevpos bool
+	// DoubleNumbers compares numbers as IEEE 754 doubles only: set when
+	// either side is a JavaScript server (PouchDB Server holds every
+	// number as a double). False also compares integers of 16 digits or
+	// more exactly, as CouchDB and archives keep them.
+	DoubleNumbers bool
 	// MaxDifferences caps Report.Differences (Total still counts all).
 	// Zero means DefaultMaxDifferences.
 	MaxDifferences int

@@ -109,6 +109,10 @@ func compareDoc(ctx context.Context, a, b replicate.Source, da, db *replicate.Do
 		r.addf(KindBody, id, rev, "cannot parse body: a: %v; b: %v", errA, errB)
 	case string(ca) != string(cb):
 		r.addf(KindBody, id, rev, "a %s; b %s", clip(ca), clip(cb))
+	case !opts.DoubleNumbers:
+		if d := bigIntegerDiff(da.Body, db.Body); d != "" {
+			r.addf(KindBody, id, rev, "%s", d)
+		}
 	}
 	if d := historyDiff(da.Revisions, db.Revisions, opts.revsLimitA, opts.revsLimitB); d != "" {
 		r.addf(KindHistory, id, rev, "%s", d)

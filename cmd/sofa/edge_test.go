@@ -356,7 +356,9 @@ func TestEdge_VerifyDigestsAcrossKinds(t *testing.T) {
 	couch := couchtest.StartKind(t, couchtest.CouchDB)
 	pouch := couchtest.StartKind(t, couchtest.PouchDB)
 	text := []byte(strings.Repeat("the same few kilobytes of text\n", 150))
-	doc := arRaw(`{"_id":"t","_attachments":{"note.txt":{"content_type":"text/plain","data":%q}}}`, b64(text))
+	// The integer has more digits than a double holds: PouchDB Server
+	// keeps it rounded, which verify accepts against it.
+	doc := arRaw(`{"_id":"t","big":12345678901234567891,"_attachments":{"note.txt":{"content_type":"text/plain","data":%q}}}`, b64(text))
 	arCreate(t, couch, "a", true, doc)
 	arCreate(t, pouch, "a", true, doc)
 	for _, c := range []struct{ src, tgt *couchtest.Server }{{couch, pouch}, {pouch, couch}} {
@@ -375,6 +377,31 @@ func TestEdge_VerifyDigestsAcrossKinds(t *testing.T) {
 	if !strings.Contains(r.stdout+r.stderr, "f.txt") {
 		t.Errorf("the difference does not name the attachment:\n%s\n%s", r.stdout, r.stderr)
 	}
+}
+
+// CouchDB keeps integers beyond 2^53 exactly: verify --full tells two
+// copies apart that differ only in one (server to server, and archive to
+// server), and finds an exact copy equal.
+func TestEdge_VerifyBigIntegers(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "CouchDB keeps integers beyond 2^53 exactly (PouchDB Server holds doubles)")
+	bin := sofaBin(t)
+	srv := couchtest.Start(t)
+	doc := func(n string) json.RawMessage {
+		return arRaw(`{"_id":"i","_rev":"1-a","n":%s,"deep":{"list":[1,%s]}}`, n, n)
+	}
+	arCreate(t, srv, "src", false, doc("9007199254740993"))
+	arCreate(t, srv, "same", false, doc("9007199254740993"))
+	arCreate(t, srv, "off", false, doc("9007199254740992"))
+	arSofa(t, bin, nil, "verify", "--full", srv.DBURL("src"), srv.DBURL("same")).want(t, exitOK)
+	r := arSofa(t, bin, nil, "verify", "--full", srv.DBURL("src"), srv.DBURL("off"))
+	r.want(t, exitDifferent)
+	if !strings.Contains(r.stdout+r.stderr, "9007199254740992") {
+		t.Errorf("the difference does not show the number:\n%s\n%s", r.stdout, r.stderr)
+	}
+	path := filepath.Join(t.TempDir(), "n.sofa")
+	arSofa(t, bin, nil, "backup", srv.DBURL("src"), path).want(t, exitOK)
+	arSofa(t, bin, nil, "verify", "--full", path, srv.DBURL("same")).want(t, exitOK)
+	arSofa(t, bin, nil, "verify", "--full", path, srv.DBURL("off")).want(t, exitDifferent)
 }
 
 // verify --full compares each leaf's _revisions history: a target
