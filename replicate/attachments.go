@@ -106,8 +106,10 @@ func (r *run) readAttachments(ctx context.Context, d *Doc, g int, held map[strin
 			continue
 		}
 		a.Stub = false
-		if r.canStream(a) {
-			a.Stream = true // piped when the revision is written
+		if r.canStream(a) && (w == nil || w.before == nil || !isDesign(d.ID)) {
+			// piped when the revision is written (never a design
+			// document's: it waits in the buffer, see writeBuf)
+			a.Stream = true
 			continue
 		}
 		k := attKey{d.ID, a.Name, a.Digest, a.RevPos}

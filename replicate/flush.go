@@ -124,7 +124,7 @@ func (r *run) runBatch(ctx context.Context, b *batch, tr *tracker) error {
 	}
 	for attempt := 1; ; attempt++ {
 		acct := &batchAcct{}
-		err := r.process(context.WithValue(ctx, batchFailedKey{}, acct), b)
+		err := r.process(context.WithValue(ctx, batchFailedKey{}, acct), b, tr)
 		if err == nil {
 			tr.done(b.n, acct.failed.Load())
 			r.c.batches.Add(1)

@@ -1,6 +1,9 @@
 package replicate
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // tracker keeps the seq up to which every batch is acknowledged: the
 // longest finished prefix of batch numbers. A batch in which some
@@ -14,6 +17,9 @@ type tracker struct {
 	next   int64
 	thru   Seq
 	stuck  bool
+	// moved, when not nil, is closed when the prefix moves or sticks
+	// (waitPrefix).
+	moved chan struct{}
 }
 
 func newTracker() *tracker {
@@ -40,6 +46,7 @@ func (t *tracker) done(n int64, failed bool) {
 	if failed {
 		t.failed[n] = true
 	}
+	defer t.signal()
 	for !t.stuck && t.fin[t.next] {
 		if t.failed[t.next] {
 			t.stuck = true
@@ -54,6 +61,37 @@ func (t *tracker) done(n int64, failed bool) {
 		delete(t.fin, t.next)
 		delete(t.seqs, t.next)
 		t.next++
+	}
+}
+
+// signal wakes the waitPrefix callers (t.mu held).
+func (t *tracker) signal() {
+	if t.moved != nil {
+		close(t.moved)
+		t.moved = nil
+	}
+}
+
+// waitPrefix waits until every batch numbered below n is done, or a
+// batch with failures stopped the prefix (those revisions are reported;
+// waiting longer would wait for ever). It fails only when ctx ends.
+func (t *tracker) waitPrefix(ctx context.Context, n int64) error {
+	for {
+		t.mu.Lock()
+		if t.next >= n || t.stuck {
+			t.mu.Unlock()
+			return nil
+		}
+		if t.moved == nil {
+			t.moved = make(chan struct{})
+		}
+		ch := t.moved
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 

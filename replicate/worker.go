@@ -47,7 +47,7 @@ func (s *diffSkipper) observe(missing, checked int) {
 }
 
 // process copies one batch: revs_diff, fetch, attachments, write.
-func (r *run) process(ctx context.Context, b *batch) error {
+func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 	revs := make(map[string][]string, len(b.changes))
 	checked := 0
 	// A new document read live with its row (generation 1, its only
@@ -117,7 +117,7 @@ func (r *run) process(ctx context.Context, b *batch) error {
 	if found == 0 {
 		return nil
 	}
-	w := &writeBuf{r: r}
+	w := &writeBuf{r: r, before: func(ctx context.Context) error { return tr.waitPrefix(ctx, b.n) }}
 	// Revisions the source delivered with the feed (an archive, or
 	// include_docs rows) are written from there; their attachments not yet
 	// read are resolved like fetched ones.
@@ -198,7 +198,7 @@ func (r *run) process(ctx context.Context, b *batch) error {
 			return err
 		}
 	}
-	return w.flush(ctx)
+	return w.finish(ctx)
 }
 
 // newLiveDoc: the row's only leaf is a generation-1 revision that came
@@ -229,6 +229,29 @@ type writeBuf struct {
 	bytes   int64
 	acq     int64 // budget units taken from the semaphore
 	pending int64 // bytes reserved for documents not yet in docs
+	// Design documents wait in held until the batch's other revisions
+	// are written and before(ctx) returns: every earlier batch is written
+	// too. A validate_doc_update function written before older documents
+	// would judge (and may refuse) them on the target, where the source
+	// never did. Held revisions are outside the budget while they wait.
+	held   []*Doc
+	before func(ctx context.Context) error
+}
+
+// isDesign: id names a design document.
+func isDesign(id string) bool { return strings.HasPrefix(id, "_design/") }
+
+// finish writes what the buffer holds, then the held design documents
+// once every earlier batch is written.
+func (w *writeBuf) finish(ctx context.Context) error {
+	if err := w.flush(ctx); err != nil || len(w.held) == 0 {
+		return err
+	}
+	if err := w.before(ctx); err != nil {
+		return err
+	}
+	w.docs, w.held = w.held, nil
+	return w.flush(ctx)
 }
 
 func (w *writeBuf) reserve(ctx context.Context, n int64, mayFlush bool) error {
@@ -259,8 +282,13 @@ func (w *writeBuf) reserve(ctx context.Context, n int64, mayFlush bool) error {
 	return nil
 }
 
-// add queues one revision whose memory is already reserved.
+// add queues one revision whose memory is already reserved (a design
+// document in held, see writeBuf).
 func (w *writeBuf) add(ctx context.Context, d *Doc) error {
+	if w.before != nil && isDesign(d.ID) {
+		w.held = append(w.held, d)
+		return nil
+	}
 	w.docs = append(w.docs, d)
 	w.bytes += d.Size()
 	if len(w.docs) >= w.r.opts.WriteBatchDocs || w.bytes >= w.r.opts.WriteBatchBytes {
