@@ -164,6 +164,9 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 	stop := dbcopy.FeedProgress(opts.Counters, p)
 	err = j.copyOnce(ctx, c, src, opts, false)
 	stop()
+	if err == nil {
+		warnUserConflicts(ctx, c)
+	}
 	if err == nil && len(r.Failures) == 0 {
 		// The check's own copy warns to the log only.
 		opts.Warn = func(s string) { j.rc.logf("%s: %s", t.Target, s) }

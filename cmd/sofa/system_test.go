@@ -117,3 +117,53 @@ func TestCounts_NoDelCountIsNotZero(t *testing.T) {
 	}
 	arSofa(t, bin, nil, "verify", src.DBURL("dels"), pouch.DBURL("dels"), "-q").want(t, exitDifferent)
 }
+
+// A restore or copy of _users into a server that holds another revision
+// of a user's document leaves that document with conflicts, which makes
+// CouchDB refuse the user's login: the database is still ok (both
+// revisions are kept, as replication does), with a warning naming the
+// user documents; a user only the target has, or one the source created,
+// is not named.
+func TestUsers_ConflictsWarned(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "CouchDB refuses the login of a user whose document has conflicts")
+	bin := sofaBin(t)
+	src := couchtest.Start(t)
+	for _, u := range []string{"carol", "ann"} {
+		if err := src.Client().CreateUser(t.Context(), u, "source-pw"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "users.sofa")
+	arSofa(t, bin, nil, "backup", src.URL, path, "--include", "_users", "-q").want(t, exitOK)
+	for _, run := range []struct {
+		name string
+		args func(tgt *couchtest.Server) []string
+	}{
+		{"restore", func(tgt *couchtest.Server) []string { return []string{"restore", path, tgt.URL, "--json"} }},
+		{"replicate", func(tgt *couchtest.Server) []string {
+			return []string{"replicate", src.URL, tgt.URL, "--with-users", "--include", "_users", "--json"}
+		}},
+	} {
+		t.Run(run.name, func(t *testing.T) {
+			tgt := couchtest.Start(t)
+			for _, u := range []string{"carol", "dave"} {
+				if err := tgt.Client().CreateUser(t.Context(), u, "target-pw"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := arSofa(t, bin, nil, run.args(tgt)...)
+			r.want(t, exitOK)
+			var warned []string
+			for _, d := range r.summary(t).DBs {
+				if d.Name == "_users" {
+					warned = d.Warnings
+				}
+			}
+			w := strings.Join(warned, "\n")
+			if !strings.Contains(w, "1 user document now has conflicts") || !strings.Contains(w, "org.couchdb.user:carol") ||
+				strings.Contains(w, "org.couchdb.user:ann") || strings.Contains(w, "org.couchdb.user:dave") {
+				t.Errorf("_users warnings %q: want one naming org.couchdb.user:carol alone", warned)
+			}
+		})
+	}
+}
