@@ -73,6 +73,9 @@ type outcome struct {
 	archives *sofa.ArchivesCheck
 	// interrupted replaces resumeMsg when the run was interrupted.
 	interrupted string
+	// missing are the members of a set a check left out
+	// (--allow-partial): the check is then partial.
+	missing []string
 }
 
 func (o *outcome) Error() string {
@@ -130,6 +133,8 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 		code, msg = exitFatal, o.archives.Worst()
 	case code == exitOK && o.archives != nil && o.archives.Status == sofa.ArchivesIncomplete:
 		return exitPartial, o.archives.Worst()
+	case code == exitOK && len(o.missing) > 0:
+		return exitPartial, fmt.Sprintf("%d of the set's members missing (--allow-partial): the databases of their shards were not checked", len(o.missing))
 	case code == exitOK && o.sum != nil && o.sum.NothingDone():
 		code, msg = exitFatal, nothingDone(o.sum, o.verb)
 	case code == exitOK && o.sum != nil && !o.sum.Complete():

@@ -193,6 +193,7 @@ func shardChainScenario(t *testing.T, env []string, loc func(string) string, rem
 	if line := r.errLine(t); !strings.Contains(line, "partial") || !strings.Contains(line, gone) {
 		t.Errorf("restore of a chain with a member missing: %q", line)
 	}
+	run(append(append([]string{"verify"}, chain...), "--allow-partial")...).want(t, exitPartial)
 	tgt2 := couchtest.Start(t)
 	r = run(append(append([]string{"restore"}, chain...), tgt2.URL, "--allow-partial", "-q")...)
 	r.want(t, exitPartial)

@@ -142,6 +142,16 @@ func TestShard_Processes(t *testing.T) {
 		t.Errorf("a refused partial restore created databases: %v", dbs)
 	}
 	arSofa(t, bin, nil, "verify", manifest).want(t, exitFatal)
+	// checked as far as present: not "sound" with exit 0 (a new user
+	// found that), but exit 3 naming what was not checked, alone and
+	// against a server
+	for _, args := range [][]string{{"verify", manifest, "--allow-partial"}, {"verify", manifest, tgt.URL, "--allow-partial"}} {
+		r := arSofa(t, bin, nil, args...)
+		r.want(t, exitPartial)
+		if line := r.errLine(t); !strings.Contains(line, "missing") || !strings.Contains(line, "not checked") {
+			t.Errorf("%v: last line %q", args, line)
+		}
+	}
 	if r := arSofa(t, bin, nil, "ls", manifest); r.code != exitOK || !strings.Contains(r.stdout, "MISSING") {
 		t.Errorf("ls of a partial set: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}

@@ -70,7 +70,8 @@ The set of a sharded backup (backup --shard) is checked, or compared with a
 server, as one archive: name its manifest (NAME.set.json) or the ARCHIVE the
 backup was given. A chain of sets (the full set, then incremental sets) is
 checked member by member and shard by shard. A set missing a member is
-refused unless --allow-partial.
+refused unless --allow-partial, which checks the members present and exits
+3 (not everything was checked).
 
 ` + exitCodesHelp,
 		Example: `  sofa verify http://admin:pw@old:5984/orders http://admin:pw@new:5984/orders --full

@@ -78,7 +78,7 @@ func (vc *verifyCmd) verifySet(ctx context.Context, cmd *cobra.Command, set *sof
 			return err
 		}
 		vc.print(os.Stdout, os.Stderr, res)
-		return &outcome{verify: res}
+		return &outcome{verify: res, missing: set.Missing}
 	}
 	sets, sum, err := vc.checkSets(ctx, []*sofa.ArchiveSet{set})
 	if err != nil {
@@ -88,11 +88,19 @@ func (vc *verifyCmd) verifySet(ctx context.Context, cmd *cobra.Command, set *sof
 		printJSON(os.Stdout, sets[0])
 	}
 	if sum.Status != sofa.ArchivesSound {
-		return &outcome{archives: sum}
+		return &outcome{archives: sum, missing: set.Missing}
 	}
 	if !vc.quiet && !vc.jsonOut {
-		fmt.Fprintf(os.Stderr, "sofa: set %s is sound: %d of %d members, %d databases; every member's checksums and manifest check out\n",
-			set.Manifest, len(set.Members), set.Count, sum.Databases)
+		if len(set.Missing) > 0 {
+			fmt.Fprintf(os.Stderr, "sofa: set %s: the %d members present of %d are sound (%d databases; every checksum and manifest checks out); %d missing, not checked\n",
+				set.Manifest, len(set.Members), set.Count, sum.Databases, len(set.Missing))
+		} else {
+			fmt.Fprintf(os.Stderr, "sofa: set %s is sound: %d of %d members, %d databases; every member's checksums and manifest check out\n",
+				set.Manifest, len(set.Members), set.Count, sum.Databases)
+		}
+	}
+	if len(set.Missing) > 0 {
+		return &outcome{missing: set.Missing}
 	}
 	return nil
 }
@@ -182,11 +190,22 @@ func (vc *verifyCmd) verifyChain(ctx context.Context, paths []string) error {
 	if vc.jsonOut {
 		printJSON(os.Stdout, printed)
 	}
+	var missing []string
+	if chain != nil {
+		missing = chain.Missing
+	}
 	if sum.Status != sofa.ArchivesSound {
-		return &outcome{archives: sum}
+		return &outcome{archives: sum, missing: missing}
 	}
 	if !vc.quiet && !vc.jsonOut {
-		fmt.Fprintf(os.Stderr, "sofa: %s is sound: every link continues the archive before it, every checksum and manifest check out (%d database groups)\n", what, sum.Databases)
+		partial := ""
+		if len(missing) > 0 {
+			partial = fmt.Sprintf(", as far as present; %d of the set's members missing, not checked", len(missing))
+		}
+		fmt.Fprintf(os.Stderr, "sofa: %s is sound: every link continues the archive before it, every checksum and manifest check out (%d database groups)%s\n", what, sum.Databases, partial)
+	}
+	if len(missing) > 0 {
+		return &outcome{missing: missing}
 	}
 	return nil
 }
