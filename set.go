@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/storage"
@@ -137,6 +138,27 @@ type ArchiveSet struct {
 	byShard []*Endpoint
 	headers []archive.Header
 	locs    []string
+}
+
+// Spread is the time between the first and the last start of the present
+// members' backups (their headers' creation times): the workers of one
+// run start close together, so a wide spread in a set without a SetID
+// may mean a member left by another run.
+func (s *ArchiveSet) Spread() time.Duration {
+	var first, last time.Time
+	for i, m := range s.byShard {
+		if m == nil {
+			continue
+		}
+		c := s.headers[i].Created
+		if first.IsZero() || c.Before(first) {
+			first = c
+		}
+		if c.After(last) {
+			last = c
+		}
+	}
+	return last.Sub(first)
 }
 
 // Member returns the member of shard i, nil when it is missing.

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -39,7 +42,21 @@ func openSet(ctx context.Context, s3f *s3Flags, path string, allowPartial bool) 
 	if err != nil {
 		return nil, err
 	}
+	warnSetSpread(set)
 	return set, nil
+}
+
+// maxSetSpread is the spread of a set's member starts (ArchiveSet.Spread)
+// above which a set without a set id is warned of.
+const maxSetSpread = 10 * time.Minute
+
+// warnSetSpread warns when a set without a set id has members whose
+// backups started far apart: one may be left by another run.
+func warnSetSpread(set *sofa.ArchiveSet) {
+	if d := set.Spread(); set.SetID == "" && d > maxSetSpread {
+		fmt.Fprintf(os.Stderr, "sofa: warning: set %s has no set id and its members' backups started up to %s apart: check that none is left from another run (give a run's workers one --set-id to have such a member refused)\n",
+			set.Manifest, d.Round(time.Minute))
+	}
 }
 
 // openArchives opens the archives of a restore or a chain check: plain
@@ -59,6 +76,7 @@ func openArchives(ctx context.Context, s3f *s3Flags, paths []string, allowPartia
 			if err != nil {
 				return nil, nil, err
 			}
+			warnSetSpread(set)
 			sets = append(sets, set)
 		}
 		archs = append(archs, a)

@@ -217,7 +217,12 @@ func TestShard_Processes(t *testing.T) {
 		}
 	}
 	sh := fmt.Sprintf("%d/64", empty)
-	arSofa(t, bin, nil, "backup", src.URL, filepath.Join(dir, "e.sofa"), "--shard", sh, "-q").want(t, exitOK)
+	r = arSofa(t, bin, nil, "backup", src.URL, filepath.Join(dir, "e.sofa"), "--shard", sh)
+	r.want(t, exitOK)
+	// no --set-id: said (a new user's rerun of one worker went unnoticed)
+	if !strings.Contains(r.stderr, "--shard without --set-id") {
+		t.Errorf("a sharded backup without --set-id does not warn:\n%s", r.stderr)
+	}
 	arSofa(t, bin, nil, "replicate", src.URL, rep.URL, "--shard", sh, "-q").want(t, exitOK)
 	arSofa(t, bin, nil, "verify", src.URL, rep.URL, "--shard", sh, "-q").want(t, exitOK)
 
