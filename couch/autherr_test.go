@@ -2,6 +2,9 @@ package couch
 
 import (
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -48,4 +51,31 @@ func TestAuthErr_Chain(t *testing.T) {
 	}
 	_, err = ep.Server.DB("closed").Info(ctx)
 	check("anonymous read", err, "authentication required (HTTP 401)")
+}
+
+// A URL naming a user and no password sends no credentials: an empty
+// password would count as a failed login against the account.
+func TestNoPassword_NoCredentialsSent(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Authorization")+r.Header.Get("Cookie"))
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"couchdb":"Welcome","version":"3.5.2","uuid":"u"}`)
+	}))
+	defer srv.Close()
+	for _, auth := range []AuthMode{AuthBasic, AuthCookie} {
+		got = nil
+		u := strings.Replace(srv.URL, "http://", "http://someone@", 1)
+		if _, err := Probe(t.Context(), u, Options{Auth: auth}); err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range got {
+			if h != "" {
+				t.Errorf("auth mode %v: a request carried credentials %q", auth, h)
+			}
+		}
+		if len(got) == 0 {
+			t.Errorf("auth mode %v: no request reached the server", auth)
+		}
+	}
 }

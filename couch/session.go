@@ -48,7 +48,15 @@ func (c *Client) AuthUsed() AuthMode {
 // cookieAuth reports whether requests carry the session cookie (or are
 // about to: the login has not happened yet).
 func (c *Client) cookieAuth() bool {
-	return c.opts.Auth == AuthCookie && (c.user != "" || c.pass != "")
+	return c.opts.Auth == AuthCookie && c.sendsCredentials()
+}
+
+// sendsCredentials: the URL gave credentials to send. A user name without
+// a password is not sent (requests go without credentials): the server
+// would count the missing password as a failed login (CouchDB locks an
+// account out after a few), and a 401 then says the password is missing.
+func (c *Client) sendsCredentials() bool {
+	return (c.user != "" || c.pass != "") && !c.noPass
 }
 
 // authHeader sets the request's credentials: the session cookie (the
@@ -65,7 +73,7 @@ func (c *Client) authHeader(req *http.Request) string {
 			return cookie
 		}
 	}
-	if c.user != "" || c.pass != "" {
+	if c.sendsCredentials() {
 		req.SetBasicAuth(c.user, c.pass)
 	}
 	return ""

@@ -98,9 +98,15 @@ func TestAuth_Messages(t *testing.T) {
 		} {
 			r := runNoEnv(t, bin, c.args...)
 			leaks(t, r)
-			if r.code == exitOK || !strings.Contains(r.stderr, "no password given") || !strings.Contains(r.stderr, c.env) {
-				t.Errorf("sofa %s: exit %d, want \"no password given\" and %s:\n%s", strings.Join(c.args, " "), r.code, c.env, r.stderr)
+			if r.code != exitUsage || !strings.Contains(r.stderr, "no password given") || !strings.Contains(r.stderr, c.env) {
+				t.Errorf("sofa %s: exit %d, want 2, \"no password given\" and %s:\n%s", strings.Join(c.args, " "), r.code, c.env, r.stderr)
 			}
+		}
+		// Said before any request (an empty password costs the account a
+		// failed login): a server that is not there is not even tried.
+		r := runNoEnv(t, bin, "ls", "http://someone@127.0.0.1:1")
+		if r.code != exitUsage || !strings.Contains(r.stderr, "no password given") {
+			t.Errorf("sofa ls of an absent server with a user and no password: exit %d, want 2 and \"no password given\":\n%s", r.code, r.stderr)
 		}
 	})
 }

@@ -70,6 +70,12 @@ func withCredentials(raw, role string) (string, error) {
 		}
 		pass, hasPass = string(b), true
 	}
+	if user != "" && !hasPass {
+		// Sending no password would cost the account a failed login
+		// (CouchDB locks it out after a few) for nothing.
+		return "", usageErr("no password given for user %q of the %s URL %q: put it in the URL, set SOFA_%s_PASSWORD, or run on a terminal to be asked",
+			user, strings.ToLower(role), couch.RedactURL(raw), role)
+	}
 	if user != "" {
 		if hasPass {
 			u.User = url.UserPassword(user, pass)
