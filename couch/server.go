@@ -91,6 +91,9 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 	}
 	s := &Server{Client: c}
 	if err := s.welcome(ctx); err != nil {
+		if ep := probePrefix(ctx, u, dbEsc, opts, err); ep != nil {
+			return ep, nil
+		}
 		if hint := slashHint(serverURL.Path, dbEsc, err); hint != "" {
 			return nil, fmt.Errorf("%w (%s)", err, hint)
 		}
@@ -105,6 +108,25 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 		ep.DBName = name
 	}
 	return ep, nil
+}
+
+// probePrefix: when the URL's parent did not answer as a server (err: 404,
+// or not a welcome), the URL itself may be a server behind a proxy's path
+// prefix (http://host/couch). It returns that server's Endpoint, or nil
+// (no further request when err is another failure).
+func probePrefix(ctx context.Context, u *url.URL, dbEsc string, opts Options, err error) *Endpoint {
+	if dbEsc == "" || StatusOf(err) != 404 && !errors.Is(err, errNotCouch) {
+		return nil
+	}
+	c, cerr := NewClient(u.String(), opts)
+	if cerr != nil {
+		return nil
+	}
+	s := &Server{Client: c}
+	if s.welcome(ctx) != nil {
+		return nil
+	}
+	return &Endpoint{Server: s}
 }
 
 // errNotCouch: the URL answered, but not with a CouchDB welcome.
