@@ -279,16 +279,7 @@ func TestEdge_MemberTargetAccount(t *testing.T) {
 	if _, err := src.Client().Do(t.Context(), "PUT", "/app/_revs_limit", 500, nil); err != nil {
 		t.Fatal(err)
 	}
-	tgt := couchtest.Start(t)
-	if err := tgt.Client().CreateDB(t.Context(), "app"); err != nil {
-		t.Fatal(err)
-	}
-	if err := tgt.Client().CreateUser(t.Context(), "bob", "pw"); err != nil {
-		t.Fatal(err)
-	}
-	if err := tgt.Client().PutSecurity(t.Context(), "app", couchtest.Security{Members: couchtest.Group{Names: []string{"bob"}, Roles: []string{}}}); err != nil {
-		t.Fatal(err)
-	}
+	tgt := memberTarget(t)
 	t0 := time.Now()
 	u := tgt.UserURL("bob", "pw") + "/app"
 	r := arSofa(t, bin, nil, "replicate", src.DBURL("app"), u, "--copy-security", "--json")
@@ -312,6 +303,23 @@ func TestEdge_MemberTargetAccount(t *testing.T) {
 	}
 }
 
+// memberTarget starts a server holding database app, of which user bob
+// (password pw) is a member, not an admin.
+func memberTarget(t *testing.T) *couchtest.Server {
+	t.Helper()
+	tgt := couchtest.Start(t)
+	if err := tgt.Client().CreateDB(t.Context(), "app"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.Client().CreateUser(t.Context(), "bob", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.Client().PutSecurity(t.Context(), "app", couchtest.Security{Members: couchtest.Group{Names: []string{"bob"}, Roles: []string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	return tgt
+}
+
 // A member's refused `_revs_limit` PUT is no loss when the target already
 // has the source's value (both at CouchDB's default here): no warning for
 // it, while the refused _security is still reported.
@@ -323,16 +331,7 @@ func TestEdge_MemberTargetSameRevsLimit(t *testing.T) {
 	if err := src.Client().PutSecurity(t.Context(), "app", couchtest.Security{Members: couchtest.Group{Names: []string{"ann"}, Roles: []string{}}}); err != nil {
 		t.Fatal(err)
 	}
-	tgt := couchtest.Start(t)
-	if err := tgt.Client().CreateDB(t.Context(), "app"); err != nil {
-		t.Fatal(err)
-	}
-	if err := tgt.Client().CreateUser(t.Context(), "bob", "pw"); err != nil {
-		t.Fatal(err)
-	}
-	if err := tgt.Client().PutSecurity(t.Context(), "app", couchtest.Security{Members: couchtest.Group{Names: []string{"bob"}, Roles: []string{}}}); err != nil {
-		t.Fatal(err)
-	}
+	tgt := memberTarget(t)
 	r := arSofa(t, bin, nil, "replicate", src.DBURL("app"), tgt.UserURL("bob", "pw")+"/app", "--copy-security", "--json")
 	var res resultDoc
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
