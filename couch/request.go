@@ -41,6 +41,9 @@ type request struct {
 	// RetryTime overrides Options.RetryTime for this request when > 0
 	// (probing fails faster).
 	RetryTime time.Duration
+	// AttemptTimeout, when > 0, lowers Options.AttemptTimeout for this
+	// request (the welcome: a server answers it at once or not at all).
+	AttemptTimeout time.Duration
 	// login: the `POST /_session` of cookie authentication (sent without
 	// credentials in headers, never logged in for).
 	login bool
@@ -247,6 +250,9 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, conte
 	// The timer bounds the attempt up to the end of its body; a stream
 	// must produce headers within it, then each read re-arms it.
 	limit := c.opts.AttemptTimeout
+	if r.AttemptTimeout > 0 {
+		limit = min(limit, r.AttemptTimeout)
+	}
 	if r.BodyLen > 0 {
 		limit += time.Duration(r.BodyLen>>20) * time.Second // an upload gets 1 s per MiB more
 	}

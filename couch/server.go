@@ -155,7 +155,7 @@ func (s *Server) welcome(ctx context.Context) error {
 	// or Options.RetryTime when shorter (a negative one, no retries, is
 	// no override and applies as is).
 	rt := min(5*time.Second, s.opts.RetryTime)
-	resp, err := s.do(ctx, &request{Method: "GET", Path: "/", RetryTime: rt})
+	resp, err := s.do(ctx, &request{Method: "GET", Path: "/", RetryTime: rt, AttemptTimeout: welcomeAttemptTimeout})
 	if err != nil {
 		return s.describe(err)
 	}
@@ -181,6 +181,11 @@ func (s *Server) welcome(ctx context.Context) error {
 	return nil
 }
 
+// welcomeAttemptTimeout bounds one attempt of the welcome (`GET /`): a
+// server answers it at once, so one that accepts the connection and stays
+// silent is given up on sooner than Options.AttemptTimeout.
+var welcomeAttemptTimeout = 20 * time.Second
+
 // describe turns low-level errors into one line naming the server.
 func (s *Server) describe(err error) error {
 	switch st := StatusOf(err); st {
@@ -189,6 +194,9 @@ func (s *Server) describe(err error) error {
 	case 403:
 		return fmt.Errorf("%s: access forbidden (HTTP 403): %w", s.URL(), err)
 	case 0:
+		if errors.Is(err, errAttemptTimeout) {
+			return fmt.Errorf("%s: connected, but no answer in time: %w", s.URL(), err)
+		}
 		return fmt.Errorf("%s: cannot connect: %w", s.URL(), err)
 	}
 	return fmt.Errorf("%s: %w", s.URL(), err)

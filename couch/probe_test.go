@@ -1,6 +1,8 @@
 package couch
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -8,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sofadb/sofa/internal/couchtest"
 )
@@ -62,5 +65,38 @@ func TestProbe_ServerBehindPathPrefix(t *testing.T) {
 	}
 	if _, err := ep.Server.DB("app").Info(t.Context()); err != nil {
 		t.Errorf("info of app under the prefix: %v", err)
+	}
+}
+
+// A server that accepts the connection and never answers the welcome is
+// given up on after the welcome's own attempt timeout, and said to be
+// silent, not unreachable.
+func TestProbe_SilentServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	old := welcomeAttemptTimeout
+	welcomeAttemptTimeout = 200 * time.Millisecond
+	defer func() { welcomeAttemptTimeout = old }()
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	_, err = Probe(ctx, "http://"+ln.Addr().String(), Options{AttemptTimeout: time.Hour, RetryTime: 100 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "no answer in time") || strings.Contains(err.Error(), "cannot connect") {
+		t.Errorf("error %v, want one saying the server gave no answer in time", err)
+	}
+	if d := time.Since(t0); d > 10*time.Second {
+		t.Errorf("gave up after %v: the welcome's attempt timeout was not applied", d)
 	}
 }
