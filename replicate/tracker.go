@@ -72,6 +72,13 @@ func (t *tracker) signal() {
 	}
 }
 
+// prefixDone reports, without waiting, what waitPrefix(n) waits for.
+func (t *tracker) prefixDone(n int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.next >= n || t.stuck
+}
+
 // waitPrefix waits until every batch numbered below n is done, or a
 // batch with failures stopped the prefix (those revisions are reported;
 // waiting longer would wait for ever). It fails only when ctx ends.

@@ -117,7 +117,8 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 	if found == 0 {
 		return nil
 	}
-	w := &writeBuf{r: r, before: func(ctx context.Context) error { return tr.waitPrefix(ctx, b.n) }}
+	w := &writeBuf{r: r, before: func(ctx context.Context) error { return tr.waitPrefix(ctx, b.n) },
+		ready: func() bool { return tr.prefixDone(b.n) }}
 	// Revisions the source delivered with the feed (an archive, or
 	// include_docs rows) are written from there; their attachments not yet
 	// read are resolved like fetched ones.
@@ -236,6 +237,11 @@ type writeBuf struct {
 	// never did. Held revisions are outside the budget while they wait.
 	held   []*Doc
 	before func(ctx context.Context) error
+	// ready reports without waiting that before would not wait: the held
+	// documents then go with the batch's last write (a target validates
+	// a request's documents against the design documents it held before
+	// it), so a database copied in one write still is.
+	ready func() bool
 }
 
 // isDesign: id names a design document.
@@ -244,6 +250,9 @@ func isDesign(id string) bool { return strings.HasPrefix(id, "_design/") }
 // finish writes what the buffer holds, then the held design documents
 // once every earlier batch is written.
 func (w *writeBuf) finish(ctx context.Context) error {
+	if len(w.held) > 0 && w.ready() {
+		w.docs, w.held = append(w.docs, w.held...), nil
+	}
 	if err := w.flush(ctx); err != nil || len(w.held) == 0 {
 		return err
 	}

@@ -114,9 +114,6 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	if bc.setID != "" && !shard.Sharded() {
 		return usageErr("--set-id names the run of a sharded backup: give --shard i/n too")
 	}
-	if shard.Sharded() && bc.setID == "" && !bc.out.quiet {
-		fmt.Fprintln(os.Stderr, "sofa: warning: --shard without --set-id: a member an earlier run left beside this run's cannot be told apart from them; give the run's workers one --set-id (a new one each run)")
-	}
 	sel := sofa.Selection{Include: bc.include, Exclude: bc.exclude, Skip: sofa.BackupSkip, Shard: shard}
 	if err := sel.Validate(); err != nil {
 		return err
@@ -173,6 +170,9 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 		if st, err := dst.Store().Stat(ctx, name); err == nil {
 			fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", label, humanBytes(st.Size))
 		}
+	}
+	if shard.Sharded() && bc.setID == "" && !bc.out.quiet {
+		fmt.Fprintln(os.Stderr, "sofa: warning: --shard without --set-id: a member an earlier run left beside this run's cannot be told apart from them; give the run's workers one --set-id (a new one each run)")
 	}
 	return o
 }
