@@ -106,7 +106,7 @@ func (r *run) readAttachments(ctx context.Context, d *Doc, g int, held map[strin
 			continue
 		}
 		a.Stub = false
-		if r.canStream(a) && (w == nil || w.before == nil || !isDesign(d.ID)) {
+		if r.canStream(a) && (w == nil || w.tr == nil || !isDesign(d.ID)) {
 			// piped when the revision is written (never a design
 			// document's: it waits in the buffer, see writeBuf)
 			a.Stream = true

@@ -117,8 +117,7 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 	if found == 0 {
 		return nil
 	}
-	w := &writeBuf{r: r, before: func(ctx context.Context) error { return tr.waitPrefix(ctx, b.n) },
-		ready: func() bool { return tr.prefixDone(b.n) }}
+	w := &writeBuf{r: r, tr: tr, n: b.n}
 	// Revisions the source delivered with the feed (an archive, or
 	// include_docs rows) are written from there; their attachments not yet
 	// read are resolved like fetched ones.
@@ -231,17 +230,17 @@ type writeBuf struct {
 	acq     int64 // budget units taken from the semaphore
 	pending int64 // bytes reserved for documents not yet in docs
 	// Design documents wait in held until the batch's other revisions
-	// are written and before(ctx) returns: every earlier batch is written
-	// too. A validate_doc_update function written before older documents
-	// would judge (and may refuse) them on the target, where the source
-	// never did. Held revisions are outside the budget while they wait.
-	held   []*Doc
-	before func(ctx context.Context) error
-	// ready reports without waiting that before would not wait: the held
-	// documents then go with the batch's last write (a target validates
-	// a request's documents against the design documents it held before
-	// it), so a database copied in one write still is.
-	ready func() bool
+	// are written and every batch numbered below n (in tr) is too. A
+	// validate_doc_update function written before older documents would
+	// judge (and may refuse) them on the target, where the source never
+	// did. When the earlier batches are written already, they go with the
+	// batch's last write (a target validates a request's documents
+	// against the design documents it held before it), so a database
+	// copied in one write still is. Held revisions are outside the budget
+	// while they wait. A nil tr holds nothing.
+	held []*Doc
+	tr   *tracker
+	n    int64
 }
 
 // isDesign: id names a design document.
@@ -250,13 +249,13 @@ func isDesign(id string) bool { return strings.HasPrefix(id, "_design/") }
 // finish writes what the buffer holds, then the held design documents
 // once every earlier batch is written.
 func (w *writeBuf) finish(ctx context.Context) error {
-	if len(w.held) > 0 && w.ready() {
+	if len(w.held) > 0 && w.tr.prefixDone(w.n) {
 		w.docs, w.held = append(w.docs, w.held...), nil
 	}
 	if err := w.flush(ctx); err != nil || len(w.held) == 0 {
 		return err
 	}
-	if err := w.before(ctx); err != nil {
+	if err := w.tr.waitPrefix(ctx, w.n); err != nil {
 		return err
 	}
 	w.docs, w.held = w.held, nil
@@ -294,7 +293,7 @@ func (w *writeBuf) reserve(ctx context.Context, n int64, mayFlush bool) error {
 // add queues one revision whose memory is already reserved (a design
 // document in held, see writeBuf).
 func (w *writeBuf) add(ctx context.Context, d *Doc) error {
-	if w.before != nil && isDesign(d.ID) {
+	if w.tr != nil && isDesign(d.ID) {
 		w.held = append(w.held, d)
 		return nil
 	}
