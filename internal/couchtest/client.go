@@ -162,16 +162,21 @@ func (c *Client) PostJSON(ctx context.Context, path string, in, out any) error {
 //
 // CouchDB 3 may answer 412 file_exists to a PUT sent just after the
 // database's DELETE was acknowledged (seen in CI on a loaded machine): the
-// old shard files are still being removed, and GET /db may answer 404 or,
-// for a moment, still find the old one. CreateDB asks again, for up to
-// 30 s, while GET /db says the database is missing or while the database
-// is one a couchtest client deleted in the last minute, so a test that
-// recreates a database does not fail on that race; any other existing
-// database still gives the 412 at once.
+// old shard files are still being removed, or the node's shard-map cache
+// (mem3_shards) still holds the old database because its listener on
+// `_dbs` lags or was restarted past the deletion, and GET /db may answer
+// 404 or, for a moment, still find the old one. CreateDB asks again, for
+// up to 60 s, while GET /db says the database is missing or while the
+// database is one a couchtest client deleted in the last minute, so a test
+// that recreates a database does not fail on that race; any other existing
+// database still gives the 412 at once. After 5 s of such answers it
+// clears the node's shard-map cache once (see clearShardCache).
 func (c *Client) CreateDB(ctx context.Context, db string) error {
 	path := "/" + EscapeDB(db)
-	deadline := time.Now().Add(30 * time.Second)
+	start := time.Now()
+	deadline := start.Add(60 * time.Second)
 	justDeleted := deletedRecently(c.BaseURL + path)
+	cleared := false
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
 		st, err := c.Do(ctx, http.MethodPut, path, nil, nil)
 		if st != http.StatusPreconditionFailed || time.Now().After(deadline) {
@@ -180,11 +185,52 @@ func (c *Client) CreateDB(ctx context.Context, db string) error {
 		if gst, _ := c.Do(ctx, http.MethodGet, path, nil, nil); gst != http.StatusNotFound && !justDeleted {
 			return err
 		}
+		if !cleared && time.Since(start) > 5*time.Second {
+			cleared = true
+			c.clearShardCache(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return err
 		case <-time.After(wait):
 		}
+	}
+}
+
+// clearShardCache makes a CouchDB node drop its shard-map cache: setting
+// [mem3] shards_db, even to the value it has, restarts mem3_shards' `_dbs`
+// listener with an empty cache (CouchDB 3.5, mem3_shards
+// handle_config_change). A database deleted while that listener was down
+// or behind is otherwise still found by the next PUT, which answers 412.
+// The setting is not written to the server's ini
+// (X-Couch-Persist: false). Errors are ignored: a server without the setting (PouchDB Server) has
+// no such cache.
+func (c *Client) clearShardCache(ctx context.Context) {
+	const key = "/_node/_local/_config/mem3/shards_db"
+	cur := "_dbs" // CouchDB's default, not listed by _config unless set
+	if st, _ := c.Do(ctx, http.MethodGet, "/_up", nil, nil); st != http.StatusOK {
+		return // not CouchDB 2+
+	}
+	if st, _ := c.Do(ctx, http.MethodGet, key, nil, &cur); st != http.StatusOK && st != http.StatusNotFound {
+		return
+	}
+	body, _ := json.Marshal(cur)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.BaseURL+key, bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Couch-Persist", "false") // nothing written to the server's ini
+	if c.User != "" {
+		req.SetBasicAuth(c.User, c.Password)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = defaultHTTP
+	}
+	if resp, err := hc.Do(req); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 	}
 }
 
