@@ -40,7 +40,7 @@ func (j *pairJob) check(ctx context.Context, c *dbCopy, src replicate.Source, op
 	}
 	caps := j.tgt.ServerCaps()
 	if sc, ok := c.target.Target.(replicate.StoredCounter); ok && caps.StoredCounts {
-		checkStored(sc, c.sinfo, c.r)
+		checkStored(ctx, sc, src, c.sinfo, c.r)
 		return nil
 	}
 	tdb, ok := c.target.Target.(replicate.Source)
@@ -164,13 +164,24 @@ func verifyCounts(ctx context.Context, tdb replicate.Target, s replicate.DBInfo)
 // read before the copy: every document then counted, live or deleted,
 // has at least one leaf revision, and each reached the target. A
 // mismatch is a failure of the whole database (no document named). An
-// incremental copy, holding only changes, is not compared.
-func checkStored(sc replicate.StoredCounter, s replicate.DBInfo, r *fleet.DBResult) {
+// incremental copy, holding only changes, is not compared. Only on a
+// mismatch the source's counts are read once more: a source that now
+// counts no more documents than were stored lost some during the copy
+// (purged, or the database deleted and created again), which is no
+// failure of the copy.
+func checkStored(ctx context.Context, sc replicate.StoredCounter, src replicate.Source, s replicate.DBInfo, r *fleet.DBResult) {
 	leaves, whole := sc.Stored()
 	want := s.DocCount + s.DelCount // PouchDB Server: DelCount unknown, 0
 	if !whole || leaves >= want {
 		return
 	}
-	r.Failures = append(r.Failures, replicate.DocError{Error: "verify",
-		Reason: fmt.Sprintf("%d leaf revisions stored, fewer than the %d documents the source counted before the copy", leaves, want)})
+	reason := fmt.Sprintf("%d leaf revisions stored, fewer than the %d documents the source counted before the copy", leaves, want)
+	if now, err := src.Info(ctx); err == nil {
+		if n := now.DocCount + now.DelCount; n <= leaves {
+			return
+		} else if n < want {
+			reason += fmt.Sprintf(" (%d after it: some were purged meanwhile)", n)
+		}
+	}
+	r.Failures = append(r.Failures, replicate.DocError{Error: "verify", Reason: reason})
 }

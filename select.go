@@ -2,6 +2,7 @@ package sofa
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sofadb/sofa/fleet"
@@ -46,15 +47,20 @@ func (s Selection) apply(names []string) []string {
 	return out
 }
 
+// ErrNoneSelected is wrapped by the error of a call whose Selection
+// matched no database (and is not one part of a sharded run).
+var ErrNoneSelected = errors.New("the selection matches no database")
+
 // noneMatched is the one rule for a selection that matched nothing
-// (matched databases: 0): an error, worded by format and args, unless the
+// (matched databases: 0): an error wrapping ErrNoneSelected, worded by
+// format and args, unless the
 // selection is one part of a larger run (Sharded, or a Shard), whose part
 // may hold none. nil when something matched.
 func (s Selection) noneMatched(matched int, format string, args ...any) error {
 	if matched > 0 || s.Sharded || s.Shard.Sharded() {
 		return nil
 	}
-	return fmt.Errorf(format, args...)
+	return fmt.Errorf(format+"%.0w", append(args, ErrNoneSelected)...)
 }
 
 // An OptionError says the options (or arguments) of a call are wrong,

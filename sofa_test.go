@@ -102,8 +102,8 @@ func TestLibrary_CopyBackupVerify(t *testing.T) {
 
 	// A selection that matches nothing is an error, not an empty copy.
 	_, err = sofa.Copy(ctx, src, dst, sofa.CopyOptions{Selection: sofa.Selection{Include: []string{"nothing-*"}}})
-	if err == nil || !strings.Contains(err.Error(), "no database matches") {
-		t.Fatalf("empty selection: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "no database matches") || !errors.Is(err, sofa.ErrNoneSelected) {
+		t.Fatalf("empty selection: %v, want one wrapping ErrNoneSelected", err)
 	}
 	var oe *sofa.OptionError
 	if _, err := sofa.Copy(ctx, src, dst, sofa.CopyOptions{Verify: "sometimes"}); !errors.As(err, &oe) {
@@ -129,7 +129,7 @@ func TestLibrary_CopyBackupVerify(t *testing.T) {
 	// As for a copy, a selection that matches nothing is an error; one
 	// shard of a sharded run may be empty.
 	none := sofa.Selection{Include: []string{"nothing-*"}}
-	if _, err := sofa.Verify(ctx, src, dst, sofa.VerifyOptions{Selection: none}); err == nil || !strings.Contains(err.Error(), "no database matches") {
+	if _, err := sofa.Verify(ctx, src, dst, sofa.VerifyOptions{Selection: none}); err == nil || !strings.Contains(err.Error(), "no database matches") || !errors.Is(err, sofa.ErrNoneSelected) {
 		t.Fatalf("verify of an empty selection: %v", err)
 	}
 	none.Sharded = true

@@ -102,16 +102,20 @@ type DBSummary struct {
 	// DocCount and DelCount are the source's doc_count and doc_del_count
 	// when the backup started (0 when unknown).
 	DocCount, DelCount int64
-	Revisions          int64 // leaf revisions stored (records)
-	Tombstones         int64 // of which deleted leaves
-	Attachments        int64 // attachment references in revisions
-	Blobs              int64 // distinct attachment blobs first stored in this group
-	Chunks             int   // doc chunk members
-	DocBytes           int64 // uncompressed bytes of the doc chunks
-	BlobBytes          int64 // uncompressed bytes of this group's blobs
-	StoredBytes        int64 // bytes of the group's meta, chunk and blob members as stored
-	Seq                replicate.Seq
-	InstanceStart      string
+	// Revisions counts the revisions stored (records): every leaf, and
+	// for a document changed while the backup ran also the revision read
+	// before the change (the later record's history holds it; a restore
+	// or verify takes only the leaves of the tree the records make).
+	Revisions     int64
+	Tombstones    int64 // of which deleted (records)
+	Attachments   int64 // attachment references in revisions
+	Blobs         int64 // distinct attachment blobs first stored in this group
+	Chunks        int   // doc chunk members
+	DocBytes      int64 // uncompressed bytes of the doc chunks
+	BlobBytes     int64 // uncompressed bytes of this group's blobs
+	StoredBytes   int64 // bytes of the group's meta, chunk and blob members as stored
+	Seq           replicate.Seq
+	InstanceStart string
 	// Since is the seq this database's incremental backup started from;
 	// nil for a full backup of the database.
 	Since       replicate.Seq
@@ -227,7 +231,7 @@ type Manifest struct {
 type Totals struct {
 	Databases   int   `json:"databases"`
 	Members     int64 `json:"members"`      // members before the manifest
-	Revisions   int64 `json:"revisions"`    // leaf revisions
+	Revisions   int64 `json:"revisions"`    // revisions stored (records), see DBSummary
 	Blobs       int64 `json:"blobs"`        // distinct attachment blobs
 	StoredBytes int64 `json:"stored_bytes"` // member bytes as stored, headers excluded
 	RawBytes    int64 `json:"raw_bytes"`    // member bytes uncompressed

@@ -89,9 +89,10 @@ func Compare(ctx context.Context, a, b replicate.Source, opts Options) (*Report,
 	}
 	r.A = Counts{DocCount: ai.DocCount, DelCount: ai.DelCount, DelCountUnknown: ai.DelCountUnknown}
 	r.B = Counts{DocCount: bi.DocCount, DelCount: bi.DelCount, DelCountUnknown: bi.DelCountUnknown}
-	if countsDiffer(r.A, r.B, opts.AllowExtra) {
-		r.addf(KindDocCount, "", "", "a has %d documents (%d deleted), b %d (%d deleted)",
-			r.A.DocCount, r.A.DelCount, r.B.DocCount, r.B.DelCount)
+	_, aFeed := a.(feedCounter)
+	_, bFeed := b.(feedCounter)
+	if !aFeed && !bFeed {
+		r.compareCounts(opts)
 	}
 
 	docs, err := readA(ctx, a)
@@ -101,6 +102,11 @@ func Compare(ctx context.Context, a, b replicate.Source, opts Options) (*Report,
 	r.Docs = int64(len(docs))
 	if err := compareB(ctx, b, docs, r, opts); err != nil {
 		return r, err
+	}
+	if aFeed || bFeed {
+		r.A = feedCounts(a, r.A)
+		r.B = feedCounts(b, r.B)
+		r.compareCounts(opts)
 	}
 	ids := make([]string, 0, len(docs))
 	for id, e := range docs {
@@ -135,6 +141,28 @@ func Compare(ctx context.Context, a, b replicate.Source, opts Options) (*Report,
 		r.addf(KindPartitioned, "", "", "a partitioned: %t, b partitioned: %t", ai.Partitioned, bi.Partitioned)
 	}
 	return r, nil
+}
+
+// feedCounter is a side whose counts are those of the revisions its feed
+// delivered (Spooled: an archive's records), known once its feed is read.
+type feedCounter interface {
+	FeedCounts() (docs, deleted int64)
+}
+
+// feedCounts returns s's counts from its feed when it has them, else c.
+func feedCounts(s replicate.Source, c Counts) Counts {
+	if f, ok := s.(feedCounter); ok {
+		c.DocCount, c.DelCount = f.FeedCounts()
+	}
+	return c
+}
+
+// compareCounts reports a difference of the two sides' counts.
+func (r *Report) compareCounts(opts Options) {
+	if countsDiffer(r.A, r.B, opts.AllowExtra) {
+		r.addf(KindDocCount, "", "", "a has %d documents (%d deleted), b %d (%d deleted)",
+			r.A.DocCount, r.A.DelCount, r.B.DocCount, r.B.DelCount)
+	}
 }
 
 // countsDiffer compares what both sides report: doc_del_count only when

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 
 	"github.com/sofadb/sofa/replicate"
 )
@@ -31,7 +30,17 @@ type Spooled struct {
 	w    *bufio.Writer
 	cw   *countWriter
 	offs map[revKey]int64
+	// docs and dels count the documents whose leaves its feed delivered,
+	// by whether every leaf is deleted (FeedCounts).
+	docs, dels int64
 }
+
+// FeedCounts returns the documents the feed delivered, live and deleted
+// (a document is deleted when each of its leaves is), counted from the
+// archive's records rather than the source's counts the archive recorded
+// when its backup started: documents written or deleted while it ran
+// are in the records. Zero before the feed is read.
+func (s *Spooled) FeedCounts() (docs, deleted int64) { return s.docs, s.dels }
 
 // spooledDoc is what is kept of a revision.
 type spooledDoc struct {
@@ -82,12 +91,11 @@ func (s *Spooled) Changes(ctx context.Context, since replicate.Seq, fn func(repl
 	// An archive lists a document's leaves in separate records, possibly
 	// far apart; Compare takes a repeated id as superseding the earlier
 	// row (a changes feed's rule), so each row carries every leaf seen so
-	// far, deleted only while all of them are.
-	type seen struct {
-		revs    []string
-		deleted bool
-	}
-	ids := map[string]*seen{}
+	// far, deleted only while all of them are. A record whose revision
+	// history holds an earlier record's revision supersedes it (a document
+	// changed while the backup ran is stored at both revisions): only
+	// the leaves of the revision tree the records make are listed.
+	ids := map[string]*leafSet{}
 	err := s.Source.Changes(ctx, since, func(c replicate.Change) error {
 		for _, d := range c.Docs {
 			if err := s.spool(d); err != nil {
@@ -96,25 +104,47 @@ func (s *Spooled) Changes(ctx context.Context, since replicate.Seq, fn func(repl
 		}
 		e := ids[c.ID]
 		if e == nil {
-			e = &seen{deleted: true}
+			e = &leafSet{}
 			ids[c.ID] = e
 		}
 		for _, d := range c.Docs {
-			if !slices.Contains(e.revs, d.Rev) {
-				e.revs = append(e.revs, d.Rev)
-				e.deleted = e.deleted && d.Deleted
+			if err := e.add(d, s.historyOf); err != nil {
+				return err
 			}
 		}
 		if len(c.Docs) > 0 {
-			c.Revs = slices.Clone(e.revs)
-			c.Deleted = e.deleted
+			c.Revs, c.Deleted = e.list()
 		}
 		return fn(c)
 	})
+	s.docs, s.dels = 0, 0
+	for _, e := range ids {
+		if e.deleted() {
+			s.dels++
+		} else {
+			s.docs++
+		}
+	}
 	if ferr := s.w.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("verify: spool file: %w", ferr)
 	}
 	return err
+}
+
+// historyOf reads back the revision history of a spooled revision.
+func (s *Spooled) historyOf(id, rev string) (replicate.Revisions, error) {
+	off, ok := s.offs[revKey{id, rev}]
+	if !ok {
+		return replicate.Revisions{}, nil
+	}
+	if err := s.w.Flush(); err != nil {
+		return replicate.Revisions{}, fmt.Errorf("verify: spool file: %w", err)
+	}
+	var sd spooledDoc
+	if err := gob.NewDecoder(bufio.NewReader(io.NewSectionReader(s.f, off, 1<<62))).Decode(&sd); err != nil {
+		return replicate.Revisions{}, fmt.Errorf("verify: spool file: %w", err)
+	}
+	return sd.Revisions, nil
 }
 
 func (s *Spooled) spool(d *replicate.Doc) error {

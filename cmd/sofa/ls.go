@@ -21,8 +21,10 @@ func newLsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ls ENDPOINT",
 		Short: "List the databases of an archive or a server, with counts and sizes",
-		Long: `List the databases of an archive (a file or s3://BUCKET/KEY; from its manifest: documents, leaf
-revisions, tombstones, attachments, sizes, seq reached), of each member of
+		Long: `List the databases of an archive (a file or s3://BUCKET/KEY; from its manifest: documents, revisions
+stored, tombstones, attachments, sizes, seq reached; a document changed
+while the backup ran is stored at both revisions it read, so revisions may
+exceed the leaves), of each member of
 a sharded backup's set (its NAME.set.json, or the ARCHIVE the backup was
 given; missing members are named) or of a server or
 database URL (doc_count, doc_del_count, update_seq).
