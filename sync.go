@@ -2,6 +2,7 @@ package sofa
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -63,8 +64,10 @@ type SyncOptions struct {
 	SecurityInterval time.Duration
 	// DeleteMissing deletes the target's copy of a database deleted on
 	// the source, and of one deleted and created again there (seen
-	// deleted by the watch, or recreated by its instance or seq) before
-	// the new one is copied into a fresh target database. Without it the
+	// deleted by the watch, recreated by its instance or seq, or found
+	// so by its checkpoint: a recreation while no run went on, or during
+	// a gap in the watch) before the new one is copied into a fresh
+	// target database. Without it the
 	// deletion is only reported and the target keeps its copy (a new
 	// database under the name is copied next to the old documents).
 	DeleteMissing bool
@@ -98,7 +101,8 @@ type SyncOptions struct {
 // integer update_seq gone back, or its first revision gone), or any
 // database after a gap in the watch, is opened again at its next wake:
 // its checkpoint is read and judged as by a one-shot copy (a recreated
-// database starts over).
+// database starts over; with DeleteMissing, in a fresh target database,
+// as at the catch-up when the run starts).
 //
 // No feed is held per database: a CouchDB source is watched through one
 // `GET /_db_updates?feed=continuous` (resumed from its last row after a
@@ -127,6 +131,12 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 		return nil, err
 	}
 	o.Copy = co
+	// A database whose checkpoint shows its source deleted and created
+	// again since (found at the start, or reopened after a gap in the
+	// watch) is handled as one the watch saw so: its copies fail with
+	// replicate.ErrSourceRecreated, and startOver deletes the target's
+	// old copy.
+	o.Copy.Engine.StopIfSourceRecreated = o.DeleteMissing
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
 	}
@@ -167,6 +177,9 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 		})
 	}
 
+	// The target's requests are retried for minutes when it stops
+	// answering: the log says when it is lost and when it is back.
+	defer s.tsrv.WatchReach(s.targetReach)()
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	var bg sync.WaitGroup
@@ -206,6 +219,9 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 		m := o.Metrics.DB(name)
 		m.BeginRun()
 		r, err := job(ctx, name, p)
+		if errors.Is(err, replicate.ErrSourceRecreated) {
+			r, err = s.startOver(ctx, name, err, func() (fleet.DBResult, error) { return job(ctx, name, p) })
+		}
 		s.ended(ctx, name, r, nil, err, time.Time{})
 		return r, err
 	}, fleet.Options{Limiters: limiters(src, dst), MaxDBs: o.Copy.MaxDBs, Fixed: o.Copy.Fixed,

@@ -52,9 +52,18 @@ func (s *syncer) wakeJob(ctx context.Context, name string, p DBProgress) (fleet.
 		// (which may have written part of the old database): if it
 		// exists again, it is another database, and the target's copy
 		// of the old one goes.
-		if err = s.mirrorRecreated(ctx, name); err == nil {
+		if err = s.mirrorRecreated(ctx, name, "deleted and created again on the source"); err == nil {
 			synced, sess = false, nil
 		}
+	}
+	// firstCopy is the whole copy of a database the target holds no
+	// copy of from this run (create, properties, documents).
+	firstCopy := func() (fleet.DBResult, error) {
+		o := s.o.Copy
+		o.Verify = VerifyNone
+		j := o.job(s.ssrv, s.tsrv, s.budget, nil)
+		j.observer, j.keep = s.observer, s.keep
+		return j.fleetJob()(ctx, name, p)
 	}
 	switch {
 	case err != nil:
@@ -74,11 +83,13 @@ func (s *syncer) wakeJob(ctx context.Context, name string, p DBProgress) (fleet.
 		dbcopy.FillResult(&r, res)
 		s.logFailures(name, res)
 	default:
-		o := s.o.Copy
-		o.Verify = VerifyNone
-		j := o.job(s.ssrv, s.tsrv, s.budget, nil)
-		j.observer, j.keep = s.observer, s.keep
-		r, err = j.fleetJob()(ctx, name, p)
+		r, err = firstCopy()
+	}
+	if errors.Is(err, replicate.ErrSourceRecreated) {
+		// Its checkpoint (read again after a gap in the watch, or by a
+		// first copy) says what the watch did not see.
+		res = nil
+		r, err = s.startOver(ctx, name, err, firstCopy)
 	}
 	s.mu.Lock()
 	s.sum.Runs++

@@ -4,21 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/replicate"
 )
 
 // mirrorRecreated, with DeleteMissing, handles a database this run copied
 // (or was copying: a first copy may have written part of it) that the
-// watch has seen deleted since: when the source holds it again
+// watch has seen deleted since, or whose checkpoint shows it deleted and
+// created again since (startOver): when the source holds it again
 // (created anew before the catch-up looked), the target's copy of the old
 // one is deleted, so that the next copy makes the target hold the new
 // database only (replication never deletes: the old documents would
-// stay). It is reported as deleted (and, once copied, created). A source
+// stay). It is reported (what happened on the source: what) as deleted
+// (and, once copied, created). A source
 // still without it is left to the copy, which reports the deletion. On
 // failure the database stays marked as seen deleted, for the retry.
-func (s *syncer) mirrorRecreated(ctx context.Context, name string) error {
+func (s *syncer) mirrorRecreated(ctx context.Context, name, what string) error {
 	if s.sourceGone(ctx, name) {
 		return nil
 	}
@@ -35,8 +39,27 @@ func (s *syncer) mirrorRecreated(ctx context.Context, name string) error {
 	s.sum.Deleted = append(s.sum.Deleted, name)
 	s.sum.DeletedOnTarget = append(s.sum.DeletedOnTarget, name)
 	s.mu.Unlock()
-	s.reportDeleted(name, "deleted and created again on the source", detail)
+	s.reportDeleted(name, what, detail)
 	return nil
+}
+
+// startOver, with DeleteMissing, handles a copy of name that found in the
+// target's checkpoint that the source database was deleted and created
+// again since it was written (cause matches replicate.ErrSourceRecreated:
+// a recreation while no run went on, found by the catch-up at the start,
+// or one the watch missed) as mirrorRecreated handles one the watch saw:
+// the target's copy of the old database is deleted, then copy copies the
+// new one afresh. Without it the engine warns and copies the new
+// database next to the old one's documents (replication never deletes).
+func (s *syncer) startOver(ctx context.Context, name string, cause error, copy func() (fleet.DBResult, error)) (fleet.DBResult, error) {
+	what := "deleted and created again on the source since the last checkpoint"
+	if why, ok := strings.CutPrefix(cause.Error(), replicate.ErrSourceRecreated.Error()); ok {
+		what += why // " (its instance_start_time changed)"
+	}
+	if err := s.mirrorRecreated(ctx, name, what); err != nil {
+		return fleet.DBResult{Name: name}, err
+	}
+	return copy()
 }
 
 // sourceGone asks the source whether name still exists.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/replicate"
 )
 
 // SyncEventKind says what a SyncEvent reports.
@@ -30,6 +31,13 @@ const (
 	EventCaughtUpDB SyncEventKind = "db_caught_up"
 	// EventReconnect: the server's watch failed (Err) and is retried.
 	EventReconnect SyncEventKind = "reconnect"
+	// EventTargetLost and EventTargetBack: the target server stopped
+	// answering (Err: the first failure; its requests are retried), or
+	// answers again; once per outage, whatever the number of requests
+	// retried. Detail is the line logged ("target lost: ...", "target
+	// back after 6.2s (14 failed attempts)").
+	EventTargetLost SyncEventKind = "target_lost"
+	EventTargetBack SyncEventKind = "target_back"
 	// EventPolled: a listing of the source ended (poll mode; Detail: the
 	// number of databases seen).
 	EventPolled SyncEventKind = "polled"
@@ -86,6 +94,23 @@ func (s *syncer) event(e SyncEvent) {
 	if s.o.Event != nil {
 		s.o.Event(e)
 	}
+}
+
+// targetReach reports an edge of the target server's reachability
+// (couch.Client.WatchReach): a line, a warning to the Logger, an event.
+func (s *syncer) targetReach(e replicate.Reach) {
+	line := e.Line("target")
+	s.o.Copy.logf("%s", line)
+	ev := SyncEvent{Kind: EventTargetBack, Detail: line}
+	if e.Down {
+		ev.Kind, ev.Err = EventTargetLost, e.Err
+	}
+	if lg := s.o.Copy.Logger; lg != nil && e.Down {
+		lg.Warn(line, "target", e.Server)
+	} else if lg != nil {
+		lg.Info(line, "target", e.Server)
+	}
+	s.event(ev)
 }
 
 func (s *syncer) setMode(m string) {

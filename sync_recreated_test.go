@@ -3,6 +3,7 @@ package sofa_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -113,4 +114,165 @@ func TestSync_DeleteMissingRecreatedDuringFirstCopy(t *testing.T) {
 	if !slices.Contains(sum.DeletedOnTarget, "s1") {
 		t.Errorf("deleted on the target %v: want s1 (its old copy)", sum.DeletedOnTarget)
 	}
+}
+
+// TestSync_DeleteMissingRecreatedWhileStopped (found by a tester on
+// CouchDB 3.5): a database copied by one run, deleted and created again
+// on the source while no run goes on, and found so by the next run's
+// catch-up (its checkpoint judged: another instance_start_time, or on
+// PouchDB Server a seq gone back and the anchor revision gone), is with
+// DeleteMissing handled as one seen recreated while running: the
+// target's copy of the old database is deleted and the new one copied
+// afresh, one line saying so, and the catch-up's warning about the
+// recreation is printed once, not twice. Without DeleteMissing the
+// target keeps the old documents next to the new one, as it always did.
+func TestSync_DeleteMissingRecreatedWhileStopped(t *testing.T) {
+	ctx := context.Background()
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	ca := couchtest.NewClient(a.URL)
+	var docs []json.RawMessage
+	for i := range 400 {
+		docs = append(docs, json.RawMessage(fmt.Sprintf(`{"_id":"old%04d","n":%d}`, i, i)))
+	}
+	for _, db := range []string{"one", "kept"} {
+		if err := ca.CreateDB(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ca.BulkDocs(ctx, db, true, docs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seed(t, a, "keep", 1)
+	enableDBUpdates(t, a)
+	r := startSync(t, a.URL, b.URL, sofa.SyncOptions{DeleteMissing: true})
+	r.wait("the first run's copy", func() bool { return r.caughtUp })
+	if _, err := r.stop(); !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	// While no run goes on: both deleted and created again, one new
+	// document each.
+	for _, db := range []string{"one", "kept"} {
+		if err := ca.DeleteDB(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		if err := ca.CreateDB(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ca.PutDoc(ctx, db, "fresh", map[string]any{"v": 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Their _db_updates rows are in the feed before the next run reads
+	// its position (CouchDB writes them up to max_write_delay late): only
+	// the checkpoint can tell that run of the recreation.
+	if err := couchtest.DBUpdatesSettled(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var lines []string
+	logf := func(format string, args ...any) {
+		l := fmt.Sprintf(format, args...)
+		t.Logf("sync: %s", l)
+		mu.Lock()
+		lines = append(lines, l)
+		mu.Unlock()
+	}
+	// "kept" is left to a run without DeleteMissing: the old documents stay.
+	o := sofa.SyncOptions{DeleteMissing: true}
+	o.Copy.Selection.Exclude = []string{"kept"}
+	o.Copy.Logf = logf
+	r2 := startSync(t, a.URL, b.URL, o)
+	r2.wait("the second run's catch-up", func() bool { return r2.caughtUp })
+	// The catch-up copied it: nothing to wait for.
+	couchtest.AssertEqual(t, a.URL+"/one", b.URL+"/one")
+	couchtest.AssertEqual(t, a.URL+"/keep", b.URL+"/keep")
+	sum, _ := r2.stop()
+	if !slices.Contains(sum.DeletedOnTarget, "one") {
+		t.Errorf("deleted on the target %v: want one (its old copy)", sum.DeletedOnTarget)
+	}
+	if d := r2.deleted["one"]; !strings.Contains(d, "deleted on the target") {
+		t.Errorf("one's deletion event says %q: want its copy deleted on the target", d)
+	}
+	mu.Lock()
+	var said, recreated int
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "one: ") {
+			continue
+		}
+		if strings.Contains(l, "deleted on the target") {
+			said++
+		}
+		if strings.Contains(l, "recreated") {
+			recreated++
+		}
+	}
+	mu.Unlock()
+	if said != 1 {
+		t.Errorf("%d lines said one's old copy was deleted on the target, want 1", said)
+	}
+	if recreated > 1 {
+		t.Errorf("%d lines about one's recreation, want at most 1", recreated)
+	}
+
+	// Without DeleteMissing: said once, and the old documents stay.
+	lines = nil
+	o = sofa.SyncOptions{}
+	o.Copy.Selection.Include = []string{"kept"}
+	o.Copy.Logf = logf
+	r3 := startSync(t, a.URL, b.URL, o)
+	r3.wait("the third run's catch-up", func() bool { return r3.caughtUp })
+	var info struct {
+		DocCount int `json:"doc_count"`
+	}
+	if _, err := couchtest.NewClient(b.URL).Do(ctx, "GET", "/kept", nil, &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.DocCount != 401 {
+		t.Errorf("the target's kept holds %d documents, want 401 (the old ones kept, the new one added)", info.DocCount)
+	}
+	sum, _ = r3.stop()
+	if len(sum.DeletedOnTarget) != 0 {
+		t.Errorf("deleted on the target %v without DeleteMissing", sum.DeletedOnTarget)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	recreated = 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, "kept: ") && strings.Contains(l, "recreated") {
+			recreated++
+		}
+	}
+	if recreated != 1 {
+		t.Errorf("%d lines about kept's recreation, want 1", recreated)
+	}
+}
+
+// TestSync_DeleteMissingSourceRestarted: a source server restarted while
+// no run goes on is no recreation of its databases, even where its
+// instance_start_time is the process's start (PouchDB Server): with
+// DeleteMissing the next run's catch-up deletes no copy on the target
+// (the checkpoint's anchor revision is still known, the seq not ahead).
+func TestSync_DeleteMissingSourceRestarted(t *testing.T) {
+	ctx := context.Background()
+	a := couchtest.StartWith(t, couchtest.Options{OnDisk: true})
+	b := couchtest.Start(t)
+	seed(t, a, "r1", 5)
+	enableDBUpdates(t, a)
+	o := sofa.SyncOptions{DeleteMissing: true}
+	r := startSync(t, a.URL, b.URL, o)
+	r.wait("the first run's copy", func() bool { return r.caughtUp })
+	if _, err := r.stop(); !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if err := a.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r2 := startSync(t, a.URL, b.URL, o)
+	r2.wait("the second run's catch-up", func() bool { return r2.caughtUp })
+	sum, _ := r2.stop()
+	if len(sum.DeletedOnTarget) != 0 || len(sum.Deleted) != 0 {
+		t.Errorf("deleted %v, on the target %v: want none (the source was restarted, not recreated)", sum.Deleted, sum.DeletedOnTarget)
+	}
+	couchtest.AssertEqual(t, a.URL+"/r1", b.URL+"/r1")
 }

@@ -45,6 +45,9 @@ type syncRun struct {
 	polls    int
 	events   int
 	security map[string]int // _security written to the target while following
+	// targetLines are the EventTargetLost and EventTargetBack details,
+	// in order.
+	targetLines []string
 }
 
 // waitTimeout bounds every wait on a Sync event (a loaded 2-core machine
@@ -102,6 +105,8 @@ func startSyncOpen(t *testing.T, srcURL, dstURL string, o sofa.SyncOptions, srcO
 			if e.Err == nil {
 				r.security[e.DB]++
 			}
+		case sofa.EventTargetLost, sofa.EventTargetBack:
+			r.targetLines = append(r.targetLines, e.Detail)
 		}
 		r.events++
 		r.changed.Broadcast()

@@ -121,6 +121,7 @@ type Client struct {
 	hc    *http.Client
 	opts  Options
 	sess  session // cookie login state (Options.Auth == AuthCookie)
+	reach reach   // whether the server answers (WatchReach)
 	Stats *Counters
 
 	noPass bool // the URL names a user and no password

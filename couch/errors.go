@@ -104,6 +104,24 @@ func redactErr(err error) error { return stripURLError(err) }
 
 func asError(err error, target **Error) bool { return errors.As(err, target) }
 
+// DocRefusal reports a 400 that refuses a request for what one of its
+// documents is, not for the request's form: CouchDB names it
+// (illegal_docid: an id without a partition in a partitioned database,
+// or one starting with an underscore; doc_validation: a bad special
+// member), where a malformed request is a bad_request. One such document
+// makes CouchDB refuse a whole `_revs_diff` or `_bulk_docs`; the engine
+// (replicate.DocRefusal) splits the request to find it and reports it
+// with name and reason.
+func (e *Error) DocRefusal() (name, reason string, ok bool) {
+	if e.Status != 400 || e.Name == "" || e.Name == "bad_request" {
+		return "", "", false
+	}
+	if e.Reason == "" {
+		return e.Name, e.Name, true
+	}
+	return e.Name, e.Reason, true
+}
+
 // AllDBsActive reports a CouchDB that could not open the database because
 // max_dbs_open databases are in use: a 500 that means "fewer at once",
 // retried like a 429 and taken by the limiter as overload. CouchDB 3.5

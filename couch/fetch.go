@@ -19,7 +19,9 @@ import (
 // CouchDB does, PouchDB Server does not.
 func (d *DB) ReportsPossibleAncestors() bool { return d.srv.Vendor == VendorCouchDB }
 
-// RevsDiff posts `_revs_diff`.
+// RevsDiff posts `_revs_diff`. A refusal of the whole request for one of
+// its documents (Error.DocRefusal: CouchDB's 400 illegal_docid on a
+// partitioned database) wraps replicate.ErrBatchRejected.
 func (d *DB) RevsDiff(ctx context.Context, revs map[string][]string) (map[string]replicate.Missing, error) {
 	revs = d.withoutServerOwnedRevs(revs)
 	body, err := json.Marshal(revs)
@@ -28,6 +30,12 @@ func (d *DB) RevsDiff(ctx context.Context, revs map[string][]string) (map[string
 	}
 	resp, err := d.srv.do(ctx, &request{Method: "POST", Path: d.path + "/_revs_diff", Body: body, ContentType: "application/json"})
 	if err != nil {
+		var e *Error
+		if asError(err, &e) {
+			if _, _, ok := e.DocRefusal(); ok {
+				return nil, docRefusedErr{d.fail("_revs_diff", err)}
+			}
+		}
 		return nil, d.fail("_revs_diff", err)
 	}
 	defer resp.Body.Close()
@@ -37,6 +45,15 @@ func (d *DB) RevsDiff(ctx context.Context, revs map[string][]string) (map[string
 	}
 	return out, nil
 }
+
+// docRefusedErr is a request refused for one of its documents
+// (Error.DocRefusal): it is replicate.ErrBatchRejected, worded as the
+// error it wraps.
+type docRefusedErr struct{ err error }
+
+func (e docRefusedErr) Error() string        { return e.err.Error() }
+func (e docRefusedErr) Unwrap() error        { return e.err }
+func (e docRefusedErr) Is(target error) bool { return target == replicate.ErrBatchRejected }
 
 // FetchRevs reads revisions with `_bulk_get?revs=true&latest=true` without
 // attachment bytes (stubs carry lengths and digests), falling back to

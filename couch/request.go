@@ -279,10 +279,17 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, conte
 		if done != nil {
 			done(Outcome{Latency: lat, Overload: timedOut || isTimeout(err), Err: err})
 		}
+		ne := &NetError{Op: r.Method + " " + c.redactedPath(r.Path), Err: stripURLError(err)}
 		if timedOut {
-			return nil, func() {}, &NetError{Op: r.Method + " " + c.redactedPath(r.Path), Err: errAttemptTimeout}
+			ne.Err = errAttemptTimeout
 		}
-		return nil, func() {}, &NetError{Op: r.Method + " " + c.redactedPath(r.Path), Err: stripURLError(err)}
+		if ctx.Err() == nil && retryable(ne) {
+			c.reach.failedAttempt(c.URL(), t0, ne) // no answer (WatchReach)
+		}
+		return nil, func() {}, ne
+	}
+	if c.reach.down.Load() {
+		c.reach.answered(c.URL(), t0)
 	}
 	overload := resp.StatusCode == 429 || resp.StatusCode == 503
 	if resp.StatusCode == 500 {

@@ -281,9 +281,16 @@ func (r *run) targetGenerations(ctx context.Context, docs []*Doc, ancestors map[
 	if len(ask) == 0 {
 		return out, nil
 	}
-	missing, err := r.tgt.RevsDiff(ctx, ask)
+	missing, refused, err := r.revsDiff(ctx, ask)
 	if err != nil {
-		return nil, fmt.Errorf("target: %w", err)
+		return nil, err
+	}
+	// A document the target refuses has no ancestor there: its
+	// attachments go whole, and its write reports the refusal.
+	for _, f := range refused {
+		m := missing[f.ID]
+		m.Missing = append(m.Missing, f.Rev)
+		missing[f.ID] = m
 	}
 	for _, d := range docs {
 		revs := ask[d.ID]

@@ -142,8 +142,31 @@ var ErrUnreadable = errors.New("revision unreadable")
 
 // ErrBatchRejected is wrapped by WriteDocs when the server refused a whole
 // request because of its content (HTTP 413 too large, 400 bad request):
-// splitting the batch can isolate the offending revisions.
+// splitting the batch can isolate the offending revisions. RevsDiff wraps
+// it when the server refused the whole request for one of its documents
+// (a DocRefusal): the engine splits the request to find which.
 var ErrBatchRejected = errors.New("batch rejected")
+
+// DocRefusal is implemented by an error (found with errors.As) that is a
+// server's refusal of a whole request for what one of its documents is,
+// not for the request's form: CouchDB answers `_revs_diff` and
+// `_bulk_docs` on a partitioned database with one 400 illegal_docid when
+// any id lacks a partition. ok says the error is such a refusal; name and
+// reason are the server's words, which the engine records for each
+// revision it finds refused (splitting the request until it does).
+type DocRefusal interface {
+	DocRefusal() (name, reason string, ok bool)
+}
+
+// docRefused returns the server's words when err is a refusal of a whole
+// request for one of its documents (ErrBatchRejected and a DocRefusal).
+func docRefused(err error) (name, reason string, ok bool) {
+	var dr DocRefusal
+	if !errors.Is(err, ErrBatchRejected) || !errors.As(err, &dr) {
+		return "", "", false
+	}
+	return dr.DocRefusal()
+}
 
 // ErrMetadataRefused is wrapped by Target.SetMetadata when the target
 // permanently refuses a database property: the account is not an admin of

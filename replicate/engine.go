@@ -22,7 +22,10 @@ type Result struct {
 	Failures      []DocError    `json:"failures,omitempty"` // revisions not copied, with reasons
 	Warnings      []string      `json:"warnings,omitempty"`
 	Duration      time.Duration `json:"-"`
-	// TargetOnlyCheckpoints: the source refused `_local` writes.
+	// TargetOnlyCheckpoints: checkpoints were written to the target only,
+	// because Options.SourceReadOnly asked so (the sofa package's default,
+	// unless its SourceCheckpoints is set) or the source refused `_local`
+	// writes.
 	TargetOnlyCheckpoints bool `json:"target_only_checkpoints,omitempty"`
 }
 
@@ -184,7 +187,10 @@ func open(ctx context.Context, src Source, tgt Target, opts Options) (*Session, 
 				return nil, res, fmt.Errorf("source: read checkpoint: %w", err)
 			}
 		}
-		since = r.trustedSince(ctx, cp, sinfo, tinfo)
+		if since, err = r.trustedSince(ctx, cp, sinfo, tinfo); err != nil {
+			fill()
+			return nil, res, err
+		}
 	}
 	if opts.Unclaimed && !opts.NoCheckpoints {
 		r.mark = &marker{needed: cp.tgtLog == nil}
@@ -225,8 +231,11 @@ func open(ctx context.Context, src Source, tgt Target, opts Options) (*Session, 
 }
 
 // trustedSince returns the checkpointed seq unless a database was
-// recreated since the checkpoint (instance_start_time changed).
-func (r *run) trustedSince(ctx context.Context, cp *checkpointer, sinfo, tinfo DBInfo) Seq {
+// recreated since the checkpoint (instance_start_time changed, an integer
+// seq gone back, the anchor revision gone): then nil, the copy starting
+// over with a warning, or, for the source database with
+// Options.StopIfSourceRecreated, an error matching ErrSourceRecreated.
+func (r *run) trustedSince(ctx context.Context, cp *checkpointer, sinfo, tinfo DBInfo) (Seq, error) {
 	since := compareCheckpoints(cp.srcLog, cp.tgtLog)
 	if since == nil && cp.srcLog == nil && cp.tgtLog != nil && cp.tgtLog.SessionID != "" && cp.tgtLog.TargetOnly {
 		// Target-only checkpoints (read-only source): trust the target's
@@ -236,27 +245,73 @@ func (r *run) trustedSince(ctx context.Context, cp *checkpointer, sinfo, tinfo D
 		since = Seq(cp.tgtLog.SourceLastSeq)
 	}
 	if since == nil {
-		return nil
+		return nil, nil
+	}
+	// recreated starts over from the beginning: the source database is
+	// another one than the checkpoint's (why says how it shows).
+	recreated := func(warning, why string) (Seq, error) {
+		if r.opts.StopIfSourceRecreated {
+			return nil, &recreatedError{why: why}
+		}
+		r.warn(warning + keptNote)
+		return nil, nil
 	}
 	log := cp.tgtLog
-	if log != nil && (changedInstance(log.SourceInstance, sinfo.InstanceStart) || changedInstance(log.TargetInstance, tinfo.InstanceStart)) {
+	if log != nil && changedInstance(log.SourceInstance, sinfo.InstanceStart) {
+		if r.opts.StopIfSourceRecreated && r.sameSourceDB(ctx, since, sinfo, log) {
+			// PouchDB Server's instance_start_time is its process's
+			// start: restarted, not recreated. Read again from the
+			// beginning, as without StopIfSourceRecreated.
+			r.warn("the source's instance_start_time changed since the last checkpoint, but it still holds the revision it held at the first run (a server restarted, not a database recreated): reading it again from the beginning")
+			return nil, nil
+		}
+		return recreated("a database was recreated since the last checkpoint: starting over from the beginning", "its instance_start_time changed")
+	}
+	if log != nil && changedInstance(log.TargetInstance, tinfo.InstanceStart) {
 		r.warn("a database was recreated since the last checkpoint: starting over from the beginning" + keptNote)
-		return nil
+		return nil, nil
 	}
 	if seqAhead(since, sinfo.UpdateSeq) {
-		r.warn("the checkpoint is ahead of the source's update_seq (database recreated?): starting over from the beginning" + keptNote)
-		return nil
+		return recreated("the checkpoint is ahead of the source's update_seq (database recreated?): starting over from the beginning",
+			"the checkpoint is ahead of its update_seq")
 	}
 	if log != nil && log.Anchor != nil {
 		if gone, err := anchorGone(ctx, r.src, log.Anchor); err != nil {
 			r.warn("could not check that the source database is the one checkpointed: " + err.Error())
 		} else if gone {
-			r.warn(fmt.Sprintf("the source no longer knows revision %s of %q that it held at the first run: the database was recreated; starting over from the beginning%s", log.Anchor.Rev, log.Anchor.ID, keptNote))
-			return nil
+			return recreated(fmt.Sprintf("the source no longer knows revision %s of %q that it held at the first run: the database was recreated; starting over from the beginning", log.Anchor.Rev, log.Anchor.ID),
+				fmt.Sprintf("it no longer knows revision %s of %q, which it held at the first run", log.Anchor.Rev, log.Anchor.ID))
 		}
 		cp.setAnchor(log.Anchor)
 	}
-	return since
+	return since, nil
+}
+
+// ErrSourceRecreated is the error of Open and Run with
+// Options.StopIfSourceRecreated when the target's checkpoint shows that
+// the source database was deleted and created again since it was
+// written (another instance_start_time, a checkpoint ahead of an integer
+// update_seq, or the anchor revision of the first run gone).
+var ErrSourceRecreated = errors.New("the source database was deleted and created again since the last checkpoint")
+
+// recreatedError is ErrSourceRecreated with how it showed.
+type recreatedError struct{ why string }
+
+func (e *recreatedError) Error() string { return ErrSourceRecreated.Error() + " (" + e.why + ")" }
+func (e *recreatedError) Unwrap() error { return ErrSourceRecreated }
+
+// sameSourceDB reports whether a source whose instance_start_time changed
+// since the checkpoint log is still the database checkpointed, as far as
+// integer seqs tell (PouchDB Server, whose instance_start_time is its
+// process's start): the checkpoint not ahead of the update_seq and the
+// anchor revision of the first run still known. A clustered seq (CouchDB,
+// whose instance_start_time is the database's creation) says nothing.
+func (r *run) sameSourceDB(ctx context.Context, since Seq, sinfo DBInfo, log *checkpointDoc) bool {
+	if !integerSeq(since) || log.Anchor == nil || seqAhead(since, sinfo.UpdateSeq) {
+		return false
+	}
+	gone, err := anchorGone(ctx, r.src, log.Anchor)
+	return err == nil && !gone
 }
 
 // changedInstance: two instance_start_times, both known, differ.
@@ -312,6 +367,11 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer, tr *tra
 	r.live = newLiveness(&r.opts, func(f string, a ...any) { r.logf(f, a...) })
 	go r.live.watch()
 	defer r.live.close()
+	if r.opts.Continuous {
+		// A target that stops answering is retried by its client for
+		// minutes, silently: the log says when it is lost and back.
+		defer r.watchTarget()()
+	}
 	g, gctx := errgroup.WithContext(wctx)
 	g.Go(func() error {
 		defer close(batches)

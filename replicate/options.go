@@ -110,6 +110,16 @@ type Options struct {
 	// checkpoint after checking that the source database is the one it
 	// recorded (instance_start_time, update_seq, anchor revision).
 	SourceReadOnly bool
+	// StopIfSourceRecreated: when the target's checkpoint shows that the
+	// source database was deleted and created again since it was written
+	// (another instance_start_time, a checkpoint ahead of an integer
+	// update_seq, the first run's anchor revision gone), Open and Run
+	// fail with an error matching ErrSourceRecreated before writing
+	// anything, instead of starting over with a warning (a copy into the
+	// target would keep the old database's documents next to the new
+	// one's: the caller may delete the target first, as a whole-server
+	// sync with DeleteMissing does).
+	StopIfSourceRecreated bool
 	// CopyMetadata copies `_revs_limit` before the documents and
 	// `_security` after them (new targets, --copy-security, restore).
 	CopyMetadata bool

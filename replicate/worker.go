@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,16 +97,20 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 			missing[id] = Missing{Missing: rs}
 		}
 	default:
+		var refused []DocError
 		var err error
-		missing, err = r.tgt.RevsDiff(ctx, revs)
+		missing, refused, err = r.revsDiff(ctx, revs)
 		if err != nil {
-			return fmt.Errorf("target: %w", err)
+			return err
 		}
+		// Revisions the target refused are not copied: reported as a
+		// write refused for the same reason is (see rejected).
+		r.fail(ctx, refused...)
 		n := 0
 		for _, m := range missing {
 			n += len(m.Missing)
 		}
-		r.diff.observe(n, checked-len(known))
+		r.diff.observe(n, checked-len(known)-len(refused))
 	}
 	for id, m := range known {
 		missing[id] = m
@@ -205,6 +211,55 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 // with the row.
 func newLiveDoc(c Change) bool {
 	return len(c.Revs) == 1 && len(c.Docs) == 1 && c.Docs[0].Rev == c.Revs[0] && strings.HasPrefix(c.Revs[0], "1-")
+}
+
+// revsDiff asks the target which of revs it lacks. When it refuses the
+// whole request for one of its documents (CouchDB answers a partitioned
+// database's `_revs_diff` with one 400 illegal_docid when any id lacks a
+// partition), the request is split in halves, asked again, until each
+// refused document is alone: one such document costs O(log n) requests.
+// The refused revisions are returned with the server's words, and the
+// others are compared as usual. Any other error fails the batch.
+func (r *run) revsDiff(ctx context.Context, revs map[string][]string) (map[string]Missing, []DocError, error) {
+	missing, err := r.tgt.RevsDiff(ctx, revs)
+	if err == nil {
+		return missing, nil, nil
+	}
+	name, reason, ok := docRefused(err)
+	if !ok {
+		return nil, nil, fmt.Errorf("target: %w", err)
+	}
+	if len(revs) == 1 {
+		var refused []DocError
+		for id, rs := range revs {
+			for _, rev := range rs {
+				refused = append(refused, DocError{ID: id, Rev: rev, Error: name, Reason: reason})
+			}
+			r.debug("_revs_diff: the target refuses document %q: %s: %s", id, name, reason)
+		}
+		return map[string]Missing{}, refused, nil
+	}
+	ids := make([]string, 0, len(revs))
+	for id := range revs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	h := len(ids) / 2
+	out := map[string]Missing{}
+	var refused []DocError
+	for _, part := range [][]string{ids[:h], ids[h:]} {
+		sub := make(map[string][]string, len(part))
+		for _, id := range part {
+			sub[id] = revs[id]
+		}
+		m, f, err := r.revsDiff(ctx, sub)
+		if err != nil {
+			return nil, nil, err
+		}
+		maps.Copy(out, m)
+		refused = append(refused, f...)
+	}
+	return out, refused, nil
 }
 
 func contains(list []string, s string) bool {
@@ -347,7 +402,7 @@ func (r *run) write(ctx context.Context, docs []*Doc) error {
 				r.c.bytes.Add(docs[0].Size())
 				return nil
 			}
-			r.fail(ctx, DocError{ID: docs[0].ID, Rev: docs[0].Rev, Error: "rejected", Reason: reasonOf(err)})
+			r.fail(ctx, rejected(docs[0], err))
 			return nil
 		}
 		h := len(docs) / 2
@@ -404,7 +459,7 @@ func (r *run) rewriteWithData(ctx context.Context, d *Doc) (ok bool, err error) 
 	fails, err := r.writeDocs(ctx, []*Doc{d})
 	if err != nil {
 		if errors.Is(err, ErrBatchRejected) {
-			r.fail(ctx, DocError{ID: d.ID, Rev: d.Rev, Error: "rejected", Reason: reasonOf(err)})
+			r.fail(ctx, rejected(d, err))
 			return false, nil
 		}
 		return false, fmt.Errorf("target: %w", err)
@@ -440,6 +495,17 @@ func findDoc(docs []*Doc, id, rev string) *Doc {
 		}
 	}
 	return nil
+}
+
+// rejected is the failure of revision d, refused alone with err (which
+// wraps ErrBatchRejected): in the server's words when it refused the
+// document for what it is (a DocRefusal, as revsDiff reports it),
+// otherwise "rejected" with the error's text.
+func rejected(d *Doc, err error) DocError {
+	if name, reason, ok := docRefused(err); ok {
+		return DocError{ID: d.ID, Rev: d.Rev, Error: name, Reason: reason}
+	}
+	return DocError{ID: d.ID, Rev: d.Rev, Error: "rejected", Reason: reasonOf(err)}
 }
 
 func reasonOf(err error) string {

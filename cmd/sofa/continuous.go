@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sofadb/sofa"
+	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/metrics"
 	"github.com/sofadb/sofa/replicate"
 )
@@ -90,7 +92,7 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 			printJSON(os.Stdout, sum)
 		} else if !rc.quiet {
 			if sum.CatchUp != nil {
-				printFleetSummary(os.Stderr, sum.CatchUp, false)
+				printFleetSummary(os.Stderr, withoutWarnings(sum.CatchUp), false)
 			}
 			fmt.Fprintf(os.Stderr, "sofa: continuous (%s) for %s: %d catch-up copies (%d failed), docs_written=%d doc_write_failures=%d, _security updates %d; created %v, deleted on the source %v (deleted on the target %v)\n",
 				sum.Mode, time.Duration(sum.Duration).Round(time.Second), sum.Runs, sum.RunsFailed, sum.DocsWritten, sum.DocWriteFailures, sum.SecurityUpdates,
@@ -101,6 +103,18 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 		}
 	}
 	return err // an interruption says resumeMsg
+}
+
+// withoutWarnings is the catch-up's summary without the databases'
+// warnings: a continuous run printed each as it came (Logf, "db: ..."),
+// and the summary at its end would say it a second time.
+func withoutWarnings(s *fleet.Summary) *fleet.Summary {
+	c := *s
+	c.DBs = slices.Clone(s.DBs)
+	for i := range c.DBs {
+		c.DBs[i].Warnings = nil
+	}
+	return &c
 }
 
 // serveDBMetrics serves --metrics-addr for a continuous copy of one

@@ -73,8 +73,9 @@ after the copy: it follows the source's changes feed (feed=continuous,
 with heartbeats) and copies writes as they arrive, in batches sent when
 they reach --batch-size rows, --write-batch-bytes, or --flush-interval
 after their first change. It reconnects with backoff whenever the feed
-or the target fails ("feed lost: ...; reconnecting in 2s"), says when it
-falls behind and when it has caught up, and checkpoints every
+or the target fails ("feed lost: ...; reconnecting in 2s"), says when the
+target stops answering and answers again ("target lost: ...", "target
+back after 6.2s"), when it falls behind and when it has caught up, and checkpoints every
 --checkpoint-interval. SIGINT or SIGTERM stops it: a final checkpoint is
 written and it exits 130; the same command resumes from there.
 

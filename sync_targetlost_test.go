@@ -1,0 +1,104 @@
+package sofa_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sofadb/sofa"
+	"github.com/sofadb/sofa/internal/couchtest"
+	"github.com/sofadb/sofa/internal/faultproxy"
+)
+
+// TestSync_TargetLostLines: the target of a whole-server sync stops
+// answering (every request reset, as a stopped server refuses
+// connections) while writes arrive; its client retries the requests, and
+// the run says so once (EventTargetLost, a line naming the target's URL
+// without the password) and once when it answers again (EventTargetBack,
+// "target back after ..."), however many requests were retried, as the
+// watch does for the source's feed.
+func TestSync_TargetLostLines(t *testing.T) {
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	dbs := []string{"t1", "t2"}
+	for _, db := range dbs {
+		seed(t, a, db, 3)
+	}
+	enableDBUpdates(t, a)
+	pt := faultproxy.StartT(t, b.URL)
+	// The client has the admin's credentials in the target's URL (on
+	// CouchDB): no line may show them.
+	turl := pt.URL
+	var password string
+	if u, err := url.Parse(b.URL); err == nil && u.User != nil {
+		password, _ = u.User.Password()
+		pu, _ := url.Parse(pt.URL)
+		pu.User = u.User
+		turl = pu.String()
+	}
+	var mu sync.Mutex
+	var lines []string
+	o := sofa.SyncOptions{PollInterval: 200 * time.Millisecond}
+	o.Copy.Logf = func(format string, args ...any) {
+		l := fmt.Sprintf(format, args...)
+		t.Log("sync: " + l)
+		if strings.HasPrefix(l, "target ") {
+			mu.Lock()
+			lines = append(lines, l)
+			mu.Unlock()
+		}
+	}
+	r := startSync(t, a.URL, turl, o)
+	r.wait("the initial copy", func() bool { return r.caughtUp })
+
+	if err := pt.SetRules(faultproxy.Rule{Name: "down", Fault: faultproxy.Reset}); err != nil {
+		t.Fatal(err)
+	}
+	ca := couchtest.NewClient(a.URL)
+	for _, db := range dbs {
+		putDocs(t, ca, db, "w", 5)
+	}
+	r.wait("the target said lost", func() bool { return len(r.targetLines) > 0 })
+	// Several of its requests fail and are retried meanwhile.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(waitTimeout)
+	for pt.Rule("down").Fired < 4 {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("the target's requests were reset %d times", pt.Rule("down").Fired)
+		}
+	}
+	if err := pt.SetRules(); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("the target said back", func() bool { return len(r.targetLines) > 1 })
+	r.waitEqual(a.URL, b.URL, dbs...)
+	if _, err := r.stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("run: %v", err)
+	}
+	r.mu.Lock()
+	events := r.targetLines
+	r.mu.Unlock()
+	if len(events) != 2 || !strings.HasPrefix(events[0], "target lost: ") || !strings.HasPrefix(events[1], "target back after ") {
+		t.Fatalf("target events %q: want one lost, then one back (%d requests reset)", events, pt.Rule("down").Fired)
+	}
+	if !strings.Contains(events[0], strings.TrimPrefix(pt.URL, "http://")) || !strings.Contains(events[0], "does not answer") {
+		t.Errorf("%q: want the target's URL and that it does not answer", events[0])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(lines) != fmt.Sprint(events) {
+		t.Errorf("lines %q, want the events' %q", lines, events)
+	}
+	for _, l := range lines {
+		if password != "" && strings.Contains(l, password) {
+			t.Errorf("line %q shows the password", l)
+		}
+	}
+}
