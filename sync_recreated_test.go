@@ -152,10 +152,7 @@ func TestSync_DeleteMissingRecreatedWhileStopped(t *testing.T) {
 	// While no run goes on: both deleted and created again, one new
 	// document each.
 	for _, db := range []string{"one", "kept"} {
-		if err := ca.DeleteDB(ctx, db); err != nil {
-			t.Fatal(err)
-		}
-		if err := ca.CreateDB(ctx, db); err != nil {
+		if err := ca.RecreateDB(ctx, db); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := ca.PutDoc(ctx, db, "fresh", map[string]any{"v": 1}); err != nil {

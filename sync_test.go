@@ -414,38 +414,9 @@ func enableDBUpdates(t *testing.T, srv *couchtest.Server) {
 	}
 	// CouchDB buffers database events for up to [global_changes]
 	// max_write_delay before they reach _db_updates: those of the seeding
-	// would wake copies after a run has started. A marker database created
-	// and deleted last is in the feed once everything before it is.
-	if err := c.CreateDB(ctx, "zz-marker"); err != nil {
+	// would wake copies after a run has started.
+	if err := couchtest.DBUpdatesSettled(ctx, srv); err != nil {
 		t.Fatal(err)
-	}
-	if err := c.DeleteDB(ctx, "zz-marker"); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var feed struct {
-			Results []struct {
-				DBName string `json:"db_name"`
-				Type   string `json:"type"`
-			} `json:"results"`
-		}
-		if err := c.GetJSON(ctx, "/_db_updates?since=0", &feed); err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range feed.Results {
-			if r.DBName == "zz-marker" && r.Type == "deleted" {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the marker database's deletion never reached _db_updates")
-		}
-		// the feed is written every max_write_delay: look again after one
-		select {
-		case <-time.After(100 * time.Millisecond):
-		case <-ctx.Done():
-		}
 	}
 }
 
@@ -457,7 +428,7 @@ func strayMarker(t *testing.T, ex []recproxy.Exchange) []recproxy.Exchange {
 	t.Helper()
 	var out []recproxy.Exchange
 	for _, e := range ex {
-		if e.Path == "/zz-marker" || (e.Path == "/_dbs_info" && e.ReqJSON == `{"keys":["zz-marker"]}`) {
+		if strings.HasPrefix(e.Path, "/"+couchtest.SettledMarker) || (e.Path == "/_dbs_info" && strings.HasPrefix(e.ReqJSON, `{"keys":["`+couchtest.SettledMarker)) {
 			t.Logf("a late _db_updates event of the marker database: %s %s", e.Method, e.Path)
 			continue
 		}

@@ -110,10 +110,7 @@ func TestCLI_ContinuousServersRecreatedWhileStopped(t *testing.T) {
 		t.Fatalf("exit %d after SIGKILL", code)
 	}
 	for _, db := range []string{"one", "kept"} {
-		if err := ca.DeleteDB(ctx, db); err != nil {
-			t.Fatal(err)
-		}
-		if err := ca.CreateDB(ctx, db); err != nil {
+		if err := ca.RecreateDB(ctx, db); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := ca.PutDoc(ctx, db, "fresh", map[string]any{"v": 1}); err != nil {

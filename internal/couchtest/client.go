@@ -234,6 +234,15 @@ func (c *Client) clearShardCache(ctx context.Context) {
 	}
 }
 
+// RecreateDB deletes database db (a missing one is no error) and creates
+// it again, empty (see CreateDB for CouchDB's 412 after a DELETE).
+func (c *Client) RecreateDB(ctx context.Context, db string) error {
+	if err := c.DeleteDB(ctx, db); err != nil {
+		return err
+	}
+	return c.CreateDB(ctx, db)
+}
+
 // DeleteDB deletes database db; a missing one is not an error.
 func (c *Client) DeleteDB(ctx context.Context, db string) error {
 	path := "/" + EscapeDB(db)

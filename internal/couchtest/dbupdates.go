@@ -5,15 +5,25 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"sync/atomic"
 	"time"
 )
+
+// SettledMarker begins the name of DBUpdatesSettled's marker databases:
+// CouchDB may put one more event of one into `_db_updates` after the
+// deletion waited for, which a test recording a run's requests drops.
+const SettledMarker = "zz-settled-"
+
+var markerN atomic.Int64
 
 // DBUpdatesSettled returns once every database event on srv so far is in
 // its `_db_updates` feed (CouchDB writes them up to `[global_changes]
 // max_write_delay` late; PouchDB Server has no such feed: nil at once),
 // so that a run started afterwards, which follows the feed from its
 // position then, never hears of them. A marker database created and
-// deleted now is in the feed once everything before it is. The server
+// deleted now is in the feed once everything before it is; its name
+// starts with SettledMarker and is new at each call (a name created again
+// just after its DELETE may get 412 from CouchDB for a while). The server
 // needs `_global_changes`.
 func DBUpdatesSettled(ctx context.Context, srv *Server) error {
 	if srv.Kind != CouchDB {
@@ -30,7 +40,7 @@ func DBUpdatesSettled(ctx context.Context, srv *Server) error {
 	if err := json.Unmarshal(now.LastSeq, &since); err != nil {
 		since = string(now.LastSeq) // a number
 	}
-	const marker = "zz-settled"
+	marker := fmt.Sprintf("%s%d-%d", SettledMarker, time.Now().UnixNano(), markerN.Add(1))
 	if err := c.CreateDB(ctx, marker); err != nil {
 		return err
 	}
