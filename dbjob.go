@@ -49,6 +49,11 @@ type pairJob struct {
 	// Server target rewrites it) and numbers as doubles (it holds no
 	// other).
 	lenientRevpos bool
+	// retryRefused copies a database once more when a validate_doc_update
+	// refused some of its revisions (a restore: the design documents
+	// written at the end of one archive of a chain may accept what an
+	// earlier archive's refused; see retryRefusedOnce).
+	retryRefused bool
 	// onTarget, when not nil, is the target's databases listed at the
 	// start: one it lacks is created without being asked for first.
 	onTarget *targetListing
@@ -164,6 +169,9 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 	stop := dbcopy.FeedProgress(opts.Counters, p)
 	err = j.copyOnce(ctx, c, src, opts, false)
 	stop()
+	if err == nil && j.retryRefused && countRefused(r.Failures) > 0 {
+		err = j.retryRefusedOnce(ctx, c, src, opts)
+	}
 	if err == nil {
 		warnUserConflicts(ctx, c)
 	}

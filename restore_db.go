@@ -25,6 +25,7 @@ func (c *restorer) job(tsrv *couch.Server) *pairJob {
 		q: c.o.Q, n: c.o.N, reuse: c.o.ReuseExisting,
 		sourceReadOnly: true, // an archive takes no checkpoint
 		lenientRevpos:  tsrv.Vendor == couch.VendorPouchDB, onTarget: c.onTarget, rc: &c.o.RunControl,
+		retryRefused: true,
 		rules: func(t dbTask, r *targetRules) {
 			sys := systemDB(t.Target)
 			r.Reuse = r.Reuse || t.Incremental || sys

@@ -168,6 +168,10 @@ func docRefused(err error) (name, reason string, ok bool) {
 	return dr.DocRefusal()
 }
 
+// WarnCheckpointHeld is the warning of a run some of whose revisions
+// were not copied: its last checkpoint stays before the first of them.
+const WarnCheckpointHeld = "the checkpoint stays before the first revision not copied, so the next run tries those revisions again"
+
 // ErrMetadataRefused is wrapped by Target.SetMetadata when the target
 // permanently refuses a database property: the account is not an admin of
 // the database, or the server lets nobody write it (CouchDB's

@@ -443,7 +443,7 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer, tr *tra
 	}
 	if !r.opts.NoCheckpoints {
 		if tr.held() {
-			r.warn("the checkpoint stays before the first revision not copied, so the next run tries those revisions again")
+			r.warn(WarnCheckpointHeld)
 		}
 	}
 	cp.mu.Lock()
