@@ -85,6 +85,12 @@ type dbTask struct {
 	// Incremental: the source holds only the database's changes after
 	// an earlier archive of the chain.
 	Incremental bool
+	// Later: a later archive of the chain holds this database too (its
+	// step follows, with the same Chain).
+	Later bool
+	// Chain, if set, is shared by the steps of one database through a
+	// chain of archives (a restore's winner log, see restoreHooks).
+	Chain *chainSteps
 }
 
 // dbCopy is one database's copy in progress.

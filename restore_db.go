@@ -53,14 +53,30 @@ func (h restoreHooks) pair(ctx context.Context, c *dbCopy, src replicate.Source,
 	done := func() {}
 	dbr, _ := src.(*archive.DBReader)
 	var winners *winnerLog
-	if dbr != nil && c.target.Reused && !c.task.Incremental && !again {
+	chain := c.task.Chain
+	switch {
+	case dbr == nil || again:
+	case c.target.Reused && !c.task.Incremental:
 		// The target held documents before: note the archive's winning
 		// revisions to tell afterwards which documents were not rolled back.
 		var err error
 		if winners, err = newWinnerLog(dbr); err != nil {
 			return nil, nil, nil, nil, err
 		}
-		src, done = winners, winners.Close
+	case c.task.Incremental && chain != nil && chain.winners != nil:
+		// A later archive of the chain: its winners are the chain's.
+		winners = chain.winners.with(dbr)
+	}
+	if winners != nil {
+		src = winners
+		if chain != nil && c.task.Later {
+			chain.winners = winners // compared after the chain's last step
+		} else {
+			done = winners.Close
+			if chain != nil {
+				chain.winners = nil
+			}
+		}
 	}
 	target := &restoreTarget{DesignLast: replicate.NewDesignLast(c.target.Target)}
 	if !again {
@@ -87,7 +103,7 @@ func (h restoreHooks) pair(ctx context.Context, c *dbCopy, src replicate.Source,
 				return fmt.Errorf("the backup of this database failed part way: %s", s.Error)
 			}
 		}
-		if winners != nil {
+		if winners != nil && !(chain != nil && c.task.Later) {
 			failed := map[string]bool{}
 			for _, f := range r.Failures {
 				failed[f.ID] = true
@@ -181,4 +197,21 @@ func (t *restoreTarget) setSecurity(ctx context.Context) error {
 		return nil
 	}
 	return t.DesignLast.SetMetadata(ctx, *t.after, replicate.AfterDocs)
+}
+
+// chainSteps is what the steps of one database through a chain of
+// archives share: the winner log of a restore into a database that held
+// documents, kept open from the full archive's step to the last one's,
+// where it is compared with the target (a document changed by a later
+// archive wins there, not the full archive's revision).
+type chainSteps struct {
+	winners *winnerLog
+}
+
+// close releases what a chain left by an error part way still holds.
+func (s *chainSteps) close() {
+	if s.winners != nil {
+		s.winners.Close()
+		s.winners = nil
+	}
 }

@@ -192,10 +192,12 @@ func (c *restorer) runIndexed(ctx context.Context, archives []*Endpoint, idx []*
 	j := c.job(dst.couch.Server)
 	job := func(ctx context.Context, tname string, p DBProgress) (fleet.DBResult, error) {
 		r := fleet.DBResult{Name: tname}
-		for _, st := range steps[tname] {
+		chain := &chainSteps{}
+		defer chain.close()
+		for i, st := range steps[tname] {
 			path := archives[st.arch].archive
 			rr, err := j.run(ctx, dbTask{From: idx[st.arch], Source: st.g.Name, Target: tname,
-				Incremental: st.arch > 0 && len(st.g.Since) > 0}, p)
+				Incremental: st.arch > 0 && len(st.g.Since) > 0, Later: i < len(steps[tname])-1, Chain: chain}, p)
 			r.Merge(rr)
 			if ae := (*archive.Error)(nil); errors.As(err, &ae) {
 				err = fmt.Errorf("%s: %w", path, err)

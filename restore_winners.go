@@ -25,6 +25,19 @@ type winnerLog struct {
 	w   *bufio.Writer
 	enc *json.Encoder
 	err error
+	// step numbers the archives of a chain noted into one log (with).
+	step int
+}
+
+// with returns a log noting the changes of dbr, a later archive of the
+// chain, into the same file: a document it holds is compared with its
+// best leaf there (an incremental archive holds every leaf of a document
+// it holds), not with those of earlier archives.
+func (l *winnerLog) with(dbr *archive.DBReader) *winnerLog {
+	if l.err == nil {
+		l.err = l.w.Flush()
+	}
+	return &winnerLog{DBReader: dbr, f: l.f, w: l.w, enc: l.enc, err: l.err, step: l.step + 1}
 }
 
 func newWinnerLog(dbr *archive.DBReader) (*winnerLog, error) {
@@ -56,7 +69,7 @@ func (l *winnerLog) Changes(ctx context.Context, since replicate.Seq, fn func(re
 	var best *replicate.Doc
 	note := func() {
 		if best != nil && l.err == nil {
-			l.err = l.enc.Encode(noted{id, best.Rev, best.Deleted})
+			l.err = l.enc.Encode(noted{id, best.Rev, best.Deleted, l.step})
 		}
 		best = nil
 	}
@@ -80,17 +93,21 @@ func (l *winnerLog) Changes(ctx context.Context, since replicate.Seq, fn func(re
 }
 
 // noted is one line of the winner log: the best leaf of a run of records
-// of one document, as a JSON array [id, rev, deleted].
+// of one document, and the step of the chain it came from, as a JSON
+// array [id, rev, deleted, step].
 type noted struct {
 	ID      string
 	Rev     string
 	Deleted bool
+	Step    int
 }
 
-func (n noted) MarshalJSON() ([]byte, error) { return json.Marshal([]any{n.ID, n.Rev, n.Deleted}) }
+func (n noted) MarshalJSON() ([]byte, error) {
+	return json.Marshal([]any{n.ID, n.Rev, n.Deleted, n.Step})
+}
 
 func (n *noted) UnmarshalJSON(b []byte) error {
-	a := [3]any{&n.ID, &n.Rev, &n.Deleted}
+	a := [4]any{&n.ID, &n.Rev, &n.Deleted, &n.Step}
 	return json.Unmarshal(b, &a)
 }
 
@@ -99,7 +116,8 @@ func (n *noted) UnmarshalJSON(b []byte) error {
 // is not the archive's (ids in skip, already reported failed, aside),
 // total the documents compared.
 //
-// A document noted more than once (its leaves apart in the archive) has
+// A document noted more than once (its leaves apart in the archive, or
+// in several archives of a chain: the latest step's notes count) has
 // at most one note that names its winner: the others differ from the
 // target's winner and so come back as suspects. Only suspects (few) are
 // held in memory: a second pass over the log finds each one's best leaf
@@ -167,7 +185,7 @@ func (l *winnerLog) notWinning(ctx context.Context, t replicate.Target, skip map
 		}
 		notes[n.ID]++
 		b, seen := best[n.ID]
-		if !seen || wins(&replicate.Doc{Rev: n.Rev, Deleted: n.Deleted}, &replicate.Doc{Rev: b.Rev, Deleted: b.Deleted}) {
+		if !seen || n.Step > b.Step || n.Step == b.Step && wins(&replicate.Doc{Rev: n.Rev, Deleted: n.Deleted}, &replicate.Doc{Rev: b.Rev, Deleted: b.Deleted}) {
 			best[n.ID] = n
 		}
 		return nil
