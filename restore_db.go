@@ -3,11 +3,13 @@ package sofa
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/internal/jsonx"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -78,7 +80,7 @@ func (h restoreHooks) pair(ctx context.Context, c *dbCopy, src replicate.Source,
 			}
 		}
 	}
-	target := &restoreTarget{DesignLast: replicate.NewDesignLast(c.target.Target)}
+	target := &restoreTarget{DesignLast: replicate.NewDesignLast(c.target.Target), reused: !c.target.Created && !again, warn: c.warn}
 	if !again {
 		h.c.o.logf("restoring %s", c.task.Target)
 	}
@@ -179,6 +181,10 @@ func (c *restorer) recreate(ctx context.Context, tdb *couch.DB) error {
 type restoreTarget struct {
 	*replicate.DesignLast
 	after *replicate.Metadata
+	// reused: this run did not create the database; setSecurity then
+	// warns when it replaces another `_security`.
+	reused bool
+	warn   func(string)
 }
 
 // SetMetadata applies the BeforeDocs phase (_revs_limit, properties) at
@@ -192,11 +198,51 @@ func (t *restoreTarget) SetMetadata(ctx context.Context, m replicate.Metadata, p
 }
 
 // setSecurity applies the kept AfterDocs metadata; call it after Finish.
+// Into a database that existed before, a `_security` other than the
+// archive's (and not the empty default) is named in a warning once
+// replaced: the names and roles it gave access lose it, the restoring
+// account's own included.
 func (t *restoreTarget) setSecurity(ctx context.Context) error {
 	if t.after == nil {
 		return nil
 	}
-	return t.DesignLast.SetMetadata(ctx, *t.after, replicate.AfterDocs)
+	var was []byte
+	if sr, ok := t.DesignLast.Target.(securityReader); ok && t.reused && len(t.after.Security) > 0 {
+		if cur, err := sr.Security(ctx); err == nil && !jsonx.Same(cur, t.after.Security) && !openSecurity(cur) {
+			was = cur
+		}
+	}
+	err := t.DesignLast.SetMetadata(ctx, *t.after, replicate.AfterDocs)
+	if err == nil && was != nil && t.warn != nil {
+		t.warn(fmt.Sprintf("_security replaced by the archive's %s; the database had %s (whom only that gave access has lost it)", compactSecurity(t.after.Security), compactSecurity(was)))
+	}
+	return err
+}
+
+// securityReader reads a database's `_security` (couch.DB).
+type securityReader interface {
+	Security(ctx context.Context) ([]byte, error)
+}
+
+// openSecurity says a `_security` object names nobody (CouchDB's default
+// for a new database: {} or empty admins and members).
+func openSecurity(b []byte) bool {
+	var s struct {
+		Admins, Members struct{ Names, Roles []string }
+	}
+	if json.Unmarshal(b, &s) != nil {
+		return false
+	}
+	return len(s.Admins.Names)+len(s.Admins.Roles)+len(s.Members.Names)+len(s.Members.Roles) == 0
+}
+
+// compactSecurity is a `_security` object on one line.
+func compactSecurity(b []byte) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		return string(b)
+	}
+	return buf.String()
 }
 
 // chainSteps is what the steps of one database through a chain of

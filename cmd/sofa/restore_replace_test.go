@@ -93,13 +93,14 @@ func TestRestore_OlderBackupOverNewerData(t *testing.T) {
 	}
 	const notRolledBack = 8 // d00-d04, d05-d06, d07
 
-	// --reuse-existing: exit 0, nothing written, and a warning with the count.
+	// --reuse-existing: exit 0, nothing written, and a warning with the
+	// count (after one that eve's _security was replaced).
 	r := arSofa(t, bin, nil, "restore", path, srv.URL, "--reuse-existing", "--json")
 	r.want(t, exitOK)
 	d := rbResult(t, r, "db")
 	want := fmt.Sprintf("not rolled back: %d of %d documents", notRolledBack, 32)
-	if d.Status != fleet.StatusOK || len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], want) {
-		t.Errorf("--reuse-existing over newer data: status %s, warnings %q; want ok with a warning %q", d.Status, d.Warnings, want)
+	if d.Status != fleet.StatusOK || len(d.Warnings) != 2 || !strings.Contains(d.Warnings[0], `_security replaced`) || !strings.Contains(d.Warnings[0], `"eve"`) || !strings.Contains(d.Warnings[1], want) {
+		t.Errorf("--reuse-existing over newer data: status %s, warnings %q; want ok with a warning of eve's _security replaced and one %q", d.Status, d.Warnings, want)
 	}
 	r = arSofa(t, bin, nil, "restore", path, srv.URL, "--reuse-existing")
 	r.want(t, exitOK)
