@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/fleet"
@@ -117,7 +118,7 @@ func checkChain(ctx context.Context, archives []*Endpoint) (fullFrom map[string]
 			return nil, nil, err
 		}
 		if err := archive.CheckChain(h); err != nil {
-			return nil, nil, &OptionError{Err: err}
+			return nil, nil, &OptionError{Err: chainNamed(err, archives)}
 		}
 		return nil, nil, nil
 	}
@@ -130,9 +131,19 @@ func checkChain(ctx context.Context, archives []*Endpoint) (fullFrom map[string]
 		return nil, nil, err
 	}
 	if err := archive.CheckChain(headers...); err != nil {
-		return nil, nil, &OptionError{Err: err} // the arguments, not the archives, are wrong
+		return nil, nil, &OptionError{Err: chainNamed(err, archives)} // the arguments, not the archives, are wrong
 	}
 	return fullFrom, gone, nil
+}
+
+// chainNamed adds to a broken chain's error (which numbers the archives
+// in the order given) the names those numbers stand for.
+func chainNamed(err error, archives []*Endpoint) error {
+	names := make([]string, len(archives))
+	for i, a := range archives {
+		names[i] = fmt.Sprintf("%d: %s", i+1, a)
+	}
+	return fmt.Errorf("%w (archives in the order given: %s)", err, strings.Join(names, ", "))
 }
 
 // readHeader reads the header of archive a.
