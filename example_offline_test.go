@@ -18,6 +18,19 @@ import (
 // offline they are shown refusing endpoints of the wrong kind, which they
 // do before any request.
 
+// openAll opens the named archives of st, in the order given.
+func openAll(ctx context.Context, st storage.Store, names ...string) ([]*sofa.Endpoint, error) {
+	var eps []*sofa.Endpoint
+	for _, name := range names {
+		ep, err := sofa.Open(ctx, name, sofa.OpenOptions{Store: st})
+		if err != nil {
+			return nil, err
+		}
+		eps = append(eps, ep)
+	}
+	return eps, nil
+}
+
 // exampleArchive writes a full archive called name into st: a database
 // "orders" of docs documents and an empty database "users".
 func exampleArchive(st storage.Store, name string, docs int) {
@@ -111,15 +124,11 @@ func ExampleVerifyChain() {
 	st := &storage.Memory{}
 	exampleArchive(st, "monday.sofa", 3)
 	exampleArchive(st, "tuesday.sofa", 4)
-	var chain []*sofa.Endpoint
-	for _, name := range []string{"monday.sofa", "tuesday.sofa"} {
-		ar, err := sofa.Open(ctx, name, sofa.OpenOptions{Store: st})
-		if err != nil {
-			log.Fatal(err)
-		}
-		chain = append(chain, ar)
+	chain, err := openAll(ctx, st, "monday.sofa", "tuesday.sofa")
+	if err != nil {
+		log.Fatal(err)
 	}
-	_, err := sofa.VerifyChain(ctx, chain...)
+	_, err = sofa.VerifyChain(ctx, chain...)
 	var oe *sofa.OptionError
 	fmt.Println(errors.As(err, &oe), errors.Is(err, archive.ErrChain))
 	sum, err := sofa.VerifyChain(ctx, chain[0]) // a full archive alone is a chain
@@ -140,15 +149,11 @@ func ExamplePlanRestore() {
 	st := &storage.Memory{}
 	exampleArchive(st, "monday.sofa", 3)
 	exampleArchive(st, "tuesday.sofa", 4)
-	var chain []*sofa.Endpoint
-	for _, name := range []string{"monday.sofa", "tuesday.sofa"} {
-		ar, err := sofa.Open(ctx, name, sofa.OpenOptions{Store: st})
-		if err != nil {
-			log.Fatal(err)
-		}
-		chain = append(chain, ar)
+	chain, err := openAll(ctx, st, "monday.sofa", "tuesday.sofa")
+	if err != nil {
+		log.Fatal(err)
 	}
-	_, err := sofa.PlanRestore(ctx, chain[:1], sofa.RestoreOptions{Verify: sofa.VerifyCheap})
+	_, err = sofa.PlanRestore(ctx, chain[:1], sofa.RestoreOptions{Verify: sofa.VerifyCheap})
 	fmt.Println(err)
 	_, err = sofa.PlanRestore(ctx, chain, sofa.RestoreOptions{})
 	fmt.Println(errors.Is(err, archive.ErrChain))

@@ -18,15 +18,11 @@ func TestPlanRestore_ChainErrorNamesArchives(t *testing.T) {
 	st := &storage.Memory{}
 	exampleArchive(st, "monday.sofa", 3)
 	exampleArchive(st, "tuesday.sofa", 4)
-	var chain []*sofa.Endpoint
-	for _, name := range []string{"monday.sofa", "tuesday.sofa"} {
-		ar, err := sofa.Open(ctx, name, sofa.OpenOptions{Store: st})
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain = append(chain, ar)
+	chain, err := openAll(ctx, st, "monday.sofa", "tuesday.sofa")
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, err := sofa.PlanRestore(ctx, chain, sofa.RestoreOptions{})
+	_, err = sofa.PlanRestore(ctx, chain, sofa.RestoreOptions{})
 	if !errors.Is(err, archive.ErrChain) || !strings.Contains(err.Error(), "archive 2 (") || !strings.Contains(err.Error(), "(archives in the order given: 1: monday.sofa, 2: tuesday.sofa)") {
 		t.Errorf("two full archives: %v; want ErrChain naming both files", err)
 	}
