@@ -3,14 +3,18 @@ package sofa
 import (
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/sofadb/sofa/replicate"
 )
 
 // refusedByValidation says a failure is a validate_doc_update's refusal
-// (CouchDB's 403 forbidden or 401 unauthorized for one document).
+// (CouchDB's 403 forbidden or 401 unauthorized for one document) of a
+// document other than a design document: design documents are written
+// last, so nothing written after them changes their fate (a refused one
+// is most often an account that is not the database's admin).
 func refusedByValidation(f replicate.DocError) bool {
-	return f.ID != "" && (f.Error == "forbidden" || f.Error == "unauthorized")
+	return f.ID != "" && !strings.HasPrefix(f.ID, "_design/") && (f.Error == "forbidden" || f.Error == "unauthorized")
 }
 
 func countRefused(fs []replicate.DocError) int {

@@ -87,6 +87,9 @@ func (r *Reader) skimToManifest() ([]DBSummary, error) {
 		if err := checkStoredSum(h.Name, sh, h.PAXRecords[paxSHA256]); err != nil {
 			return nil, err
 		}
+		if err := rawRecordsAgree(h, p); err != nil {
+			return nil, err
+		}
 		if perr != nil {
 			return nil, memberErr(h.Name, ErrFormat, perr.Error())
 		}

@@ -183,6 +183,23 @@ func TestFlippedByte(t *testing.T) {
 		bad[off+20] ^= 2
 		mustFail(t, bad, ErrChecksum, manifestName)
 	})
+	t.Run("manifest raw records", func(t *testing.T) {
+		// an uncompressed member's raw size and SHA-256 are its stored
+		// ones: a flipped digit in either is found, though the stored
+		// bytes still match their own checksum
+		off := memberOffset(t, data, manifestName)
+		for _, key := range []string{paxRawSize, paxRawSHA256} {
+			i := bytes.LastIndex(data[:off], []byte(key+"="))
+			bad := bytes.Clone(data)
+			c := &bad[i+len(key)+1]
+			if *c == '1' {
+				*c = '2'
+			} else {
+				*c = '1'
+			}
+			mustFail(t, bad, ErrChecksum, manifestName)
+		}
+	})
 	t.Run("every byte", func(t *testing.T) {
 		// a flipped byte anywhere either fails the read or changes
 		// nothing that is read (tar padding, slack in header fields)

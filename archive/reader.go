@@ -322,7 +322,24 @@ func (r *Reader) checkHeader(h *tar.Header) (*member, error) {
 	if h.Size > r.opts.MaxMemberSize || rawSize > r.opts.MaxMemberSize {
 		return nil, r.fail(memberErr(name, ErrTooLarge, fmt.Sprintf("declares %d bytes stored, %d uncompressed; limit %d", h.Size, rawSize, r.opts.MaxMemberSize)))
 	}
+	if err := rawRecordsAgree(h, p); err != nil {
+		return nil, r.fail(err)
+	}
 	return &member{name: name, p: p, sum: sumHex, rawSum: rawSumHex, rawSize: rawSize}, nil
+}
+
+// rawRecordsAgree checks what a header alone can: an uncompressed
+// member's SOFA.raw_sha256 and SOFA.raw_size are its stored SHA-256 and
+// size (the manifest and footer are read as streams, never decompressed,
+// so nothing else would check them).
+func rawRecordsAgree(h *tar.Header, p parsedName) error {
+	if p.codec != None {
+		return nil
+	}
+	if h.PAXRecords[paxRawSHA256] != h.PAXRecords[paxSHA256] || h.PAXRecords[paxRawSize] != strconv.FormatInt(h.Size, 10) {
+		return memberErr(h.Name, ErrChecksum, "its tar header's uncompressed SHA-256 or size differs from the stored ones, which an uncompressed member's must equal")
+	}
+	return nil
 }
 
 // readBody reads a checked member's content from the tar stream, checks

@@ -83,8 +83,10 @@ func (d *DesignLast) LocalRev(id string) (string, bool) {
 	return lr.LocalRev(id)
 }
 
-// Finish writes the held design documents, then the deferred checkpoint.
-// The returned DocErrors name design revisions the target refused.
+// Finish writes the held design documents, then the deferred checkpoint,
+// unless the target refused one of them: the checkpoint never covers a
+// revision not written, so a rerun reads the database again and tries
+// them. The returned DocErrors name design revisions the target refused.
 func (d *DesignLast) Finish(ctx context.Context) ([]DocError, error) {
 	d.mu.Lock()
 	held, id, body := d.held, d.cpID, d.cpBody
@@ -98,7 +100,7 @@ func (d *DesignLast) Finish(ctx context.Context) ([]DocError, error) {
 		}
 		fails = append(fails, f...)
 	}
-	if body != nil {
+	if body != nil && len(fails) == 0 {
 		if err := d.putCheckpoint(ctx, id, body); err != nil {
 			return fails, err
 		}

@@ -73,6 +73,9 @@ type run struct {
 	// their generation-1 documents inline where the source offers it
 	// (see readChanges).
 	passFeed bool
+	// retry: the revisions a Session's earlier passes could not copy,
+	// read again ahead of the feed (see Session.Pass).
+	retry []Change
 	// liveDocs: rows are changes read as they happen (a continuous
 	// run's feed, a later pass): a generation-1 revision delivered with
 	// its row is written without asking _revs_diff (see process).
@@ -442,7 +445,7 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer, tr *tra
 		}
 	}
 	if !r.opts.NoCheckpoints {
-		if tr.held() {
+		if tr.heldHere() {
 			r.warn(WarnCheckpointHeld)
 		}
 	}
@@ -497,6 +500,9 @@ func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr 
 		changes = ws.ChangesWithDocs
 	case inline && r.passFeed:
 		changes = r.inlineFirst(ws)
+	}
+	if err := k.retried(ctx, r.retry, since); err != nil {
+		return err
 	}
 	err := changes(ctx, since, func(c Change) error {
 		if k.add(c, time.Now()) {

@@ -45,6 +45,31 @@ func (k *cutter) add(c Change, at time.Time) bool {
 	return len(k.cur.changes) >= k.rows || (c.Docs != nil && k.bytes >= k.r.opts.WriteBatchBytes)
 }
 
+// retried cuts the revisions an earlier pass could not copy (a
+// Session's retry) into the first batches, ahead of the feed read from
+// since: the last carries since, so that once they are written every
+// change up to it is acknowledged.
+func (k *cutter) retried(ctx context.Context, retry []Change, since Seq) error {
+	if len(retry) == 0 {
+		return nil
+	}
+	start := k.start
+	k.start = false // the anchor is the feed's first row
+	defer func() { k.start = start }()
+	for i, c := range retry {
+		c.Seq = nil
+		if i == len(retry)-1 {
+			c.Seq = since
+		}
+		if k.add(c, time.Now()) {
+			if err := k.send(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return k.send(ctx)
+}
+
 // send hands the batch being cut, if any, to the workers.
 func (k *cutter) send(ctx context.Context) error {
 	b := k.cur

@@ -32,7 +32,15 @@ type Session struct {
 	sinceMu sync.Mutex
 	since   Seq
 	tr      *tracker
-	lastCP  atomic.Int64 // unix nanoseconds of the last checkpoint written
+	// from is where the next pass reads the feed (nil: since): beyond
+	// since when a pass left revisions it could not copy (held), which
+	// the next pass tries again first (retry), or, when they are too
+	// many to list (retry nil), leaves to a new Session: since stays
+	// where it is for this one.
+	from   Seq
+	held   bool
+	retry  []Change
+	lastCP atomic.Int64 // unix nanoseconds of the last checkpoint written
 }
 
 // Open prepares a replication of src to tgt for passes (see Session):
@@ -94,8 +102,11 @@ func (s *Session) CheckpointedAt() time.Time {
 // feed's end (one-shot pages), and returns what it did: Result.StartSeq
 // and EndSeq are the seqs it started after and reached, Stats this pass's
 // counters, Failures the revisions it could not copy (a batch with
-// failures holds the seq reached before it, so the next pass tries them
-// again). The first pass is the one that copies an initial copy's
+// failures holds Seq before it; the next pass tries those revisions
+// again first, then reads the feed on from where this one stopped, so
+// a refused revision costs each later pass one retry, not the feed
+// since it; with more than 10,000 of them, Seq stays held for the
+// session and a new one, after a restart, tries them). The first pass is the one that copies an initial copy's
 // documents, and sets `_security` after them (CopyMetadata).
 //
 // A pass checkpoints every CheckpointInterval while it runs, and once
@@ -134,20 +145,33 @@ func (s *Session) pass(ctx context.Context, final bool) (*Result, error) {
 		r.diff.init(0)
 	}
 	s.sinceMu.Lock()
-	since := s.since
+	since, from, retry := s.since, s.since, s.retry
 	tr := newTracker()
 	if !final {
 		tr.thru = since
+		if len(s.from) > 0 {
+			from = s.from
+		}
+		tr.read = from
+		if s.held && retry == nil {
+			tr.stuck, tr.inherited = true, true
+		}
 	}
 	s.tr = tr
 	s.sinceMu.Unlock()
 
 	res := &Result{ReplicationID: s.id, StartSeq: since, EndSeq: since}
-	through, err := r.pipeline(ctx, since, r.cp, tr, final)
+	r.retry = retry
+	through, err := r.pipeline(ctx, from, r.cp, tr, final)
+	r.retry = nil
 	s.sinceMu.Lock()
 	if t := tr.through(); len(t) > 0 {
 		s.since = t
 	}
+	if t := tr.readThrough(); len(t) > 0 {
+		s.from = t
+	}
+	s.held, s.retry = held(tr, err, retry, r.fails.all())
 	s.tr = nil
 	if final {
 		if len(through) > 0 {
@@ -177,6 +201,45 @@ func (s *Session) pass(ctx context.Context, final bool) (*Result, error) {
 	r.mu.Unlock()
 	res.Duration = time.Since(t0)
 	return res, err
+}
+
+// maxRetry bounds the revisions a Session tries again in its next pass;
+// beyond it, a restart does.
+const maxRetry = 10000
+
+// held says what a pass with tracker tr leaves to the next: whether the
+// seq acknowledged is held before revisions not copied, and which to try
+// again (nil while held: too many, or held from before). A pass that
+// failed may not have tried its retry: those stay listed (trying a
+// revision the target holds costs one `_revs_diff` row).
+func held(tr *tracker, err error, retry []Change, fails []DocError) (bool, []Change) {
+	if tr.inherited {
+		return true, nil
+	}
+	var next []Change
+	if err != nil {
+		next = append(next, retry...)
+	}
+	if !tr.held() && len(next) == 0 {
+		return false, nil
+	}
+	seen := map[[2]string]bool{}
+	for _, c := range next {
+		seen[[2]string{c.ID, c.Revs[0]}] = true
+	}
+	for _, f := range fails {
+		if f.ID == "" || f.Rev == "" || len(next) >= maxRetry {
+			return true, nil
+		}
+		if k := [2]string{f.ID, f.Rev}; !seen[k] {
+			seen[k] = true
+			next = append(next, Change{ID: f.ID, Revs: []string{f.Rev}})
+		}
+	}
+	if len(next) == 0 {
+		return true, nil
+	}
+	return true, next
 }
 
 // Checkpoint writes the session's checkpoint at Seq if it moved since

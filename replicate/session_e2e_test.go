@@ -150,9 +150,10 @@ func TestSession_PassCostsTheChangesOnly(t *testing.T) {
 }
 
 // TestSession_FailuresHoldTheSeq: a revision the target refuses is listed
-// in the pass's Failures and the seq reached stays before it, so the next
-// pass (the target now accepting it) copies it; a checkpoint never covers
-// it meanwhile.
+// in the pass's Failures and the seq reached stays before it; the next
+// pass tries it again and reads on from where the last stopped (not
+// again from the seq held), and once the target accepts it, copies it
+// and moves on; a checkpoint never covers it meanwhile.
 func TestSession_FailuresHoldTheSeq(t *testing.T) {
 	ctx := context.Background()
 	srv, src, tgt, sdb, tdb, _, _ := sessionPair(t)
@@ -191,6 +192,23 @@ func TestSession_FailuresHoldTheSeq(t *testing.T) {
 	if err := s.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// A pass while the target still refuses: the new document and one
+	// retry of the refused one, not the feed since the seq held (ok1 and
+	// ok2 again: each later pass would write the database's whole tail).
+	if _, err := c.PutDoc(ctx, src, "ok3", map[string]any{"v": "ok3"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stats.DocsWritten != 1 || res.Stats.ChangesRead != 2 || len(res.Failures) != 1 || res.Failures[0].ID != "refused" {
+		t.Errorf("a pass after one with a refused revision wrote %d, read %d changes, failures %v; want ok3 written, 2 changes (ok3, the retry), the refused one again",
+			res.Stats.DocsWritten, res.Stats.ChangesRead, res.Failures)
+	}
+	if string(s.Seq()) != string(before) {
+		t.Errorf("seq reached %s after a second pass with the refusal, want it still held at %s", s.Seq().String(), before.String())
+	}
 	if _, err := c.Do(ctx, "DELETE", "/"+couchtest.EscapeDB(tgt)+"/_design/refuse?rev="+ddocRev, nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -198,8 +216,11 @@ func TestSession_FailuresHoldTheSeq(t *testing.T) {
 	if err != nil || len(res.Failures) != 0 || res.Stats.DocsWritten < 1 {
 		t.Fatalf("the pass after the target accepts: %v, %+v", err, res)
 	}
-	if ids := allIDs(t, srv, tgt); !ids["refused"] || !ids["ok1"] || !ids["ok2"] {
-		t.Errorf("target holds %v after the second pass", ids)
+	if ids := allIDs(t, srv, tgt); !ids["refused"] || !ids["ok1"] || !ids["ok2"] || !ids["ok3"] {
+		t.Errorf("target holds %v after the last pass", ids)
+	}
+	if string(s.Seq()) == string(before) {
+		t.Errorf("seq reached still held at %s once every revision is copied", before.String())
 	}
 }
 

@@ -5,10 +5,15 @@ import (
 	"sync"
 )
 
-// tracker keeps the seq up to which every batch is acknowledged: the
-// longest finished prefix of batch numbers. A batch in which some
-// revision was not copied stops the prefix for the rest of the run, so
-// that a later run reads those changes again and retries them.
+// tracker keeps two prefixes of the batch numbers: the seq up to which
+// every batch is acknowledged (through: the checkpoint's), and the seq up
+// to which every batch is finished, with failures or not (readThrough:
+// where a Session's next pass reads on). A batch in which some revision
+// was not copied stops the first prefix for the rest of the run (held),
+// so that a later run reads those changes again and retries them; the
+// second goes on. Only batches not yet passed by the prefixes are
+// remembered, so a continuous run that goes on for days after a failure
+// holds no more than its batches in flight.
 type tracker struct {
 	mu     sync.Mutex
 	seqs   map[int64]Seq
@@ -16,9 +21,12 @@ type tracker struct {
 	failed map[int64]bool
 	next   int64
 	thru   Seq
+	read   Seq
 	stuck  bool
-	// moved, when not nil, is closed when the prefix moves or sticks
-	// (waitPrefix).
+	// inherited: the tracker started held (a Session pass after one whose
+	// failures it cannot retry).
+	inherited bool
+	// moved, when not nil, is closed when the prefix moves (waitPrefix).
 	moved chan struct{}
 }
 
@@ -28,38 +36,31 @@ func newTracker() *tracker {
 
 func (t *tracker) started(n int64, seq Seq) {
 	t.mu.Lock()
-	if !t.stuck {
-		t.seqs[n] = seq
-	}
+	t.seqs[n] = seq
 	t.mu.Unlock()
 }
 
 func (t *tracker) done(n int64, failed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.stuck {
-		// The prefix never moves again: nothing more to remember (a
-		// continuous run goes on for days after a failure).
-		return
-	}
 	t.fin[n] = true
 	if failed {
 		t.failed[n] = true
 	}
 	defer t.signal()
-	for !t.stuck && t.fin[t.next] {
+	for t.fin[t.next] {
 		if t.failed[t.next] {
 			t.stuck = true
-			clear(t.seqs)
-			clear(t.fin)
-			clear(t.failed)
-			break
 		}
 		if s := t.seqs[t.next]; len(s) > 0 {
-			t.thru = s
+			t.read = s
+			if !t.stuck {
+				t.thru = s
+			}
 		}
 		delete(t.fin, t.next)
 		delete(t.seqs, t.next)
+		delete(t.failed, t.next)
 		t.next++
 	}
 }
@@ -76,16 +77,15 @@ func (t *tracker) signal() {
 func (t *tracker) prefixDone(n int64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.next >= n || t.stuck
+	return t.next >= n
 }
 
-// waitPrefix waits until every batch numbered below n is done, or a
-// batch with failures stopped the prefix (those revisions are reported;
-// waiting longer would wait for ever). It fails only when ctx ends.
+// waitPrefix waits until every batch numbered below n is finished (with
+// failures or not). It fails only when ctx ends.
 func (t *tracker) waitPrefix(ctx context.Context, n int64) error {
 	for {
 		t.mu.Lock()
-		if t.next >= n || t.stuck {
+		if t.next >= n {
 			t.mu.Unlock()
 			return nil
 		}
@@ -102,15 +102,32 @@ func (t *tracker) waitPrefix(ctx context.Context, n int64) error {
 	}
 }
 
-// held reports whether a batch with failures stopped the prefix.
+// held reports whether a batch with failures stopped the acknowledged
+// prefix (or the tracker started held).
 func (t *tracker) held() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.stuck
 }
 
+// heldHere reports whether a batch of this tracker's run stopped the
+// acknowledged prefix (held, not inherited).
+func (t *tracker) heldHere() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stuck && !t.inherited
+}
+
 func (t *tracker) through() Seq {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.thru
+}
+
+// readThrough is the seq up to which every batch is finished, failed
+// or not.
+func (t *tracker) readThrough() Seq {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.read
 }

@@ -3,8 +3,9 @@ package replicate
 import "testing"
 
 // TestTracker_StuckForgets: the acknowledged prefix stops at a batch with
-// failures, and the batches after it are not remembered (a continuous run
-// goes on for days after one failure: its memory must not grow).
+// failures, the finished prefix goes on, and the batches both passed are
+// not remembered (a continuous run goes on for days after one failure:
+// its memory must not grow).
 func TestTracker_StuckForgets(t *testing.T) {
 	tr := newTracker()
 	tr.started(0, Seq("1"))
@@ -20,6 +21,9 @@ func TestTracker_StuckForgets(t *testing.T) {
 	}
 	if string(tr.through()) != "1" {
 		t.Errorf("through %s after a failed batch, want 1", tr.through())
+	}
+	if string(tr.readThrough()) != "x" || !tr.prefixDone(1002) {
+		t.Errorf("read through %s (every batch finished: %v), want x and true", tr.readThrough(), tr.prefixDone(1002))
 	}
 	if len(tr.seqs)+len(tr.fin)+len(tr.failed) != 0 {
 		t.Errorf("after the prefix stopped the tracker holds %d seqs, %d finished, %d failed; want none", len(tr.seqs), len(tr.fin), len(tr.failed))
