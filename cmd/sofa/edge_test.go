@@ -419,3 +419,27 @@ func TestEdge_VerifyHistoryLength(t *testing.T) {
 		t.Errorf("the difference does not name the history:\n%s\n%s", r.stdout, r.stderr)
 	}
 }
+
+// A restore by a member (not an admin) of the target database cannot
+// write its design documents: each is reported (exit 3), none is hidden
+// by a checkpoint written past it, and a rerun reports it again.
+func TestEdge_MemberRestoreDesignRefused(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "CouchDB's member/admin split and its answers to a member")
+	bin := sofaBin(t)
+	src := couchtest.Start(t)
+	arCreate(t, src, "app", true, append(arSmallDocs("d", 5), arRaw(`{"_id":"_design/v","views":{"all":{"map":"function(d){emit(d._id)}"}}}`))...)
+	arch := filepath.Join(t.TempDir(), "app.sofa")
+	if r := arSofa(t, bin, nil, "backup", src.DBURL("app"), arch); r.code != 0 {
+		t.Fatalf("backup: exit %d\n%s", r.code, r.stderr)
+	}
+	tgt := memberTarget(t)
+	for run := 1; run <= 2; run++ {
+		r := arSofa(t, bin, nil, "restore", arch, tgt.UserURL("bob", "pw")+"/app", "--reuse-existing")
+		if r.code != 3 || !strings.Contains(r.stderr, `not copied: id="_design/v"`) {
+			t.Errorf("restore run %d by a member: exit %d, want 3 naming _design/v\n%s", run, r.code, r.stderr)
+		}
+	}
+	if n := arDocCount(t, tgt, "app"); n != 5 {
+		t.Errorf("target holds %d documents, want the 5 others", n)
+	}
+}

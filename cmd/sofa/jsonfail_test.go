@@ -103,3 +103,29 @@ func TestJSON_FatalPrintsOneDocument(t *testing.T) {
 		}
 	})
 }
+
+// TestJSON_ReplicateResultExitCode: a one-database copy's own document
+// carries the exit code too (a copy that stops on an error prints it as
+// well: the same field), for a copy that finished (0) and one that left
+// revisions out (3).
+func TestJSON_ReplicateResultExitCode(t *testing.T) {
+	bin := sofaBin(t)
+	srv := couchtest.Start(t)
+	arCreate(t, srv, "app", true, append(arSmallDocs("x", 3), arRaw(`{"_id":"bad","bad":true}`))...)
+	arCreate(t, srv, "strict", true, arRaw(`{"_id":"_design/v","validate_doc_update":"function(d){ if (d.bad) throw({forbidden: 'bad'}); }"}`))
+	for _, tc := range []struct {
+		target string
+		code   int
+		status string
+	}{
+		{srv.AdminURL() + "/copy", exitOK, "ok"},
+		{srv.AdminURL() + "/strict", exitPartial, "partial"},
+	} {
+		r := cliRun(t, bin, "replicate", srv.AdminURL()+"/app", tc.target, "--create-target", "--json")
+		r.wantCode(t, tc.code)
+		docs := jsonDocs(t, r.stdout)
+		if len(docs) != 1 || docs[0]["status"] != tc.status || docs[0]["exit_code"] != float64(tc.code) {
+			t.Errorf("replicate into %s --json: %v, want one document with status %s and exit_code %d", tc.target, docs, tc.status, tc.code)
+		}
+	}
+}

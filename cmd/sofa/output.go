@@ -36,6 +36,8 @@ type resultDoc struct {
 	HTTP          httpSummary          `json:"http"`
 	Failures      []replicate.DocError `json:"failures"`
 	Warnings      []string             `json:"warnings,omitempty"`
+	// ExitCode is the process's exit code (the table of sofa -h).
+	ExitCode int `json:"exit_code"`
 }
 
 // httpSummary is the HTTP work of a run over both endpoints: attempts

@@ -315,7 +315,9 @@ func (rc *replicateCmd) finish(res *replicate.Result, err error, out io.Writer) 
 	if res != nil {
 		h := sumHTTP(rc.counters)
 		if rc.jsonOut {
-			printJSON(out, resultJSON(res, h, err))
+			d := resultJSON(res, h, err)
+			d.ExitCode, _ = exitFor(&outcome{res: res, err: err}, false)
+			printJSON(out, d)
 		} else if !rc.quiet {
 			printSummary(os.Stderr, res, h, err != nil)
 		} else {
