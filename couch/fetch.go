@@ -1,6 +1,7 @@
 package couch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,12 @@ func (d *DB) RevsDiff(ctx context.Context, revs map[string][]string) (map[string
 			if _, _, ok := e.DocRefusal(); ok {
 				return nil, docRefusedErr{d.fail("_revs_diff", err)}
 			}
+			if e.Status == 413 {
+				// Too large for the server's max_http_request_size (or
+				// a proxy's limit): halves fit, and a document whose
+				// revisions alone do not is reported, not fatal.
+				return nil, tooLargeErr{docRefusedErr{d.fail("_revs_diff", err)}, e}
+			}
 		}
 		return nil, d.fail("_revs_diff", err)
 	}
@@ -54,6 +61,18 @@ type docRefusedErr struct{ err error }
 func (e docRefusedErr) Error() string        { return e.err.Error() }
 func (e docRefusedErr) Unwrap() error        { return e.err }
 func (e docRefusedErr) Is(target error) bool { return target == replicate.ErrBatchRejected }
+
+// tooLargeErr is a request refused for its size (413): a DocRefusal, so
+// that the engine splits it until the documents fit, and reports one
+// that does not fit alone as too_large.
+type tooLargeErr struct {
+	docRefusedErr
+	e *Error
+}
+
+func (t tooLargeErr) DocRefusal() (name, reason string, ok bool) {
+	return "too_large", cmp.Or(t.e.Reason, "the request is larger than the server accepts (HTTP 413)"), true
+}
 
 // FetchRevs reads revisions with `_bulk_get?revs=true&latest=true` without
 // attachment bytes (stubs carry lengths and digests), falling back to

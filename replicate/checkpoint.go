@@ -31,13 +31,18 @@ type checkpointDoc struct {
 	// matching one on the source.
 	TargetOnly bool `json:"sofa_target_only,omitempty"`
 	// Anchor is one revision the source held when the replication started
-	// from the beginning (its first change). If the source no longer knows
+	// from the beginning (its first change whose id is at most
+	// maxAnchorID bytes, so that a target's max_document_size never
+	// refuses the checkpoint for it). If the source no longer knows
 	// it, the source database was deleted and recreated: its seqs start
 	// over, so the checkpoint means nothing (PouchDB Server and CouchDB
 	// 2.x-3.2 keep instance_start_time across a recreation).
 	Anchor  *anchor        `json:"sofa_anchor,omitempty"`
 	History []historyEntry `json:"history"`
 }
+
+// maxAnchorID bounds the id of an anchor revision, in bytes.
+const maxAnchorID = 200
 
 type anchor struct {
 	ID  string `json:"id"`

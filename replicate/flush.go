@@ -14,7 +14,7 @@ type cutter struct {
 	out   chan<- *batch
 	tr    *tracker
 	rows  int  // rows per batch
-	start bool // the feed starts from the beginning: its first row is the anchor
+	start bool // the feed starts from the beginning: its first row of a short id is the anchor
 	n     int64
 	cur   *batch
 	bytes int64 // document bytes delivered with the rows of cur
@@ -24,7 +24,7 @@ type cutter struct {
 // add appends a row read at time at; it reports whether the batch is full
 // (BatchSize rows, or WriteBatchBytes of documents delivered with them).
 func (k *cutter) add(c Change, at time.Time) bool {
-	if k.start && len(c.Revs) > 0 {
+	if k.start && len(c.Revs) > 0 && len(c.ID) <= maxAnchorID {
 		k.r.cp.setAnchor(&anchor{ID: c.ID, Rev: c.Revs[0]})
 		k.start = false
 	}

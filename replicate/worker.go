@@ -216,8 +216,11 @@ func newLiveDoc(c Change) bool {
 // revsDiff asks the target which of revs it lacks. When it refuses the
 // whole request for one of its documents (CouchDB answers a partitioned
 // database's `_revs_diff` with one 400 illegal_docid when any id lacks a
-// partition), the request is split in halves, asked again, until each
-// refused document is alone: one such document costs O(log n) requests.
+// partition), or refuses it as too large (a 413 over the server's
+// max_http_request_size, which the target reports as a DocRefusal too),
+// the request is split in halves, asked again, until each part is
+// accepted or each refused document is alone: one such document costs
+// O(log n) requests.
 // The refused revisions are returned with the server's words, and the
 // others are compared as usual. Any other error fails the batch.
 func (r *run) revsDiff(ctx context.Context, revs map[string][]string) (map[string]Missing, []DocError, error) {

@@ -619,3 +619,43 @@ func TestCouchOnly_CouchPouchBothWays(t *testing.T) {
 		r.wantCode(t, exitOK)
 	}
 }
+
+// A target with small request and document limits: a `_revs_diff` over
+// max_http_request_size (413) is split in halves until each part fits,
+// not fatal; and a first document whose id alone is over
+// max_document_size does not make the checkpoint (which names one
+// revision of the source, its anchor) too large for the target, which
+// would fail every run at its first checkpoint.
+func TestCouchOnly_SmallLimitsRevsDiffAndCheckpoint(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "CouchDB's own request and document size limits")
+	bin := sofaBin(t)
+	src := couchtest.Start(t)
+	tgt := couchtest.StartWith(t, couchtest.Options{Config: map[string]string{
+		"chttpd/max_http_request_size": "50000",
+		"couchdb/max_document_size":    "5000",
+	}})
+	var docs []json.RawMessage
+	for i := range 1000 { // about 110 KB of ids in one _revs_diff
+		docs = append(docs, raw(`{"_id":"%s-%04d","v":%d}`, strings.Repeat("m", 100), i, i))
+	}
+	coDocs(t, src, "midids", true, true, docs...)
+	coDocs(t, tgt, "midids", true, true, raw(`{"_id":"other"}`))
+	r := cliRun(t, bin, "replicate", src.DBURL("midids"), tgt.AdminURL()+"/midids", "--json")
+	r.wantCode(t, exitOK)
+	if d := r.result(t); d.Stats.DocsWritten != 1000 {
+		t.Errorf("midids: docs_written=%d, want 1000", d.Stats.DocsWritten)
+	}
+
+	docs = []json.RawMessage{raw(`{"_id":"%s"}`, strings.Repeat("a", 6000))}
+	for i := range 600 {
+		docs = append(docs, raw(`{"_id":"s%04d"}`, i))
+	}
+	coDocs(t, src, "anchor", true, true, docs...)
+	for run := 1; run <= 2; run++ {
+		r = cliRun(t, bin, "replicate", src.DBURL("anchor"), tgt.AdminURL()+"/anchor", "--create-target", "--batch-size", "100", "--json")
+		r.wantCode(t, exitOK)
+		if d := r.result(t); run == 2 && d.Stats.DocsWritten != 0 {
+			t.Errorf("anchor: the second run wrote %d, want 0 (resumed from its checkpoint)", d.Stats.DocsWritten)
+		}
+	}
+}
