@@ -72,10 +72,14 @@ func (l Local) Create(ctx context.Context, path string, o CreateOptions) (Writer
 		}
 		return &localWriter{bw: bufio.NewWriterSize(out, 1<<20)}, nil
 	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return nil, fmt.Errorf("%s %w", path, ErrIsDir)
-	} else if err == nil && !o.Overwrite {
-		return nil, fmt.Errorf("%s %w", path, ErrExist)
+	// Lstat: a symbolic link is refused, never followed or replaced.
+	if st, err := os.Lstat(path); err == nil {
+		if err := notFile(path, st); err != nil {
+			return nil, err
+		}
+		if !o.Overwrite {
+			return nil, fmt.Errorf("%s %w", path, ErrExist)
+		}
 	}
 	if st, err := os.Stat(parentDir(path)); err != nil {
 		return nil, fmt.Errorf("create archive %s: %w", path, err)
@@ -96,7 +100,35 @@ func (l Local) Create(ctx context.Context, path string, o CreateOptions) (Writer
 		}
 		return nil, fmt.Errorf("create archive %s: %w", path, err)
 	}
-	return &localWriter{path: path, tmp: tmp, f: f, bw: bufio.NewWriterSize(f, 1<<20)}, nil
+	return &localWriter{path: path, tmp: tmp, overwrite: o.Overwrite, f: f, bw: bufio.NewWriterSize(f, 1<<20)}, nil
+}
+
+// notFile returns the error of Create for an existing path, st its
+// Lstat, that is not a regular file (nil for a regular file): ErrIsDir
+// for a directory, ErrNotFile for anything else. Overwrite never replaces
+// one, and a named pipe is never opened (that would block).
+func notFile(path string, st os.FileInfo) error {
+	m := st.Mode()
+	var kind string
+	switch {
+	case m.IsRegular():
+		return nil
+	case m.IsDir():
+		return fmt.Errorf("%s %w", path, ErrIsDir)
+	case m&os.ModeSymlink != 0:
+		kind = "symbolic link"
+	case m&os.ModeCharDevice != 0:
+		kind = "character device"
+	case m&os.ModeDevice != 0:
+		kind = "block device"
+	case m&os.ModeNamedPipe != 0:
+		kind = "named pipe"
+	case m&os.ModeSocket != 0:
+		kind = "socket"
+	default:
+		kind = "special file"
+	}
+	return fmt.Errorf("%s is a %s, %w", path, kind, ErrNotFile)
 }
 
 // createLockedTemp creates and flocks a new temporary file for path.
@@ -177,17 +209,20 @@ func isHex(s string) bool {
 // localWriter is an archive being written to a temporary file (or to
 // stdout: path "").
 type localWriter struct {
-	path string // final name; "" for stdout
-	tmp  string
-	f    *os.File
-	bw   *bufio.Writer
+	path      string // final name; "" for stdout
+	tmp       string
+	overwrite bool // Commit may replace an existing archive
+	f         *os.File
+	bw        *bufio.Writer
 }
 
 func (w *localWriter) Write(p []byte) (int, error) { return w.bw.Write(p) }
 
 // Commit flushes, syncs and renames the archive into place. The file is
 // closed only after the rename, so its lock covers the whole time it lives
-// under its temporary name.
+// under its temporary name. Without overwrite it never replaces a name
+// that appeared since Create (ErrExist); with it, it replaces only a
+// regular file.
 func (w *localWriter) Commit() error {
 	if err := w.bw.Flush(); err != nil {
 		w.Abort()
@@ -200,9 +235,9 @@ func (w *localWriter) Commit() error {
 		w.Abort()
 		return fmt.Errorf("sync archive: %w", err)
 	}
-	if err := os.Rename(w.tmp, w.path); err != nil {
+	if err := w.publish(); err != nil {
 		w.Abort()
-		return fmt.Errorf("rename archive into place: %w", err)
+		return err
 	}
 	err := w.f.Close()
 	w.f = nil
@@ -213,6 +248,37 @@ func (w *localWriter) Commit() error {
 	if d, err := os.Open(parentDir(w.path)); err == nil {
 		d.Sync()
 		d.Close()
+	}
+	return nil
+}
+
+// publish gives the temporary file its final name: with overwrite, an
+// atomic replace (of a regular file only); without, a hard link, which
+// fails when the name exists, after which the temporary name is removed.
+// A file system without hard links gets a rename after a last check (a
+// name appearing between the two is then replaced).
+func (w *localWriter) publish() error {
+	if w.overwrite {
+		if st, err := os.Lstat(w.path); err == nil {
+			if err := notFile(w.path, st); err != nil {
+				return err
+			}
+		}
+	} else {
+		err := os.Link(w.tmp, w.path)
+		if err == nil {
+			os.Remove(w.tmp) // before Close: removed while still locked
+			return nil
+		}
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%s %w", w.path, ErrExist)
+		}
+		if _, err := os.Lstat(w.path); err == nil {
+			return fmt.Errorf("%s %w", w.path, ErrExist)
+		}
+	}
+	if err := os.Rename(w.tmp, w.path); err != nil {
+		return fmt.Errorf("rename archive into place: %w", err)
 	}
 	return nil
 }

@@ -25,6 +25,11 @@ var (
 	// ErrIsDir: Create of a name that is a directory (Overwrite never
 	// replaces one).
 	ErrIsDir = errors.New("is a directory, not an archive file")
+	// ErrNotFile: Create of a name that is neither a regular file nor a
+	// directory (a symbolic link, device, named pipe or socket): refused
+	// with or without Overwrite, wrapped after what it is ("x is a
+	// symbolic link, not an archive file").
+	ErrNotFile = errors.New("not an archive file")
 	// ErrNotExist: Open, Stat or Remove of a name that does not exist.
 	ErrNotExist = errors.New("does not exist")
 	// ErrNotSeekable: ReadAt on a reader that can only be read in order
@@ -48,7 +53,8 @@ type Store interface {
 // CreateOptions configure Store.Create.
 type CreateOptions struct {
 	// Overwrite replaces an existing archive on Commit; without it Create
-	// refuses an existing name with ErrExist.
+	// refuses an existing name with ErrExist (Local and s3 refuse it at
+	// Commit too when it appeared meanwhile).
 	Overwrite bool
 	// OnStale, if set, is told each leftover of an earlier writer that
 	// died before committing which Create removed (stores that leave

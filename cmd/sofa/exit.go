@@ -113,7 +113,7 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 	case o.res != nil, errors.As(o.err, &f):
 		// a one-database copy's own error is a failure whatever it wraps
 		code = exitFatal
-	case errors.Is(o.err, storage.ErrIsDir):
+	case errors.Is(o.err, storage.ErrIsDir), errors.Is(o.err, storage.ErrNotFile):
 		return exitUsage, msg + " (--force only replaces an archive file)"
 	case errors.Is(o.err, storage.ErrExist):
 		return exitUsage, msg + " (use --force to overwrite it)"
