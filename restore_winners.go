@@ -179,12 +179,17 @@ func (l *winnerLog) notWinning(ctx context.Context, t replicate.Target, skip map
 	}
 	best := make(map[string]noted, len(suspects))
 	notes := make(map[string]int64, len(suspects))
+	last := make(map[string][]noted, len(suspects)) // the notes of the latest step
 	err = l.each(skip, func(n noted) error {
 		if _, ok := suspects[n.ID]; !ok {
 			return nil
 		}
 		notes[n.ID]++
 		b, seen := best[n.ID]
+		if !seen || n.Step > b.Step {
+			last[n.ID] = nil
+		}
+		last[n.ID] = append(last[n.ID], n)
 		if !seen || n.Step > b.Step || n.Step == b.Step && wins(&replicate.Doc{Rev: n.Rev, Deleted: n.Deleted}, &replicate.Doc{Rev: b.Rev, Deleted: b.Deleted}) {
 			best[n.ID] = n
 		}
@@ -195,11 +200,63 @@ func (l *winnerLog) notWinning(ctx context.Context, t replicate.Target, skip map
 	}
 	for id, rev := range suspects {
 		total -= notes[id] - 1
-		if best[id].Rev != rev {
-			kept++
+		if best[id].Rev == rev {
+			continue
 		}
+		if w, ok := settle(ctx, t, id, last[id]); ok && w == rev {
+			continue
+		}
+		kept++
 	}
 	return kept, total, nil
+}
+
+// ancestryReader is a database that tells the ancestors of revisions
+// (couch.DB.Ancestry).
+type ancestryReader interface {
+	Ancestry(ctx context.Context, id string, revs []string) (map[string][]string, error)
+}
+
+// settle finds the winner of a document noted more than once in one step
+// from the revision tree its notes make: a noted revision that is an
+// ancestor of another is no leaf (a document changed while it was backed
+// up is stored twice, at the revision read first and at its later one;
+// one deleted then is stored live, then as a tombstone whose parent is
+// that revision), and the best of the others wins. The ancestries are
+// the target's (where the restore wrote those revisions), one request
+// for the document. ok is false when they cannot be told.
+func settle(ctx context.Context, t replicate.Target, id string, ns []noted) (string, bool) {
+	ar, ok := t.(ancestryReader)
+	if !ok || len(ns) < 2 {
+		return "", false
+	}
+	revs := make([]string, len(ns))
+	for i, n := range ns {
+		revs[i] = n.Rev
+	}
+	anc, err := ar.Ancestry(ctx, id, revs)
+	if err != nil {
+		return "", false
+	}
+	below := map[string]bool{}
+	for _, as := range anc {
+		for _, a := range as {
+			below[a] = true
+		}
+	}
+	var win *replicate.Doc
+	for _, n := range ns {
+		if _, known := anc[n.Rev]; !known {
+			return "", false
+		}
+		if d := (&replicate.Doc{Rev: n.Rev, Deleted: n.Deleted}); !below[n.Rev] && (win == nil || wins(d, win)) {
+			win = d
+		}
+	}
+	if win == nil {
+		return "", false
+	}
+	return win.Rev, true
 }
 
 // each calls fn for every note of the log in order, ids in skip aside.

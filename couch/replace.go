@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"strconv"
 )
 
 // DeleteDB deletes a database. A database already gone (HTTP 404, e.g. a
@@ -70,6 +72,39 @@ func (d *DB) Winners(ctx context.Context, ids []string) (map[string]string, erro
 		if r.Error == "" && r.ID != "" && r.Value.Rev != "" {
 			out[r.ID] = r.Value.Rev
 		}
+	}
+	return out, nil
+}
+
+// Ancestry reads revisions of document id with their histories
+// (`GET /db/id?open_revs=[...]&revs=true`, without latest): for each
+// revision the server holds, the revisions below it ("N-hash", parent
+// first, as far as its `_revisions` go). Revisions it lacks are absent
+// from the map.
+func (d *DB) Ancestry(ctx context.Context, id string, revs []string) (map[string][]string, error) {
+	rj, err := json.Marshal(revs)
+	if err != nil {
+		return nil, err
+	}
+	q := "revs=true&attachments=false&open_revs=" + url.QueryEscape(string(rj))
+	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/" + EscapeDocID(id), Query: q, Accept: "multipart/mixed, application/json"})
+	if err != nil {
+		return nil, d.fail("open_revs", err)
+	}
+	defer resp.Body.Close()
+	docs, _, err := ParseOpenRevs(resp.Body, resp.Header.Get("Content-Type"), id)
+	if err != nil {
+		return nil, fmt.Errorf("%s: open_revs of %q: %w", d, shortID(id), err)
+	}
+	out := make(map[string][]string, len(docs))
+	for _, doc := range docs {
+		var below []string
+		for g, h := range doc.Revisions.IDs {
+			if g > 0 {
+				below = append(below, strconv.Itoa(doc.Revisions.Start-g)+"-"+h)
+			}
+		}
+		out[doc.Rev] = below
 	}
 	return out, nil
 }
