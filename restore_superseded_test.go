@@ -1,6 +1,7 @@
 package sofa_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,9 +36,10 @@ func supersededArchive(t *testing.T) string {
 	d.SetSourceInfo(replicate.DBInfo{Name: "live", DocCount: 2, DelCount: 1})
 	rev := func(id string, deleted bool, hashes ...string) *replicate.Doc {
 		r := fmt.Sprintf("%d-%s", len(hashes), hashes[0])
-		body := fmt.Sprintf(`{"_id":%q,"_rev":%q,"v":%d}`, id, r, len(hashes))
+		hist, _ := json.Marshal(map[string]any{"start": len(hashes), "ids": hashes})
+		body := fmt.Sprintf(`{"_id":%q,"_rev":%q,"v":%d,"_revisions":%s}`, id, r, len(hashes), hist)
 		if deleted {
-			body = fmt.Sprintf(`{"_id":%q,"_rev":%q,"_deleted":true}`, id, r)
+			body = fmt.Sprintf(`{"_id":%q,"_rev":%q,"_deleted":true,"_revisions":%s}`, id, r, hist)
 		}
 		return &replicate.Doc{ID: id, Rev: r, Deleted: deleted, Body: []byte(body),
 			Revisions: replicate.Revisions{Start: len(hashes), IDs: hashes}}
