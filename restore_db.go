@@ -80,7 +80,12 @@ func (h restoreHooks) pair(ctx context.Context, c *dbCopy, src replicate.Source,
 			}
 		}
 	}
-	target := &restoreTarget{DesignLast: replicate.NewDesignLast(c.target.Target), reused: !c.target.Created && !again, warn: c.warn}
+	if chain != nil && c.target.Created {
+		chain.created = true
+	}
+	reused := !c.target.Created && !again && (chain == nil || !chain.created)
+	target := &restoreTarget{DesignLast: replicate.NewDesignLast(c.target.Target), reused: reused, warn: c.warn,
+		chain: chain, later: chain != nil && c.task.Later}
 	if !again {
 		h.c.o.logf("restoring %s", c.task.Target)
 	}
@@ -182,9 +187,13 @@ type restoreTarget struct {
 	*replicate.DesignLast
 	after *replicate.Metadata
 	// reused: this run did not create the database; setSecurity then
-	// warns when it replaces another `_security`.
+	// warns when it replaces another `_security`: for a chain, the one
+	// the database had before the chain's first step, compared at its
+	// last step (later: a step before the last).
 	reused bool
 	warn   func(string)
+	chain  *chainSteps
+	later  bool
 }
 
 // SetMetadata applies the BeforeDocs phase (_revs_limit, properties) at
@@ -206,17 +215,34 @@ func (t *restoreTarget) setSecurity(ctx context.Context) error {
 	if t.after == nil {
 		return nil
 	}
-	var was []byte
-	if sr, ok := t.DesignLast.Target.(securityReader); ok && t.reused && len(t.after.Security) > 0 {
-		if cur, err := sr.Security(ctx); err == nil && !jsonx.Same(cur, t.after.Security) && !openSecurity(cur) {
-			was = cur
-		}
-	}
+	was := t.before(ctx)
 	err := t.DesignLast.SetMetadata(ctx, *t.after, replicate.AfterDocs)
-	if err == nil && was != nil && t.warn != nil {
+	if err == nil && was != nil && !t.later && t.warn != nil && len(t.after.Security) > 0 && !jsonx.Same(was, t.after.Security) {
 		t.warn(fmt.Sprintf("_security replaced by the archive's %s; the database had %s (whom only that gave access has lost it)", compactSecurity(t.after.Security), compactSecurity(was)))
 	}
 	return err
+}
+
+// before is the `_security` the database had before the restore (nil:
+// none to name: the restore created it, it was open, or it cannot be
+// read), read once per chain, at its first step.
+func (t *restoreTarget) before(ctx context.Context) []byte {
+	if !t.reused {
+		return nil
+	}
+	if t.chain != nil && t.chain.secRead {
+		return t.chain.sec
+	}
+	var was []byte
+	if sr, ok := t.DesignLast.Target.(securityReader); ok {
+		if cur, err := sr.Security(ctx); err == nil && !openSecurity(cur) {
+			was = cur
+		}
+	}
+	if t.chain != nil {
+		t.chain.secRead, t.chain.sec = true, was
+	}
+	return was
 }
 
 // securityReader reads a database's `_security` (couch.DB).
@@ -252,6 +278,13 @@ func compactSecurity(b []byte) string {
 // archive wins there, not the full archive's revision).
 type chainSteps struct {
 	winners *winnerLog
+	// created: an earlier step created the target database (a later
+	// step's `_security` replaces only the chain's own).
+	created bool
+	// sec is the `_security` the database had before the chain's first
+	// step (secRead: read), named if the last step replaces it.
+	sec     []byte
+	secRead bool
 }
 
 // close releases what a chain left by an error part way still holds.

@@ -61,3 +61,68 @@ func TestRestore_SecurityReplacedWarned(t *testing.T) {
 		t.Errorf("restore again: warnings %q, want none", ws)
 	}
 }
+
+// TestRestore_ChainSecurityWarnedOnce: a chain whose archives carry
+// different `_security` objects, restored into a server without the
+// database, warns of nothing (each step replaces only the chain's own);
+// restored again, nothing either (the database ends as it was); after the
+// target's `_security` was changed, one warning naming it and the chain's
+// last one.
+func TestRestore_ChainSecurityWarnedOnce(t *testing.T) {
+	ctx := t.Context()
+	src := couchtest.Start(t)
+	seed(t, src, "sec", 3)
+	sc := src.Client()
+	if err := sc.PutSecurity(ctx, "sec", couchtest.Security{Members: couchtest.Group{Names: []string{"boss"}}}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	server := openAt(t, src.URL, nil)
+	full := openAt(t, filepath.Join(dir, "full.sofa"), nil)
+	if sum, err := sofa.Backup(ctx, server, full, sofa.BackupOptions{}); err != nil || !sum.Complete() {
+		t.Fatalf("full backup: %+v, %v", sum, err)
+	}
+	if err := sc.PutSecurity(ctx, "sec", couchtest.Security{Members: couchtest.Group{Names: []string{"carol"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.PutDoc(ctx, "sec", "later", map[string]any{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	inc := openAt(t, filepath.Join(dir, "inc.sofa"), nil)
+	if sum, err := sofa.Backup(ctx, server, inc, sofa.BackupOptions{Since: full.Archive()}); err != nil || !sum.Complete() {
+		t.Fatalf("incremental backup: %+v, %v", sum, err)
+	}
+	dst := couchtest.StartKind(t, src.Kind)
+	restore := func() []string {
+		t.Helper()
+		plan, err := sofa.PlanRestore(ctx, []*sofa.Endpoint{full, inc}, sofa.RestoreOptions{ReuseExisting: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := plan.Run(ctx, openAt(t, dst.URL, nil))
+		if err != nil || !sum.Complete() {
+			t.Fatalf("chain restore: %+v, %v", sum, err)
+		}
+		var ws []string
+		for _, r := range sum.DBs {
+			for _, w := range r.Warnings {
+				if strings.Contains(w, "_security") {
+					ws = append(ws, w)
+				}
+			}
+		}
+		return ws
+	}
+	if ws := restore(); len(ws) != 0 {
+		t.Errorf("chain into an empty server: %q, want no _security warning", ws)
+	}
+	if ws := restore(); len(ws) != 0 {
+		t.Errorf("the same chain again: %q, want no _security warning", ws)
+	}
+	if err := dst.Client().PutSecurity(ctx, "sec", couchtest.Security{Admins: couchtest.Group{Names: []string{"dave"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if ws := restore(); len(ws) != 1 || !strings.Contains(ws[0], `"dave"`) || !strings.Contains(ws[0], `"carol"`) || strings.Contains(ws[0], `"boss"`) {
+		t.Errorf("over dave's _security: %q, want one warning naming dave and the chain's last (carol)", ws)
+	}
+}
