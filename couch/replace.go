@@ -108,3 +108,25 @@ func (d *DB) Ancestry(ctx context.Context, id string, revs []string) (map[string
 	}
 	return out, nil
 }
+
+// Leaves reads the leaf revisions of document id, deleted ones included
+// (`GET /db/id?open_revs=all`): nil, no error, when the server has none.
+func (d *DB) Leaves(ctx context.Context, id string) ([]string, error) {
+	resp, err := d.srv.do(ctx, &request{Method: "GET", Path: d.path + "/" + EscapeDocID(id), Query: "open_revs=all&attachments=false", Accept: "multipart/mixed, application/json"})
+	if err != nil {
+		if StatusOf(err) == 404 && !dbMissing(err) {
+			return nil, nil
+		}
+		return nil, d.fail("open_revs", err)
+	}
+	defer resp.Body.Close()
+	docs, _, err := ParseOpenRevs(resp.Body, resp.Header.Get("Content-Type"), id)
+	if err != nil {
+		return nil, fmt.Errorf("%s: open_revs of %q: %w", d, shortID(id), err)
+	}
+	out := make([]string, len(docs))
+	for i, doc := range docs {
+		out[i] = doc.Rev
+	}
+	return out, nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 )
@@ -122,7 +123,7 @@ func (r *run) readAttachments(ctx context.Context, d *Doc, g int, held map[strin
 		}
 		if err := r.src.Attachment(ctx, d.ID, d.Rev, a); err != nil {
 			if errors.Is(err, ErrUnreadable) {
-				r.fail(ctx, DocError{ID: d.ID, Rev: d.Rev, Error: "read_failed", Reason: err.Error()})
+				r.unreadable(ctx, d, err)
 				return false, nil
 			}
 			return false, fmt.Errorf("source: %w", err)
@@ -131,6 +132,30 @@ func (r *run) readAttachments(ctx context.Context, d *Doc, g int, held map[strin
 		read[k] = readBytes{a.Data, a.Encoding, a.EncodedLength}
 	}
 	return true, nil
+}
+
+// unreadable records revision d, whose attachment err says the source
+// could not serve, as not copied, unless the source has replaced it
+// since the feed listed it (edited or deleted during the copy, its
+// attachment gone with the old revision): then the newer leaf comes later
+// in the feed, or in the next run, which copies it, and d is no longer
+// the source's to copy. Asked of a source that tells a document's leaves
+// (LeafReader; one `GET ?open_revs=all`).
+func (r *run) unreadable(ctx context.Context, d *Doc, err error) {
+	if lr, ok := r.src.(LeafReader); ok {
+		if leaves, lerr := lr.Leaves(ctx, d.ID); lerr == nil && len(leaves) > 0 && !slices.Contains(leaves, d.Rev) {
+			r.debug("%q rev %s: replaced on the source since the feed listed it (leaves now %v); the newer leaf is copied instead", d.ID, d.Rev, leaves)
+			return
+		}
+	}
+	r.fail(ctx, DocError{ID: d.ID, Rev: d.Rev, Error: "read_failed", Reason: err.Error()})
+}
+
+// LeafReader is a Source that tells the leaf revisions of a document
+// (deleted leaves included; none for a document it does not have), per
+// the CouchDB API `GET /db/doc?open_revs=all`.
+type LeafReader interface {
+	Leaves(ctx context.Context, id string) ([]string, error)
 }
 
 // zeroDepth is how many ancestors of a revision the target is asked about
@@ -417,7 +442,7 @@ func (r *run) writeStreamed(ctx context.Context, d *Doc) error {
 	done(false) // a streamed write carries no `_local` document
 	if err != nil {
 		if errors.Is(err, ErrUnreadable) {
-			r.fail(ctx, DocError{ID: d.ID, Rev: d.Rev, Error: "read_failed", Reason: err.Error()})
+			r.unreadable(ctx, d, err)
 			return nil
 		}
 		return fmt.Errorf("target: %w", err)

@@ -454,7 +454,7 @@ func (r *run) rewriteWithData(ctx context.Context, d *Doc) (ok bool, err error) 
 				if !errors.Is(err, ErrUnreadable) {
 					return false, fmt.Errorf("source: %w", err)
 				}
-				r.fail(ctx, DocError{ID: d.ID, Rev: d.Rev, Error: "read_failed", Reason: err.Error()})
+				r.unreadable(ctx, d, err)
 				return false, nil
 			}
 		}
