@@ -63,7 +63,10 @@ type SyncOptions struct {
 	// is copied from the beginning).
 	SecurityInterval time.Duration
 	// DeleteMissing deletes the target's copy of a database deleted on
-	// the source, and of one deleted and created again there (seen
+	// the source (seen by the watch, or, for one deleted while no run
+	// went on, found at the start: a target database that holds this
+	// source's checkpoint or claim and that the source lacks; without
+	// DeleteMissing it is reported), and of one deleted and created again there (seen
 	// deleted by the watch, recreated by its instance or seq, or found
 	// so by its checkpoint: a recreation while no run went on, or during
 	// a gap in the watch) before the new one is copied into a fresh
@@ -206,6 +209,7 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 		return nil, err
 	}
 	onTarget := listTarget(ctx, s.tsrv, &RunControl{}) // a failure: every database asked for
+	s.goneWhileStopped(ctx, dbs, onTarget)
 	s.mu.Lock()
 	for _, n := range dbs {
 		s.dbLocked(n).running = true // the catch-up's

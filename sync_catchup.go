@@ -274,6 +274,9 @@ func (s *syncer) ended(ctx context.Context, name string, r fleet.DBResult, res *
 // inCatchUp reports whether name was one of the initial catch-up's
 // databases (under s.mu).
 func (s *syncer) inCatchUp(name string) bool {
+	if s.sum.CatchUp == nil {
+		return false // not started yet
+	}
 	for _, r := range s.sum.CatchUp.DBs {
 		if r.Name == name {
 			return true

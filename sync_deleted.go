@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/internal/dbcopy"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -122,4 +124,49 @@ func (s *syncer) reportDeleted(name, what, detail string) {
 		s.o.Copy.Logger.Warn("database "+what, "db", name, "target", detail)
 	}
 	s.event(SyncEvent{Kind: EventDeleted, DB: name, Detail: detail})
+}
+
+// goneWhileStopped handles, at the start, the target's databases that
+// copies from this source made and that the source no longer holds
+// (deleted while no run went on, which no watch saw): each database of
+// the target listing (onTarget; none when it failed) that the selection
+// keeps, absent from the source's (onSource), holding this source's
+// checkpoint or claim (one `_local` GET, two for a claim), is reported as
+// deleted on the source (deletedOnSource: kept on the target, or deleted
+// there with DeleteMissing). A database of the target's own, or another
+// source's copy, has neither and is left alone.
+func (s *syncer) goneWhileStopped(ctx context.Context, onSource []string, onTarget *targetListing) {
+	if onTarget == nil || onTarget.on == nil {
+		return
+	}
+	src := make(map[string]bool, len(onSource))
+	for _, n := range onSource {
+		src[n] = true
+	}
+	var gone []string
+	for name := range onTarget.on {
+		if !src[name] && s.owns(name) {
+			gone = append(gone, name)
+		}
+	}
+	slices.Sort(gone)
+	for _, name := range gone {
+		if ctx.Err() != nil {
+			return
+		}
+		if s.copiedHere(ctx, name) {
+			s.deletedOnSource(ctx, name)
+		}
+	}
+}
+
+// copiedHere reports whether the target's database name holds the
+// checkpoint or the claim of a copy from the source's database of that
+// name.
+func (s *syncer) copiedHere(ctx context.Context, name string) bool {
+	sdb, tdb := s.ssrv.DB(name), s.tsrv.DB(name)
+	if _, err := tdb.GetLocal(ctx, "_local/"+replicate.ReplicationID(sdb.Identity(), tdb.Identity())); err == nil {
+		return true
+	}
+	return dbcopy.Claimed(ctx, replicate.DBInfo{Name: name, Identity: sdb.Identity()}, tdb)
 }

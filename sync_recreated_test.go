@@ -273,3 +273,53 @@ func TestSync_DeleteMissingSourceRestarted(t *testing.T) {
 	}
 	couchtest.AssertEqual(t, a.URL+"/r1", b.URL+"/r1")
 }
+
+// TestSync_DeletedWhileStopped: a database deleted on the source while no
+// run went on, whose copy on the target holds the first run's
+// checkpoint, is found at the next run's start: reported as deleted on
+// the source, and deleted on the target with DeleteMissing (kept
+// without); a database of the target's own (no checkpoint from this
+// source) is left alone and not reported.
+func TestSync_DeletedWhileStopped(t *testing.T) {
+	ctx := context.Background()
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	ca, cb := couchtest.NewClient(a.URL), couchtest.NewClient(b.URL)
+	for _, db := range []string{"gone", "gone2", "stays"} {
+		seed(t, a, db, 3)
+	}
+	seed(t, b, "own", 2)
+	r := startSync(t, a.URL, b.URL, sofa.SyncOptions{})
+	r.wait("the first run's copy", func() bool { return r.caughtUp })
+	if _, err := r.stop(); !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	for _, db := range []string{"gone", "gone2"} {
+		if err := ca.DeleteDB(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exists := func(db string) bool {
+		_, err := cb.Do(ctx, "GET", "/"+db, nil, nil)
+		return err == nil
+	}
+	// Without DeleteMissing: reported, kept.
+	o := sofa.SyncOptions{}
+	o.Copy.Selection.Exclude = []string{"gone2"}
+	r2 := startSync(t, a.URL, b.URL, o)
+	r2.wait("the second run's catch-up", func() bool { return r2.caughtUp })
+	sum, _ := r2.stop()
+	if !slices.Contains(sum.Deleted, "gone") || slices.Contains(sum.Deleted, "own") || slices.Contains(sum.Deleted, "gone2") || !exists("gone") {
+		t.Errorf("without DeleteMissing: deleted %v (target holds gone: %v), want gone reported and kept, own and gone2 (not selected) not reported", sum.Deleted, exists("gone"))
+	}
+	// With it: deleted on the target.
+	r3 := startSync(t, a.URL, b.URL, sofa.SyncOptions{DeleteMissing: true})
+	r3.wait("the third run's catch-up", func() bool { return r3.caughtUp })
+	sum, _ = r3.stop()
+	slices.Sort(sum.DeletedOnTarget)
+	if !slices.Equal(sum.DeletedOnTarget, []string{"gone", "gone2"}) || exists("gone") || exists("gone2") || !exists("own") || !exists("stays") {
+		t.Errorf("with DeleteMissing: deleted on the target %v; want gone and gone2 deleted, own and stays kept", sum.DeletedOnTarget)
+	}
+	if d := r3.deleted["gone"]; !strings.Contains(d, "deleted on the target") {
+		t.Errorf("gone's deletion event says %q: want its copy deleted on the target", d)
+	}
+}

@@ -32,7 +32,7 @@ func (c *continuousFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "continuous: serve Prometheus metrics on host:port/metrics and a JSON status on /status (e.g. 127.0.0.1:9464)")
 	fs.DurationVar(&c.pollInterval, "poll-interval", sofa.DefaultPollInterval, "continuous server mode: time between listings of a source without _db_updates (_all_dbs and each database's update_seq)")
 	fs.DurationVar(&c.securityEvery, "security-interval", sofa.DefaultSecurityInterval, "continuous: time between two reads of _security at the source, a change written to the target (CouchDB announces _security changes in no feed): server mode, of each copied database (one GET each); database mode, _security and _revs_limit where they are copied (--create-target, --copy-security); negative: never")
-	fs.BoolVar(&c.deleteMissing, "delete-missing", false, "continuous server mode: delete the target's copy of a database deleted on the source, or deleted and created again there (then the new one is copied afresh; default: report it and keep the copy)")
+	fs.BoolVar(&c.deleteMissing, "delete-missing", false, "continuous server mode: delete the target's copy of a database deleted on the source (also while sofa was stopped: a target database holding this source's checkpoint), or deleted and created again there (then the new one is copied afresh; default: report it and keep the copy)")
 }
 
 // runServersContinuous keeps the target server a copy of the source
