@@ -168,6 +168,12 @@ func docRefused(err error) (name, reason string, ok bool) {
 	return dr.DocRefusal()
 }
 
+// ErrFinalCheckpoint is wrapped, beside the context's error, by the
+// error of a run interrupted whose last checkpoint could not be written
+// (the target did not answer in time): a rerun resumes from the
+// checkpoint before it.
+var ErrFinalCheckpoint = errors.New("the final checkpoint could not be written")
+
 // WarnCheckpointHeld is the warning of a run some of whose revisions
 // were not copied: its last checkpoint stays before the first of them.
 const WarnCheckpointHeld = "the checkpoint stays before the first revision not copied, so the next run tries those revisions again"

@@ -437,11 +437,14 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer, tr *tra
 		fctx, c2 = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer c2()
 	}
+	var lostCP error // the final checkpoint of an interrupted run, not written
 	if r.lightEnd(ctx, r.c.batches.Load(), err, tr) {
 		r.debug("no checkpoint at the end: one batch, copied in one write")
 	} else if !r.opts.NoCheckpoints && (final || ctx.Err() != nil) {
 		if cerr := r.checkpoint(fctx, cp, tr); cerr != nil && err == nil {
 			err = cerr
+		} else if cerr != nil && ctx.Err() != nil {
+			lostCP = cerr
 		}
 	}
 	if !r.opts.NoCheckpoints {
@@ -452,6 +455,9 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer, tr *tra
 	cp.mu.Lock()
 	last := cp.lastSeq
 	cp.mu.Unlock()
+	if ctx.Err() != nil && lostCP != nil {
+		return last, fmt.Errorf("%w: %w: %v", ctx.Err(), ErrFinalCheckpoint, lostCP)
+	}
 	if ctx.Err() != nil {
 		return last, ctx.Err()
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/replicate"
@@ -102,6 +103,8 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 		msg = o.err.Error()
 	}
 	switch {
+	case o.res != nil && canceled && errors.Is(o.err, replicate.ErrFinalCheckpoint):
+		return exitInterrupted, "interrupted: " + strings.TrimPrefix(msg, context.Canceled.Error()+": ") + "; run the same command again to resume from the last checkpoint written"
 	case o.sum != nil && (canceled || o.sum.Interrupted), o.res != nil && canceled:
 		return exitInterrupted, cmp.Or(o.interrupted, resumeMsg)
 	case o.verify != nil && (o.verify.Interrupted || interrupted):

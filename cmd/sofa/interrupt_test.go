@@ -1,70 +1,136 @@
 package main
 
 import (
-	"bytes"
+	"bufio"
 	"context"
-	"io"
-	"net/http"
-	"os"
+	"encoding/json"
+	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sofadb/sofa/internal/couchtest"
+	"github.com/sofadb/sofa/internal/faultproxy"
 )
 
-// An interrupted backup says what an operator can do: nothing was
-// written under the archive's name, and the rerun starts over (a backup
-// is not resumed); exit 130. The source hangs on `_changes` (canned
-// answers) so the interruption always lands mid-backup.
-func TestBackup_InterruptedSaysStartOver(t *testing.T) {
+// interruptedCopy starts `replicate --continuous` into a target behind a
+// fault proxy, waits until it copied 30 writes made after it caught up
+// while the target refuses every checkpoint (503: its `_local` PUTs), and
+// sends SIGINT: the copy has progress its final checkpoint cannot record.
+// It returns the process, its stderr lines so far and the channel of the
+// next ones.
+func interruptedCopy(t *testing.T, ctx context.Context) (*exec.Cmd, *strings.Builder, <-chan string) {
+	t.Helper()
 	bin := sofaBin(t)
-	inChanges := make(chan struct{}) // closed when the backup is reading _changes
-	var once sync.Once
-	src := fakeServer(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		switch {
-		case r.URL.Path == "/":
-			io.WriteString(w, `{"express-pouchdb":"Welcome!","version":"4.2.0","uuid":"u1"}`)
-		case r.URL.Path == "/_all_dbs":
-			io.WriteString(w, `["a"]`)
-		case r.URL.Path == "/a":
-			io.WriteString(w, `{"db_name":"a","doc_count":1,"doc_del_count":0,"update_seq":1,"instance_start_time":"0"}`)
-		case strings.HasSuffix(r.URL.Path, "/_changes"):
-			once.Do(func() { close(inChanges) })
-			<-r.Context().Done() // hangs until the client goes away
-		default:
-			w.WriteHeader(404)
-			io.WriteString(w, `{"error":"not_found","reason":"missing"}`)
+	srv := couchtest.Start(t)
+	c := srv.Client()
+	for _, db := range []string{"src", "tgt"} {
+		if err := c.CreateDB(t.Context(), db); err != nil {
+			t.Fatal(err)
 		}
-	})
-	path := filepath.Join(t.TempDir(), "b.sofa")
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "backup", src, path)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	}
+	cliLoad(t, srv, "src", 20)
+	px := faultproxy.StartT(t, srv.URL)
+	cmd := exec.CommandContext(ctx, bin, "replicate", "--continuous", "--flush-interval", "50ms", srv.URL+"/src", px.URL+"/tgt")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-inChanges: // mid-backup: the interruption lands there
-	case <-ctx.Done():
-		t.Fatal("the backup never read _changes")
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	all := &strings.Builder{}
+	waitLine(t, ctx, lines, all, "src: caught up")
+	if err := px.SetRules(faultproxy.Rule{Method: "PUT", Path: `/_local/`, Fault: faultproxy.Status, Status: 503}); err != nil {
+		t.Fatal(err)
+	}
+	var docs []json.RawMessage
+	for i := range 30 {
+		docs = append(docs, json.RawMessage(fmt.Sprintf(`{"_id":"live%02d"}`, i)))
+	}
+	if _, err := c.BulkDocs(t.Context(), "src", true, docs...); err != nil {
+		t.Fatal(err)
+	}
+	for docCount(t, srv, "tgt") != 50 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the writes never reached the target:\n%s", all.String())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	_ = cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
-		t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, stderr.String())
+	waitLine(t, ctx, lines, all, "interrupt again to stop at once")
+	return cmd, all, lines
+}
+
+// waitLine reads lines into all until one contains what.
+func waitLine(t *testing.T, ctx context.Context, lines <-chan string, all *strings.Builder, what string) {
+	t.Helper()
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("sofa ended before saying %q:\n%s", what, all.String())
+			}
+			all.WriteString(l + "\n")
+			if strings.Contains(l, what) {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("sofa never said %q:\n%s", what, all.String())
+		}
 	}
-	if !strings.Contains(stderr.String(), "no archive was written (a backup starts over when run again)") || strings.Contains(stderr.String(), "resume") {
-		t.Errorf("stderr does not say the backup starts over:\n%s", stderr.String())
-	}
-	if _, err := os.Stat(path); err == nil {
-		t.Error("an interrupted backup left a file under the archive's name")
-	}
+}
+
+// An interrupted copy whose target does not take its final checkpoint
+// says so (not "checkpoints written") and exits 130; a second SIGINT
+// while it tries stops it at once, saying so.
+func TestCLI_InterruptTargetDown(t *testing.T) {
+	t.Run("final checkpoint refused", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		defer cancel()
+		cmd, all, lines := interruptedCopy(t, ctx)
+		for l := range lines {
+			all.WriteString(l + "\n")
+		}
+		_ = cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+			t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, all.String())
+		}
+		if s := all.String(); strings.Contains(s, "checkpoints written") || !strings.Contains(s, "the final checkpoint could not be written") {
+			t.Errorf("stderr should say the final checkpoint was not written:\n%s", s)
+		}
+	})
+	t.Run("second interrupt", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		defer cancel()
+		cmd, all, lines := interruptedCopy(t, ctx)
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		for l := range lines {
+			all.WriteString(l + "\n")
+		}
+		_ = cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != exitInterrupted || !strings.Contains(all.String(), "interrupted again: stopped at once") {
+			t.Fatalf("exit %d after %s, want %d saying it stopped at once\n%s", code, time.Since(t0), exitInterrupted, all.String())
+		}
+		// At once: not after the final checkpoint's attempts ran out.
+		if strings.Contains(all.String(), "the final checkpoint could not be written") {
+			t.Errorf("the run waited for its final checkpoint after the second interrupt (%s):\n%s", time.Since(t0), all.String())
+		}
+	})
 }

@@ -34,7 +34,7 @@ func run(args []string) (code int) {
 			code, _ = exitFor(fatal(fmt.Errorf("internal error: %v", p)), false)
 		}
 	}()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible()
 	defer stop()
 	// A write to a closed stdout (backup ... - | head) must fail with
 	// EPIPE and be reported, not kill the process: for fd 1 and 2 Go
@@ -54,6 +54,38 @@ func run(args []string) (code int) {
 	// saying why, so that stdout is JSON whatever happened.
 	printFailureJSON(os.Stdout, cmd, args, code, msg)
 	return code
+}
+
+// interruptible returns a context cancelled by the first SIGINT or
+// SIGTERM: the run then finishes its writes in flight and its final
+// checkpoints, which takes a while when the target does not answer; a
+// second signal exits at once (130), the checkpoints written before it
+// kept. stop releases the signals.
+func interruptible() (context.Context, func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		cancel()
+		fmt.Fprintln(os.Stderr, "sofa: stopping: finishing the writes in flight and the final checkpoints (interrupt again to stop at once)")
+		select {
+		case <-sigs:
+			fmt.Fprintln(os.Stderr, "sofa: interrupted again: stopped at once; run the same command again to resume from the last checkpoint written")
+			os.Exit(exitInterrupted)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
 }
 
 func newRoot() *cobra.Command {
