@@ -115,9 +115,12 @@ func (h restoreHooks) pair(ctx context.Context, c *dbCopy, src replicate.Source,
 			for _, f := range r.Failures {
 				failed[f.ID] = true
 			}
-			kept, total, err := winners.notWinning(ctx, c.target.Target, failed)
+			kept, missing, total, err := winners.notWinning(ctx, c.target.Target, failed)
 			if err != nil {
 				return fmt.Errorf("target: compare winning revisions: %w", err)
+			}
+			if missing > 0 {
+				c.warn(fmt.Sprintf("not restored: %d of %d documents of the archive are not on the target at all (purged there after an earlier restore, whose checkpoint this one resumed from); rerun with --no-checkpoints to write them again", missing, total))
 			}
 			if kept > 0 {
 				c.warn(fmt.Sprintf("not rolled back: %d of %d documents of the archive have a winning revision on the target that is not the archive's (the archive's revision was already there or lost to a newer one); --replace restores the archive's state", kept, total))

@@ -113,8 +113,10 @@ func (n *noted) UnmarshalJSON(b []byte) error {
 
 // notWinning reads the noted winners back in batches and asks the target
 // for its winners: kept counts the documents whose winner on the target
-// is not the archive's (ids in skip, already reported failed, aside),
-// total the documents compared.
+// is not the archive's, missing those the target does not have at all
+// (purged there, or deleted and purged, after an earlier restore whose
+// checkpoint this one resumed from), both with ids in skip (already
+// reported failed) aside; total the documents compared.
 //
 // A document noted more than once (its leaves apart in the archive, or
 // in several archives of a chain: the latest step's notes count) has
@@ -123,16 +125,16 @@ func (n *noted) UnmarshalJSON(b []byte) error {
 // held in memory: a second pass over the log finds each one's best leaf
 // over all its notes, and counts its notes, so that it is compared and
 // counted once.
-func (l *winnerLog) notWinning(ctx context.Context, t replicate.Target, skip map[string]bool) (kept, total int64, err error) {
+func (l *winnerLog) notWinning(ctx context.Context, t replicate.Target, skip map[string]bool) (kept, missing, total int64, err error) {
 	tdb, ok := t.(winnersReader)
 	if !ok {
-		return 0, 0, errors.New("the target cannot tell its winning revisions")
+		return 0, 0, 0, errors.New("the target cannot tell its winning revisions")
 	}
 	if l.err == nil {
 		l.err = l.w.Flush()
 	}
 	if l.err != nil {
-		return 0, 0, fmt.Errorf("temporary file: %w", l.err)
+		return 0, 0, 0, fmt.Errorf("temporary file: %w", l.err)
 	}
 	const batch = 500
 	want := make(map[string]string, batch)
@@ -175,7 +177,7 @@ func (l *winnerLog) notWinning(ctx context.Context, t replicate.Target, skip map
 		err = check()
 	}
 	if err != nil || len(suspects) == 0 {
-		return 0, total, err
+		return 0, 0, total, err
 	}
 	best := make(map[string]noted, len(suspects))
 	notes := make(map[string]int64, len(suspects))
@@ -196,19 +198,22 @@ func (l *winnerLog) notWinning(ctx context.Context, t replicate.Target, skip map
 		return nil
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	for id, rev := range suspects {
 		total -= notes[id] - 1
-		if best[id].Rev == rev {
-			continue
+		switch {
+		case best[id].Rev == rev:
+		case rev == "":
+			missing++
+		default:
+			if w, ok := settle(ctx, t, id, last[id]); ok && w == rev {
+				continue
+			}
+			kept++
 		}
-		if w, ok := settle(ctx, t, id, last[id]); ok && w == rev {
-			continue
-		}
-		kept++
 	}
-	return kept, total, nil
+	return kept, missing, total, nil
 }
 
 // ancestryReader is a database that tells the ancestors of revisions

@@ -104,7 +104,7 @@ func TestWinnerLog_LeavesApart(t *testing.T) {
 			if err := l.Changes(t.Context(), nil, func(replicate.Change) error { return nil }); err != nil {
 				t.Fatal(err)
 			}
-			kept, total, err := l.notWinning(t.Context(), winnersTarget{winners: tc.winners}, nil)
+			kept, _, total, err := l.notWinning(t.Context(), winnersTarget{winners: tc.winners}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
