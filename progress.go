@@ -5,9 +5,11 @@ import "github.com/sofadb/sofa/fleet"
 // Progress receives the progress of a many-database operation. Its
 // methods are called from several goroutines at once.
 type Progress interface {
-	// Start is called once the databases are selected: dbs of them.
-	// waiting, when called while the counters stand still, says what the
-	// run waits on (see StallWatch.Waiting).
+	// Start is called once the databases are selected: dbs of them (-1:
+	// not known beforehand, an archive read in order, whose databases are
+	// known as they come). waiting, when not nil and called while the
+	// counters stand still, says what the run waits on (see
+	// StallWatch.Waiting).
 	Start(dbs int, waiting func(stalled bool) string)
 	// Begin is called when a database starts; the DBProgress it returns
 	// receives its counters.

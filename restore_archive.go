@@ -204,6 +204,7 @@ func (p *RestorePlan) copyInOrder(ctx context.Context, c *restorer, a *Endpoint,
 	j := archiveJob(nil, out.w, c)
 	names := newTargetNames(nil, c.o.Renames, "restored")
 	sum := fleet.Summary{Started: time.Now()}
+	c.o.progress().Start(-1, nil) // read in order: the databases are known as they come
 	var fatalErr error
 	for {
 		dbr, err := rd.Next()
@@ -222,10 +223,9 @@ func (p *RestorePlan) copyInOrder(ctx context.Context, c *restorer, a *Endpoint,
 			break
 		}
 		name := names.target(dbr.Name())
-		t0 := time.Now()
-		r, err := j.run(ctx, dbTask{Opened: dbr, Source: dbr.Name(), Target: name}, fleet.NoDBProgress)
-		r.Name, r.Duration = name, fleet.Duration(time.Since(t0))
-		fleet.Decide(ctx, &r, err)
+		r, err := runTold(ctx, c.o.progress(), name, func(p DBProgress) (fleet.DBResult, error) {
+			return j.run(ctx, dbTask{Opened: dbr, Source: dbr.Name(), Target: name}, p)
+		})
 		sum.Add(r)
 		if r.Status == fleet.StatusInterrupted || ctx.Err() != nil {
 			sum.Interrupted = true

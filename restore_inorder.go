@@ -25,6 +25,15 @@ func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selecte
 	var fatalErr error
 	j := c.job(tgt.Server)
 	names := newTargetNames(tgt.Server, o.Renames, "restored")
+	total := 0
+	for _, dbs := range selected {
+		if !dbs.known {
+			total = -1
+			break
+		}
+		total += len(dbs.names)
+	}
+	o.progress().Start(total, nil)
 	for i, a := range archives {
 		st := &archiveRead{archiveDBs: selected[i], done: map[string]bool{}}
 		if err := c.restoreArchive(ctx, j, a, i, skip, tgt, filter, names, &sum, st); err != nil {
@@ -149,11 +158,9 @@ func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, 
 		} else if err := names.add(dbr.Name()); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		t0 := time.Now()
-		r, err := j.run(ctx, dbTask{Opened: dbr, Source: dbr.Name(), Target: name, Incremental: incremental}, fleet.NoDBProgress)
-		r.Name = name
-		r.Duration = fleet.Duration(time.Since(t0))
-		fleet.Decide(ctx, &r, err)
+		r, err := runTold(ctx, c.o.progress(), name, func(p DBProgress) (fleet.DBResult, error) {
+			return j.run(ctx, dbTask{Opened: dbr, Source: dbr.Name(), Target: name, Incremental: incremental}, p)
+		})
 		sum.Add(r)
 		if r.Status == fleet.StatusInterrupted {
 			sum.Interrupted = true
@@ -176,4 +183,22 @@ func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, 
 			}
 		}
 	}
+}
+
+// runTold runs the copy of one database of an archive read in order
+// (run), telling p (Begin, then End or EndInterrupted), as fleet.Run
+// does for the databases it schedules, and completes its result.
+func runTold(ctx context.Context, p Progress, name string, run func(DBProgress) (fleet.DBResult, error)) (fleet.DBResult, error) {
+	dp := p.Begin(name)
+	t0 := time.Now()
+	r, err := run(dp)
+	r.Name = name
+	r.Duration = fleet.Duration(time.Since(t0))
+	fleet.Decide(ctx, &r, err)
+	if ip, ok := p.(InterruptedProgress); ok && r.Status == fleet.StatusInterrupted {
+		ip.EndInterrupted(name, dp)
+	} else {
+		p.End(name, dp, r.Status == fleet.StatusFailed)
+	}
+	return r, err
 }

@@ -118,7 +118,8 @@ type Tracker struct {
 
 	mu        sync.Mutex
 	dbsTotal  int
-	dbsDone   int // finished, failed ones included
+	growing   bool // the total is not known: it counts the databases begun
+	dbsDone   int  // finished, failed ones included
 	dbsFailed int
 	dbsInter  int    // stopped by an interruption (not in dbsDone)
 	finished  Counts // sums over finished and interrupted databases
@@ -128,13 +129,18 @@ type Tracker struct {
 // NewTracker returns a tracker whose clock starts now.
 func NewTracker() *Tracker { return &Tracker{start: time.Now()} }
 
-// SetTotal sets the number of databases the run will process.
+// SetTotal sets the number of databases the run will process; a
+// negative dbs says it is not known: the total then counts the databases
+// begun.
 func (t *Tracker) SetTotal(dbs int) {
 	if t == nil {
 		return
 	}
 	t.mu.Lock()
-	t.dbsTotal = dbs
+	t.dbsTotal, t.growing = dbs, dbs < 0
+	if t.growing {
+		t.dbsTotal = 0
+	}
 	t.mu.Unlock()
 }
 
@@ -147,6 +153,9 @@ func (t *Tracker) Begin(name string) *DB {
 	d := &DB{name: name, start: time.Now()}
 	t.mu.Lock()
 	t.active = append(t.active, d)
+	if t.growing {
+		t.dbsTotal++
+	}
 	t.mu.Unlock()
 	return d
 }
