@@ -77,6 +77,7 @@ func Compare(ctx context.Context, a, b replicate.Source, opts Options) (*Report,
 	if err != nil {
 		return r, fmt.Errorf("verify: a: %w", err)
 	}
+	r.A = Counts{DocCount: ai.DocCount, DelCount: ai.DelCount, DelCountUnknown: ai.DelCountUnknown}
 	bi, err := b.Info(ctx)
 	if errors.Is(err, replicate.ErrNotFound) {
 		// Named by b's own error (its URL or archive member), not by a's
@@ -87,7 +88,6 @@ func Compare(ctx context.Context, a, b replicate.Source, opts Options) (*Report,
 	if err != nil {
 		return r, fmt.Errorf("verify: b: %w", err)
 	}
-	r.A = Counts{DocCount: ai.DocCount, DelCount: ai.DelCount, DelCountUnknown: ai.DelCountUnknown}
 	r.B = Counts{DocCount: bi.DocCount, DelCount: bi.DelCount, DelCountUnknown: bi.DelCountUnknown}
 	_, aFeed := a.(feedCounter)
 	_, bFeed := b.(feedCounter)

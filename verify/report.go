@@ -130,7 +130,14 @@ func (r *Report) String() string {
 		}
 		return s + ")"
 	}
-	return fmt.Sprintf("%d differences (%s: %d docs, %d leaf revisions compared)", r.Total, r.Mode, r.Docs, r.Leaves)
+	s := fmt.Sprintf("%d differences (%s", r.Total, r.Mode)
+	if r.Docs > 0 {
+		s += fmt.Sprintf(": %d docs", r.Docs)
+	}
+	if r.Leaves > 0 {
+		s += fmt.Sprintf(", %d leaf revisions compared", r.Leaves)
+	}
+	return s + ")"
 }
 
 // shortID keeps error lines readable for very long ids.
