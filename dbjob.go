@@ -3,6 +3,7 @@ package sofa
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/sofadb/sofa/fleet"
@@ -160,13 +161,17 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 	}
 	var warnMu sync.Mutex
 	c.warn = func(s string) {
-		j.rc.logf("%s: %s", t.Target, s)
-		if j.warnLogOnly {
-			return
-		}
+		// once per database: a second copy of it (a retry) says again
+		// what the first said
 		warnMu.Lock()
-		r.Warnings = append(r.Warnings, s)
+		said := slices.Contains(r.Warnings, s)
+		if !said && !j.warnLogOnly {
+			r.Warnings = append(r.Warnings, s)
+		}
 		warnMu.Unlock()
+		if !said {
+			j.rc.logf("%s: %s", t.Target, s)
+		}
 	}
 	if ti := c.target.InfoRead; ti != nil && ti.Partitioned != c.sinfo.Partitioned {
 		c.warn(partitionedWarning(c.sinfo.Partitioned))
