@@ -48,8 +48,9 @@ is read in place with ranged GETs.
 Databases are created with their original properties (partitioned; q and n
 only with --q/--n), _revs_limit is set first, design documents are written
 after the other documents and _security last. _users is restored;
-_replicator only with --with-replicator (its documents would start
-replications on the target); both are written into the ones the target
+_replicator only with --with-replicator or an --include pattern that
+starts with "_" and names it (its documents would start replications on
+the target); both are written into the ones the target
 server created itself. A non-empty target database is refused unless
 --reuse-existing, or an earlier run of this restore claimed it (a killed
 restore resumes: run the same command again). In a chain, a database
