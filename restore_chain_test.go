@@ -108,19 +108,7 @@ func TestRestore_ChainRerunNotRolledBack(t *testing.T) {
 	dst := couchtest.StartKind(t, src.Kind)
 	restore := func() []string {
 		t.Helper()
-		plan, err := sofa.PlanRestore(ctx, []*sofa.Endpoint{full, inc}, sofa.RestoreOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum, err := plan.Run(ctx, openAt(t, dst.URL, nil))
-		if err != nil || !sum.Complete() {
-			t.Fatalf("chain restore: %+v, %v", sum, err)
-		}
-		var ws []string
-		for _, r := range sum.DBs {
-			ws = append(ws, r.Warnings...)
-		}
-		return ws
+		return restoreWarnings(t, []*sofa.Endpoint{full, inc}, dst, sofa.RestoreOptions{})
 	}
 	if ws := restore(); len(ws) > 0 {
 		t.Fatalf("first restore: warnings %q", ws)

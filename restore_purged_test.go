@@ -26,19 +26,7 @@ func TestRestore_PurgedOnTargetNamed(t *testing.T) {
 	dst := couchtest.StartKind(t, src.Kind)
 	restore := func() []string {
 		t.Helper()
-		plan, err := sofa.PlanRestore(ctx, []*sofa.Endpoint{arch}, sofa.RestoreOptions{ReuseExisting: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum, err := plan.Run(ctx, openAt(t, dst.URL, nil))
-		if err != nil || !sum.Complete() {
-			t.Fatalf("restore: %+v, %v", sum, err)
-		}
-		var ws []string
-		for _, r := range sum.DBs {
-			ws = append(ws, r.Warnings...)
-		}
-		return ws
+		return restoreWarnings(t, []*sofa.Endpoint{arch}, dst, sofa.RestoreOptions{ReuseExisting: true})
 	}
 	if ws := restore(); len(ws) != 0 {
 		t.Fatalf("first restore: %q", ws)

@@ -33,19 +33,7 @@ func TestRestore_SecurityReplacedWarned(t *testing.T) {
 	}
 	restore := func() []string {
 		t.Helper()
-		plan, err := sofa.PlanRestore(ctx, []*sofa.Endpoint{arch}, sofa.RestoreOptions{ReuseExisting: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum, err := plan.Run(ctx, openAt(t, dst.URL, nil))
-		if err != nil || !sum.Complete() {
-			t.Fatalf("restore: %+v, %v", sum, err)
-		}
-		var ws []string
-		for _, r := range sum.DBs {
-			ws = append(ws, r.Warnings...)
-		}
-		return ws
+		return restoreWarnings(t, []*sofa.Endpoint{arch}, dst, sofa.RestoreOptions{ReuseExisting: true})
 	}
 	if ws := restore(); len(ws) != 1 || !strings.Contains(ws[0], "_security replaced") || !strings.Contains(ws[0], `"alice"`) || !strings.Contains(ws[0], `"_admin"`) {
 		t.Errorf("restore over alice's _security: warnings %q, want one naming both", ws)
@@ -95,20 +83,10 @@ func TestRestore_ChainSecurityWarnedOnce(t *testing.T) {
 	dst := couchtest.StartKind(t, src.Kind)
 	restore := func() []string {
 		t.Helper()
-		plan, err := sofa.PlanRestore(ctx, []*sofa.Endpoint{full, inc}, sofa.RestoreOptions{ReuseExisting: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum, err := plan.Run(ctx, openAt(t, dst.URL, nil))
-		if err != nil || !sum.Complete() {
-			t.Fatalf("chain restore: %+v, %v", sum, err)
-		}
 		var ws []string
-		for _, r := range sum.DBs {
-			for _, w := range r.Warnings {
-				if strings.Contains(w, "_security") {
-					ws = append(ws, w)
-				}
+		for _, w := range restoreWarnings(t, []*sofa.Endpoint{full, inc}, dst, sofa.RestoreOptions{ReuseExisting: true}) {
+			if strings.Contains(w, "_security") {
+				ws = append(ws, w)
 			}
 		}
 		return ws

@@ -78,20 +78,10 @@ func TestRestore_SupersededRecordsNotRolledBack(t *testing.T) {
 	dst := couchtest.Start(t)
 	restore := func() []string {
 		t.Helper()
-		plan, err := sofa.PlanRestore(ctx, []*sofa.Endpoint{arch}, sofa.RestoreOptions{ReuseExisting: true, Engine: replicate.Options{NoCheckpoints: true}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum, err := plan.Run(ctx, openAt(t, dst.URL, nil))
-		if err != nil || !sum.Complete() {
-			t.Fatalf("restore: %+v, %v", sum, err)
-		}
 		var ws []string
-		for _, r := range sum.DBs {
-			for _, w := range r.Warnings {
-				if strings.Contains(w, "not rolled back") {
-					ws = append(ws, w)
-				}
+		for _, w := range restoreWarnings(t, []*sofa.Endpoint{arch}, dst, sofa.RestoreOptions{ReuseExisting: true, Engine: replicate.Options{NoCheckpoints: true}}) {
+			if strings.Contains(w, "not rolled back") {
+				ws = append(ws, w)
 			}
 		}
 		return ws
