@@ -51,6 +51,7 @@ func (w *writer) abort() error {
 		}
 		time.Sleep(time.Duration(50<<try) * time.Millisecond)
 	}
+	w.s.dropSiblings(ctx, w.bucket, w.key, w.uploadID, w.siblings)
 	w.uploadID = ""
 	w.unregister()
 	return nil

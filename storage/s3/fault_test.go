@@ -82,7 +82,10 @@ func roundTrip(t *testing.T, ctx context.Context, st *s3.Store, name string, dat
 func TestPersistentFailureAborts(t *testing.T) {
 	srv, p, bucket := proxied(t)
 	st := newStore(t, p.URL, s3.Options{PartSize: s3.MinPartSize, MaxAttempts: 3, MaxBackoff: 20 * time.Millisecond})
-	if err := p.SetRules(faultproxy.Rule{Name: "down", Method: "PUT", Fault: faultproxy.Status, Status: http.StatusServiceUnavailable, Body: slowDown}); err != nil {
+	// the first CreateMultipartUpload's answer lost too: its upload is
+	// aborted with the writer's
+	if err := p.SetRules(faultproxy.Rule{Name: "down", Method: "PUT", Fault: faultproxy.Status, Status: http.StatusServiceUnavailable, Body: slowDown},
+		faultproxy.Rule{Name: "create-lost", Method: "POST", Query: `(^|&)uploads(=|&|$)`, Times: 1, Fault: faultproxy.ResetAfterForward}); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -146,5 +149,27 @@ func TestAbortLetsPartsFinish(t *testing.T) {
 	}
 	if _, err := st.Stat(ctx, name); !errors.Is(err, storage.ErrNotExist) {
 		t.Fatalf("Stat after Abort: %v", err)
+	}
+}
+
+// TestRetriedCreateLeavesNoUpload: a CreateMultipartUpload the server
+// executed but whose answer was lost (here reset after forwarding; a
+// server that stalls and then runs every request the SDK sent again does
+// the same) is sent again by the SDK: the server then holds uploads of
+// the key that the writer never knew. Once the archive is complete, none
+// is left in progress.
+func TestRetriedCreateLeavesNoUpload(t *testing.T) {
+	srv, p, bucket := proxied(t)
+	st := newStore(t, p.URL, s3.Options{PartSize: s3.MinPartSize, Transfers: 2, MaxBackoff: 50 * time.Millisecond})
+	rule := faultproxy.Rule{Name: "create-lost", Method: "POST", Query: `(^|&)uploads(=|&|$)`, Times: 2, Fault: faultproxy.ResetAfterForward}
+	if err := p.SetRules(rule); err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, context.Background(), st, "s3://"+bucket+"/retried.sofa", pattern(3*s3.MinPartSize+5))
+	if s := p.Rule(rule.Name); s.Fired != 2 {
+		t.Fatalf("rule fired %d times, want 2 (%+v)", s.Fired, s)
+	}
+	if ids := uploadIDs(t, srv.URL, bucket, "retried.sofa"); len(ids) != 0 {
+		t.Errorf("uploads of the key still in progress after the archive was completed: %v", ids)
 	}
 }

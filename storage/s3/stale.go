@@ -284,3 +284,53 @@ func removeDeadRegistrations(bucket, key string, listed map[string]bool) {
 		f.Close()
 	}
 }
+
+// siblingSlack widens the window of a retried CreateMultipartUpload on
+// both sides (the server's clock ticks in seconds).
+const siblingSlack = 2 * time.Second
+
+// dropSiblings aborts the uploads of bucket/key that a retried
+// CreateMultipartUpload left (window: see writer.siblings; zero: none
+// retried): initiated in the window, not ours (id), not marked as a
+// running writer's. An attempt whose answer was lost (a reset, a stalled
+// server that runs every attempt once it resumes) still created one, and
+// nothing else would abort it before Options.StaleAge. Best effort.
+func (s *Store) dropSiblings(ctx context.Context, bucket, key, id string, window [2]time.Time) {
+	if window[0].IsZero() {
+		return
+	}
+	in := &awss3.ListMultipartUploadsInput{Bucket: &bucket, Prefix: &key}
+	for {
+		out, err := s.c.ListMultipartUploads(ctx, in)
+		if err != nil {
+			return
+		}
+		for _, u := range out.Uploads {
+			uid, at := aws.ToString(u.UploadId), aws.ToTime(u.Initiated)
+			if aws.ToString(u.Key) != key || uid == id || at.Before(window[0]) || at.After(window[1]) || s.marked(ctx, bucket, key, uid) {
+				continue
+			}
+			_, _ = s.c.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &bucket, Key: &key, UploadId: &uid})
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			return
+		}
+		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
+	}
+}
+
+// marked reports whether upload id of bucket/key carries sofa's marker
+// part (a writer's, running or dead), or cannot be asked.
+func (s *Store) marked(ctx context.Context, bucket, key, id string) bool {
+	lp, err := s.c.ListParts(ctx, &awss3.ListPartsInput{Bucket: &bucket, Key: &key, UploadId: &id,
+		PartNumberMarker: aws.String(fmt.Sprint(markerPart - 1)), MaxParts: aws.Int32(1)})
+	if err != nil {
+		return true
+	}
+	for _, p := range lp.Parts {
+		if aws.ToInt32(p.PartNumber) == markerPart {
+			return true
+		}
+	}
+	return false
+}

@@ -12,8 +12,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
@@ -85,6 +87,10 @@ type writer struct {
 	err   error
 
 	done atomic.Bool
+	// siblings is the server-clock window of a CreateMultipartUpload the
+	// SDK sent more than once (zero: once): uploads of the key initiated
+	// in it and not marked are the lost attempts' (dropSiblings).
+	siblings [2]time.Time
 
 	// the marker's heartbeat (stale.go) and this host's registry entry
 	hbStop, hbDone chan struct{}
@@ -196,6 +202,7 @@ func (w *writer) flush() error {
 		// Not cancelled with the run: an upload the store creates while
 		// the run is interrupted would stay behind, its ID never known to
 		// the abort that follows.
+		t0 := time.Now()
 		out, err := w.s.c.CreateMultipartUpload(context.WithoutCancel(w.ctx), &awss3.CreateMultipartUploadInput{Bucket: &w.bucket, Key: &w.key})
 		if err != nil {
 			err = w.s.fail(w.ctx, "upload", w.bucket, w.key, err)
@@ -203,6 +210,12 @@ func (w *writer) flush() error {
 			return err
 		}
 		w.uploadID = aws.ToString(out.UploadId)
+		if ar, ok := retry.GetAttemptResults(out.ResultMetadata); ok && len(ar.Results) > 1 {
+			// Sent more than once: the server may have run the attempts
+			// whose answers were lost too (siblings, swept at the end).
+			end := serverTime(out.ResultMetadata)
+			w.siblings = [2]time.Time{end.Add(-time.Since(t0) - siblingSlack), end.Add(siblingSlack)}
+		}
 		w.register()
 		w.startHeartbeat()
 	}
@@ -326,8 +339,10 @@ func (w *writer) commit() error {
 	if err != nil {
 		return w.s.fail(w.ctx, "complete upload of", w.bucket, w.key, err)
 	}
+	done := w.uploadID
 	w.uploadID = "" // completed: nothing to abort any more
 	w.unregister()
+	w.s.dropSiblings(w.ctx, w.bucket, w.key, done, w.siblings)
 	return w.check(want)
 }
 
