@@ -199,6 +199,9 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	if err := sofa.CheckDistinct(srcEP, tgtEP); err != nil {
 		return err // before any metrics server or progress starts
 	}
+	if rc.cont.deleteMissing && !(src.DBName == "" && tgt.DBName == "" && rc.cont.continuous) {
+		return usageErr("--delete-missing: continuous server mode only (--continuous with two server URLs); a one-shot copy never deletes")
+	}
 	switch {
 	case src.DBName == "" && tgt.DBName == "" && rc.cont.continuous:
 		return rc.runServersContinuous(ctx, srcEP, tgtEP)
