@@ -42,9 +42,9 @@ func (s *syncer) checkpointLoop(ctx context.Context) {
 
 // checkpointDue checkpoints the dirty Sessions last checkpointed before
 // cutoff (all dirty ones with a zero cutoff), atOnce at a time, and
-// returns how many it wrote. A failed checkpoint is logged and tried
+// returns how many it wrote of how many were dirty. A failed checkpoint is logged and tried
 // again at the next tick.
-func (s *syncer) checkpointDue(ctx context.Context, cutoff time.Time, atOnce int) int {
+func (s *syncer) checkpointDue(ctx context.Context, cutoff time.Time, atOnce int) (written, dirty int) {
 	type due struct {
 		name string
 		sess *replicate.Session
@@ -59,7 +59,7 @@ func (s *syncer) checkpointDue(ctx context.Context, cutoff time.Time, atOnce int
 	s.mu.Unlock()
 	sem := make(chan struct{}, atOnce)
 	var wg sync.WaitGroup
-	var written atomic.Int64
+	var done atomic.Int64
 	for _, d := range list {
 		select {
 		case sem <- struct{}{}:
@@ -76,11 +76,11 @@ func (s *syncer) checkpointDue(ctx context.Context, cutoff time.Time, atOnce int
 				}
 				return
 			}
-			written.Add(1)
+			done.Add(1)
 		})
 	}
 	wg.Wait()
-	return int(written.Load())
+	return int(done.Load()), len(list)
 }
 
 // checkpointAll writes the checkpoint of every dirty Session at the end
@@ -88,7 +88,14 @@ func (s *syncer) checkpointDue(ctx context.Context, cutoff time.Time, atOnce int
 func (s *syncer) checkpointAll(ctx context.Context) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if n := s.checkpointDue(fctx, time.Time{}, finalCheckpointsAtOnce); n > 0 {
+	n, due := s.checkpointDue(fctx, time.Time{}, finalCheckpointsAtOnce)
+	if n > 0 {
 		s.o.Copy.logf("final checkpoints of %d databases written", n)
+	}
+	if n < due {
+		s.o.Copy.logf("final checkpoints of %d databases not written (the target did not take them): a restart resumes them from their last checkpoint", due-n)
+		s.mu.Lock()
+		s.sum.FinalCheckpointsLost = due - n
+		s.mu.Unlock()
 	}
 }

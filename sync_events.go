@@ -88,6 +88,10 @@ type SyncSummary struct {
 	// Interrupted: the run ended on ctx (always, unless it failed to
 	// start).
 	Interrupted bool `json:"interrupted"`
+	// FinalCheckpointsLost counts the databases whose final checkpoint
+	// could not be written when the run ended (the target did not
+	// answer within 30 s): a restart resumes them from their last one.
+	FinalCheckpointsLost int `json:"final_checkpoints_lost,omitempty"`
 }
 
 func (s *syncer) event(e SyncEvent) {

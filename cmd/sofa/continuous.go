@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -101,6 +102,9 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 				fmt.Fprintf(os.Stderr, "sofa: database %q: last copy failed: %s\n", db, e)
 			}
 		}
+	}
+	if sum != nil && sum.FinalCheckpointsLost > 0 && errors.Is(err, context.Canceled) {
+		return &outcome{err: err, interrupted: fmt.Sprintf("interrupted: the final checkpoints of %d databases could not be written; run the same command again to resume from the last checkpoints written", sum.FinalCheckpointsLost)}
 	}
 	return err // an interruption says resumeMsg
 }

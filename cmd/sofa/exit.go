@@ -105,6 +105,8 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 	switch {
 	case o.res != nil && canceled && errors.Is(o.err, replicate.ErrFinalCheckpoint):
 		return exitInterrupted, "interrupted: " + strings.TrimPrefix(msg, context.Canceled.Error()+": ") + "; run the same command again to resume from the last checkpoint written"
+	case o.sum != nil && (canceled || o.sum.Interrupted) && lostCheckpoints(o.sum) > 0:
+		return exitInterrupted, cmp.Or(o.interrupted, fmt.Sprintf("interrupted: the final checkpoint of %d databases could not be written (listed above); run the same command again to resume from the last checkpoints written", lostCheckpoints(o.sum)))
 	case o.sum != nil && (canceled || o.sum.Interrupted), o.res != nil && canceled:
 		return exitInterrupted, cmp.Or(o.interrupted, resumeMsg)
 	case o.verify != nil && (o.verify.Interrupted || interrupted):
@@ -123,7 +125,7 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 	case errors.As(o.err, &oe):
 		return exitUsage, msg
 	case canceled:
-		return exitInterrupted, resumeMsg
+		return exitInterrupted, cmp.Or(o.interrupted, resumeMsg)
 	default:
 		code = exitFatal
 	}
@@ -152,6 +154,18 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 		return exitInterrupted, resumeMsg
 	}
 	return code, msg
+}
+
+// lostCheckpoints counts the databases of s interrupted before their
+// final checkpoint could be written (replicate.ErrFinalCheckpoint).
+func lostCheckpoints(s *sofa.Summary) int {
+	n := 0
+	for _, r := range s.DBs {
+		if strings.Contains(r.Error, replicate.ErrFinalCheckpoint.Error()) {
+			n++
+		}
+	}
+	return n
 }
 
 // nothingDone words a run in which every database failed (fleet's

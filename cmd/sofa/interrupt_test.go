@@ -21,19 +21,31 @@ import (
 // sends SIGINT: the copy has progress its final checkpoint cannot record.
 // It returns the process, its stderr lines so far and the channel of the
 // next ones.
-func interruptedCopy(t *testing.T, ctx context.Context) (*exec.Cmd, *strings.Builder, <-chan string) {
+//
+// servers: the copy is a whole-server one (database src of one server
+// into another) instead of src into tgt on one server.
+func interruptedCopy(t *testing.T, ctx context.Context, servers bool) (*exec.Cmd, *strings.Builder, <-chan string) {
 	t.Helper()
 	bin := sofaBin(t)
 	srv := couchtest.Start(t)
 	c := srv.Client()
+	tsrv, tdb := srv, "tgt"
 	for _, db := range []string{"src", "tgt"} {
 		if err := c.CreateDB(t.Context(), db); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cliLoad(t, srv, "src", 20)
-	px := faultproxy.StartT(t, srv.URL)
-	cmd := exec.CommandContext(ctx, bin, "replicate", "--continuous", "--flush-interval", "50ms", srv.URL+"/src", px.URL+"/tgt")
+	args := []string{"replicate", "--continuous", "--flush-interval", "50ms", srv.URL + "/src", "/tgt"}
+	caught := "src: caught up"
+	if servers {
+		tsrv, tdb = couchtest.StartKind(t, srv.Kind), "src"
+		args = []string{"replicate", "--continuous", "--include", "src", srv.URL, ""}
+		caught = "initial copy done"
+	}
+	px := faultproxy.StartT(t, tsrv.URL)
+	args[len(args)-1] = px.URL + args[len(args)-1]
+	cmd := exec.CommandContext(ctx, bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +62,7 @@ func interruptedCopy(t *testing.T, ctx context.Context) (*exec.Cmd, *strings.Bui
 		}
 	}()
 	all := &strings.Builder{}
-	waitLine(t, ctx, lines, all, "src: caught up")
+	waitLine(t, ctx, lines, all, caught)
 	if err := px.SetRules(faultproxy.Rule{Method: "PUT", Path: `/_local/`, Fault: faultproxy.Status, Status: 503}); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +73,7 @@ func interruptedCopy(t *testing.T, ctx context.Context) (*exec.Cmd, *strings.Bui
 	if _, err := c.BulkDocs(t.Context(), "src", true, docs...); err != nil {
 		t.Fatal(err)
 	}
-	for docCount(t, srv, "tgt") != 50 {
+	for docCount(t, tsrv, tdb) != 50 {
 		select {
 		case <-ctx.Done():
 			t.Fatalf("the writes never reached the target:\n%s", all.String())
@@ -101,7 +113,7 @@ func TestCLI_InterruptTargetDown(t *testing.T) {
 	t.Run("final checkpoint refused", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 		defer cancel()
-		cmd, all, lines := interruptedCopy(t, ctx)
+		cmd, all, lines := interruptedCopy(t, ctx, false)
 		for l := range lines {
 			all.WriteString(l + "\n")
 		}
@@ -113,10 +125,25 @@ func TestCLI_InterruptTargetDown(t *testing.T) {
 			t.Errorf("stderr should say the final checkpoint was not written:\n%s", s)
 		}
 	})
+	t.Run("servers, final checkpoint refused", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		defer cancel()
+		cmd, all, lines := interruptedCopy(t, ctx, true)
+		for l := range lines {
+			all.WriteString(l + "\n")
+		}
+		_ = cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+			t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, all.String())
+		}
+		if s := all.String(); strings.Contains(s, "checkpoints written;") || !strings.Contains(s, "the final checkpoints of 1 databases could not be written") {
+			t.Errorf("stderr should say the final checkpoint was not written:\n%s", s)
+		}
+	})
 	t.Run("second interrupt", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 		defer cancel()
-		cmd, all, lines := interruptedCopy(t, ctx)
+		cmd, all, lines := interruptedCopy(t, ctx, false)
 		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 			t.Fatal(err)
 		}
