@@ -137,6 +137,9 @@ func (d *DB) fetchRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*rep
 			return docs, errs, nil
 		}
 		st := StatusOf(err)
+		if st == 413 {
+			return d.fetchHalves(ctx, reqs)
+		}
 		if st != 400 && st != 404 && st != 405 && st != 415 && st != 501 {
 			return nil, nil, err
 		}
@@ -149,6 +152,25 @@ func (d *DB) fetchRevs(ctx context.Context, reqs []replicate.RevRequest) ([]*rep
 		}
 	}
 	return d.openRevs(ctx, reqs)
+}
+
+// fetchHalves reads reqs, whose `_bulk_get` the server refused as too
+// large (413, its max_http_request_size), in two halves, each split again
+// while refused; a single revision is read with a GET, which has no body.
+func (d *DB) fetchHalves(ctx context.Context, reqs []replicate.RevRequest) ([]*replicate.Doc, []replicate.DocError, error) {
+	if len(reqs) == 1 {
+		return d.openRevs(ctx, reqs)
+	}
+	h := len(reqs) / 2
+	docs, errs, err := d.fetchRevs(ctx, reqs[:h])
+	if err != nil {
+		return nil, nil, err
+	}
+	docs2, errs2, err := d.fetchRevs(ctx, reqs[h:])
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(docs, docs2...), append(errs, errs2...), nil
 }
 
 func (d *DB) bulkGet(ctx context.Context, reqs []replicate.RevRequest) ([]*replicate.Doc, []replicate.DocError, error) {

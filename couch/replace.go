@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"strconv"
 )
@@ -44,13 +45,28 @@ func (d *DB) Shards(ctx context.Context) (q, n int, err error) {
 
 // Winners returns the winning revision of each of ids that the database
 // holds (`POST _all_docs` with keys; a deleted winner is a tombstone's
-// rev). Ids the database does not hold are absent from the map.
+// rev). Ids the database does not hold are absent from the map. A
+// request over the server's max_http_request_size (413) is asked in
+// halves.
 func (d *DB) Winners(ctx context.Context, ids []string) (map[string]string, error) {
 	body, err := json.Marshal(map[string][]string{"keys": ids})
 	if err != nil {
 		return nil, err
 	}
 	resp, err := d.srv.do(ctx, &request{Method: "POST", Path: d.path + "/_all_docs", Body: body, ContentType: "application/json"})
+	if StatusOf(err) == 413 && len(ids) > 1 {
+		// over the server's max_http_request_size: in halves
+		out, err := d.Winners(ctx, ids[:len(ids)/2])
+		if err != nil {
+			return nil, err
+		}
+		more, err := d.Winners(ctx, ids[len(ids)/2:])
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, more)
+		return out, nil
+	}
 	if err != nil {
 		return nil, d.fail("read winning revisions", err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -658,4 +659,32 @@ func TestCouchOnly_SmallLimitsRevsDiffAndCheckpoint(t *testing.T) {
 			t.Errorf("anchor: the second run wrote %d, want 0 (resumed from its checkpoint)", d.Stats.DocsWritten)
 		}
 	}
+}
+
+// A source and a target with a small max_http_request_size: the
+// source's `_bulk_get` and a restore's winner check (`_all_docs` with
+// keys) over it (413) are asked in parts, not fatal.
+func TestCouchOnly_SmallRequestLimitReads(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "CouchDB's own request size limit")
+	bin := sofaBin(t)
+	limited := couchtest.Options{Config: map[string]string{"chttpd/max_http_request_size": "30000"}}
+	src := couchtest.StartWith(t, limited)
+	var docs []json.RawMessage
+	for i := range 1000 { // about 110 KB of ids in one request of each kind
+		docs = append(docs, raw(`{"_id":"%s-%04d","v":%d}`, strings.Repeat("b", 100), i, i))
+	}
+	for i := 0; i < len(docs); i += 100 { // each write under the limit
+		coDocs(t, src, "ids", i == 0, true, docs[i:i+100]...)
+	}
+	tgt := couchtest.StartWith(t, limited)
+	r := cliRun(t, bin, "replicate", src.DBURL("ids"), tgt.AdminURL()+"/ids", "--create-target", "--json")
+	r.wantCode(t, exitOK)
+	if d := r.result(t); d.Stats.DocsWritten != 1000 {
+		t.Errorf("replicate: docs_written=%d, want 1000", d.Stats.DocsWritten)
+	}
+	arch := filepath.Join(t.TempDir(), "ids.sofa")
+	cliRun(t, bin, "backup", src.DBURL("ids"), arch, "-q").wantCode(t, exitOK)
+	// into the existing database: the restore compares winners after
+	r = cliRun(t, bin, "restore", arch, tgt.AdminURL()+"/ids", "--reuse-existing")
+	r.wantCode(t, exitOK)
 }
