@@ -91,14 +91,23 @@ func (p *displayProgress) Stop() {
 // finishDBs prints the summary of a many-database run (when it has one)
 // and returns its outcome (verb names the work: "copied", "backed up").
 func finishDBs(sum *sofa.Summary, err error, out outputFlags, verb string) *outcome {
+	o := &outcome{sum: sum, err: err, verb: verb}
 	if sum != nil {
 		if out.jsonOut {
-			printJSON(os.Stdout, sum)
+			code, _ := exitFor(o, false)
+			printJSON(os.Stdout, summaryDoc{Summary: sum, ExitCode: code})
 		} else {
 			printFleetSummary(os.Stderr, sum, out.quiet)
 		}
 	}
-	return &outcome{sum: sum, err: err, verb: verb}
+	return o
+}
+
+// summaryDoc is a many-database run's --json document: its summary and
+// the process's exit code.
+type summaryDoc struct {
+	*sofa.Summary
+	ExitCode int `json:"exit_code"`
 }
 
 func registerOutput(fs *pflag.FlagSet, o *outputFlags) {

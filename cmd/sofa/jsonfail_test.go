@@ -104,8 +104,8 @@ func TestJSON_FatalPrintsOneDocument(t *testing.T) {
 	})
 }
 
-// TestJSON_ReplicateResultExitCode: a one-database copy's own document
-// carries the exit code too (a copy that stops on an error prints it as
+// TestJSON_ReplicateResultExitCode: a one-database copy's own document,
+// and a many-database run's summary, carry the exit code too (a copy that stops on an error prints it as
 // well: the same field), for a copy that finished (0) and one that left
 // revisions out (3).
 func TestJSON_ReplicateResultExitCode(t *testing.T) {
@@ -127,5 +127,19 @@ func TestJSON_ReplicateResultExitCode(t *testing.T) {
 		if len(docs) != 1 || docs[0]["status"] != tc.status || docs[0]["exit_code"] != float64(tc.code) {
 			t.Errorf("replicate into %s --json: %v, want one document with status %s and exit_code %d", tc.target, docs, tc.status, tc.code)
 		}
+	}
+	// A many-database run's summary too: a backup of the server that is
+	// complete (0), a copy of it that leaves a revision out (3).
+	r := cliRun(t, bin, "backup", srv.AdminURL(), filepath.Join(t.TempDir(), "all.sofa"), "--include", "app", "--json")
+	r.wantCode(t, exitOK)
+	if docs := jsonDocs(t, r.stdout); len(docs) != 1 || docs[0]["exit_code"] != float64(exitOK) || docs[0]["dbs_total"] != float64(1) {
+		t.Errorf("backup SERVER --json: %v, want one summary with dbs_total 1 and exit_code 0", docs)
+	}
+	other := couchtest.StartKind(t, srv.Kind)
+	arCreate(t, other, "app", true, arRaw(`{"_id":"_design/v","validate_doc_update":"function(d){ if (d.bad) throw({forbidden: 'bad'}); }"}`))
+	r = cliRun(t, bin, "replicate", srv.AdminURL(), other.AdminURL(), "--include", "app", "--reuse-existing", "--json")
+	r.wantCode(t, exitPartial)
+	if docs := jsonDocs(t, r.stdout); len(docs) != 1 || docs[0]["exit_code"] != float64(exitPartial) {
+		t.Errorf("replicate SERVER --json, a revision refused: %v, want one summary with exit_code 3", docs)
 	}
 }
