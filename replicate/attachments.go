@@ -137,13 +137,14 @@ func (r *run) readAttachments(ctx context.Context, d *Doc, g int, held map[strin
 // unreadable records revision d, whose attachment err says the source
 // could not serve, as not copied, unless the source has replaced it
 // since the feed listed it (edited or deleted during the copy, its
-// attachment gone with the old revision): then the newer leaf comes later
-// in the feed, or in the next run, which copies it, and d is no longer
-// the source's to copy. Asked of a source that tells a document's leaves
+// attachment gone with the old revision): then its newer leaves are
+// copied instead, at the end of this run's feed (rereads; a continuous
+// run's feed brings them), and d is no longer the source's to copy. Asked of a source that tells a document's leaves
 // (LeafReader; one `GET ?open_revs=all`).
 func (r *run) unreadable(ctx context.Context, d *Doc, err error) {
 	if lr, ok := r.src.(LeafReader); ok {
-		if leaves, lerr := lr.Leaves(ctx, d.ID); lerr == nil && len(leaves) > 0 && !slices.Contains(leaves, d.Rev) {
+		if leaves, lerr := lr.Leaves(ctx, d.ID); lerr == nil && len(leaves) > 0 && !slices.Contains(leaves, d.Rev) &&
+			(r.opts.Continuous || r.reread.add(Change{ID: d.ID, Revs: leaves})) {
 			r.debug("%q rev %s: replaced on the source since the feed listed it (leaves now %v); the newer leaf is copied instead", d.ID, d.Rev, leaves)
 			return
 		}
@@ -462,4 +463,41 @@ func (r *run) writeStreamed(ctx context.Context, d *Doc) error {
 	r.wrote(ctx, 1)
 	r.c.bytes.Add(n)
 	return nil
+}
+
+// rereads are documents whose revisions the source replaced while the
+// run read them (unreadable): readChanges copies their newer leaves once
+// every batch before is done. At most maxRereads; beyond, they are
+// reported as before (a rerun copies them).
+type rereads struct {
+	mu     sync.Mutex
+	list   []Change
+	closed bool
+}
+
+// close makes add refuse from now on.
+func (q *rereads) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+}
+
+const maxRereads = 10000
+
+func (q *rereads) add(c Change) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || len(q.list) >= maxRereads {
+		return false
+	}
+	q.list = append(q.list, c)
+	return true
+}
+
+func (q *rereads) take() []Change {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.list
+	q.list = nil
+	return l
 }

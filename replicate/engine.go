@@ -76,6 +76,9 @@ type run struct {
 	// retry: the revisions a Session's earlier passes could not copy,
 	// read again ahead of the feed (see Session.Pass).
 	retry []Change
+	// reread: documents replaced on the source while read (unreadable),
+	// copied again once the feed's batches are done.
+	reread rereads
 	// liveDocs: rows are changes read as they happen (a continuous
 	// run's feed, a later pass): a generation-1 revision delivered with
 	// its row is written without asking _revs_diff (see process).
@@ -524,6 +527,26 @@ func (r *run) readChanges(ctx context.Context, since Seq, out chan<- *batch, tr 
 	}
 	if err := k.send(ctx); err != nil {
 		return err
+	}
+	if !r.opts.Continuous {
+		// Documents replaced on the source while their batch read them:
+		// their newer leaves, once every batch before is done (a few
+		// rounds: they may be replaced again meanwhile).
+		for round := 1; ; round++ {
+			if err := tr.waitPrefix(ctx, k.n); err != nil {
+				return err
+			}
+			rs := r.reread.take()
+			if len(rs) == 0 {
+				break
+			}
+			if round == 3 {
+				r.reread.close() // replaced yet again: reported
+			}
+			if err := k.retried(ctx, rs, k.last); err != nil {
+				return err
+			}
+		}
 	}
 	r.live.feedEnded()
 	if !r.opts.Continuous {
