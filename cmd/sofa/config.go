@@ -48,7 +48,7 @@ func applyEnvAndConfig(cmd *cobra.Command) error {
 			return
 		}
 		if v, ok := file[f.Name]; ok {
-			if err := f.Value.Set(fmt.Sprint(v)); err != nil {
+			if err := setFromConfig(f, v); err != nil {
 				ferr = usageErr("config file %s: %s: %w", path, f.Name, err)
 			}
 		}
@@ -81,4 +81,28 @@ func configure(cmd *cobra.Command, e *engineFlags) error {
 		return err
 	}
 	return e.validate()
+}
+
+// setFromConfig sets flag f to a config file's value v: a TOML list sets
+// each of its elements for a repeatable flag (--include, --exclude,
+// --rename: a slice flag) and is refused for any other; a scalar is set
+// as its text.
+func setFromConfig(f *pflag.Flag, v any) error {
+	list, isList := v.([]any)
+	if !isList {
+		return f.Value.Set(fmt.Sprint(v))
+	}
+	sv, repeatable := f.Value.(pflag.SliceValue)
+	if !repeatable {
+		return fmt.Errorf("a list is only for a setting that may be given several times (include, exclude, rename); give one value")
+	}
+	items := make([]string, len(list))
+	for i, e := range list {
+		switch e.(type) {
+		case []any, map[string]any:
+			return fmt.Errorf("element %d of the list is not a single value", i+1)
+		}
+		items[i] = fmt.Sprint(e)
+	}
+	return sv.Replace(items)
 }
