@@ -103,6 +103,11 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		case strings.HasSuffix(name, ".set.json"):
 			return nil, optionErr("--shard %s: give the ARCHIVE name (backup.sofa), not the set manifest's", sh)
 		}
+		if !o.Overwrite {
+			if err := checkSetManifest(ctx, dst.store, name, sh.Count, o.SetID); err != nil {
+				return nil, err
+			}
+		}
 		name = ShardArchiveName(name, sh)
 		shard = &archive.Shard{Index: sh.Index, Count: sh.Count, SetID: o.SetID}
 	}

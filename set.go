@@ -1,6 +1,7 @@
 package sofa
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,6 +107,35 @@ func writeSetManifest(ctx context.Context, st storage.Store, archive string, n i
 		return fmt.Errorf("set manifest %s: %w", name, err)
 	}
 	return nil
+}
+
+// checkSetManifest refuses, before a sharded backup of archive starts,
+// a set manifest of its name that describes another set (another count
+// or set id: every worker of one run writes the same bytes), which the
+// backup would replace: the set it names would no longer be found by
+// that name. storage.ErrExist, as for an archive (Overwrite replaces).
+func checkSetManifest(ctx context.Context, st storage.Store, archive string, n int, setID string) error {
+	name := SetManifestName(archive)
+	r, err := st.Open(ctx, name)
+	if errors.Is(err, storage.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("set manifest %s: %w", name, err)
+	}
+	defer r.Close()
+	have, err := io.ReadAll(io.LimitReader(r, 1<<20))
+	if err != nil {
+		return fmt.Errorf("set manifest %s: %w", name, err)
+	}
+	want, err := json.MarshalIndent(setManifest(archive, n, setID), "", "  ")
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(bytes.TrimSpace(have), want) {
+		return nil
+	}
+	return fmt.Errorf("set manifest %s: %w: it describes another set (a backup of this name with another --shard count or --set-id)", name, storage.ErrExist)
 }
 
 // SetOptions configure OpenSet.
