@@ -110,36 +110,30 @@ func waitLine(t *testing.T, ctx context.Context, lines <-chan string, all *strin
 // says so (not "checkpoints written") and exits 130; a second SIGINT
 // while it tries stops it at once, saying so.
 func TestCLI_InterruptTargetDown(t *testing.T) {
-	t.Run("final checkpoint refused", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-		defer cancel()
-		cmd, all, lines := interruptedCopy(t, ctx, false)
-		for l := range lines {
-			all.WriteString(l + "\n")
-		}
-		_ = cmd.Wait()
-		if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
-			t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, all.String())
-		}
-		if s := all.String(); strings.Contains(s, "checkpoints written") || !strings.Contains(s, "the final checkpoint could not be written") {
-			t.Errorf("stderr should say the final checkpoint was not written:\n%s", s)
-		}
-	})
-	t.Run("servers, final checkpoint refused", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-		defer cancel()
-		cmd, all, lines := interruptedCopy(t, ctx, true)
-		for l := range lines {
-			all.WriteString(l + "\n")
-		}
-		_ = cmd.Wait()
-		if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
-			t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, all.String())
-		}
-		if s := all.String(); strings.Contains(s, "checkpoints written;") || !strings.Contains(s, "the final checkpoints of 1 databases could not be written") {
-			t.Errorf("stderr should say the final checkpoint was not written:\n%s", s)
-		}
-	})
+	for _, c := range []struct {
+		name    string
+		servers bool
+		says    string
+	}{
+		{"final checkpoint refused", false, "the final checkpoint could not be written"},
+		{"servers, final checkpoint refused", true, "the final checkpoints of 1 databases could not be written"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+			defer cancel()
+			cmd, all, lines := interruptedCopy(t, ctx, c.servers)
+			for l := range lines {
+				all.WriteString(l + "\n")
+			}
+			_ = cmd.Wait()
+			if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+				t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, all.String())
+			}
+			if s := all.String(); strings.Contains(s, "checkpoints written;") || !strings.Contains(s, c.says) {
+				t.Errorf("stderr should say the final checkpoint was not written (%q):\n%s", c.says, s)
+			}
+		})
+	}
 	t.Run("second interrupt", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 		defer cancel()
