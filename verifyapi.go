@@ -28,6 +28,12 @@ type VerifyOptions struct {
 	// selection matching nothing is an error unless it is one part of a
 	// larger run (Sharded, or a Shard): then it compares nothing.
 	Selection Selection
+	// WithReplicator, for an archive or a set compared with a server,
+	// also compares the archive's `_replicator`. When false, it is left
+	// out, as a restore leaves it out unless RestoreOptions.WithReplicator
+	// (an Include pattern beginning with "_" that matches it compares it
+	// too), and named in the summary's LeftOut.
+	WithReplicator bool
 	// RunControl paces a comparison of two servers as in CopyOptions
 	// (MaxDBs, Fixed, IdealDuration), and receives its progress (one
 	// database per comparison) and log lines.
@@ -52,6 +58,9 @@ type VerifySummary struct {
 	Interrupted bool               `json:"interrupted,omitempty"`
 	DBs         []VerifyDB         `json:"dbs"`
 	Hosts       []limitstats.Stats `json:"hosts,omitempty"`
+	// LeftOut are the archive's databases not compared by default (see
+	// VerifyOptions.WithReplicator), with the reason.
+	LeftOut []fleet.LeftOut `json:"left_out,omitempty"`
 }
 
 // ErrSeveralDatabases: an archive of several databases compared with a
@@ -81,7 +90,7 @@ func Verify(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*VerifySummar
 		if err := o.Selection.Validate(); err != nil {
 			return nil, err
 		}
-		res, err := verifyArchive(ctx, a, b, o.Compare, archiveFilter(o.Selection))
+		res, err := verifyArchive(ctx, a, b, o.Compare, archiveFilter(o, b))
 		if err != nil || res.Interrupted {
 			return res, err
 		}
@@ -220,8 +229,12 @@ func verifyArchive(ctx context.Context, a, b *Endpoint, o verify.Options, filter
 		return nil, err
 	}
 	defer f.Close()
+	var res VerifySummary
 	var rd *archive.Reader
 	if idx := selectiveIndex(f, filter); idx != nil {
+		for _, d := range idx.Databases {
+			res.leaveOut(d.Summary.Name, filter)
+		}
 		rd, err = archive.NewIndexedReader(f, idx, filter.Match, nil)
 	} else {
 		rd, err = archive.NewReader(f, nil)
@@ -235,7 +248,6 @@ func verifyArchive(ctx context.Context, a, b *Endpoint, o verify.Options, filter
 		// it: compared alone with a database they would differ everywhere.
 		return nil, &OptionError{Err: fmt.Errorf("%s is an incremental archive (it continues archive %s): it holds only the changes since then, so it cannot be compared with a database alone; restore the chain and compare the copy (sofa verify SOURCE COPY), or check its checksums with sofa verify %s", path, h.Since.ArchiveID, path)}
 	}
-	var res VerifySummary
 	for {
 		dbr, err := rd.Next()
 		if err == io.EOF {
@@ -245,6 +257,7 @@ func verifyArchive(ctx context.Context, a, b *Endpoint, o verify.Options, filter
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		if !filter.Match(dbr.Name()) {
+			res.leaveOut(dbr.Name(), filter)
 			continue
 		}
 		name := dbr.Name()
@@ -281,13 +294,14 @@ func VerifySet(ctx context.Context, set *ArchiveSet, b *Endpoint, o VerifyOption
 	o.Compare.DoubleNumbers = o.Compare.DoubleNumbers || isPouch(b)
 	var res VerifySummary
 	for _, m := range set.Members {
-		r, err := verifyArchive(ctx, m, b, o.Compare, archiveFilter(o.Selection))
+		r, err := verifyArchive(ctx, m, b, o.Compare, archiveFilter(o, b))
 		if err != nil {
 			return nil, err
 		}
 		for _, d := range r.DBs {
 			res.add(d)
 		}
+		res.LeftOut = append(res.LeftOut, r.LeftOut...)
 		if r.Interrupted {
 			res.Interrupted = true
 			break
@@ -305,9 +319,26 @@ func VerifySet(ctx context.Context, set *ArchiveSet, b *Endpoint, o VerifyOption
 	return &res, nil
 }
 
+// replicatorLeftOut is why an archive's _replicator is not compared with
+// a server by default.
+const replicatorLeftOut = "a restore leaves it out unless --with-replicator (its documents would start replications on the target); --with-replicator compares it"
+
+// leaveOut notes name in LeftOut when filter's Skip alone leaves it out.
+func (s *VerifySummary) leaveOut(name string, filter fleet.Filter) {
+	loose := fleet.Filter{Include: filter.Include, Exclude: filter.Exclude}
+	if !filter.Match(name) && loose.Match(name) {
+		s.LeftOut = append(s.LeftOut, fleet.LeftOut{Name: name, Reason: replicatorLeftOut})
+	}
+}
+
 // archiveFilter is the part of a selection that applies to an archive's
-// databases: Include and Exclude (an archive holds what its backup
-// selected; no Skip).
-func archiveFilter(s Selection) fleet.Filter {
-	return fleet.Filter{Include: s.Include, Exclude: s.Exclude}
+// databases compared with b: Include and Exclude (an archive holds what
+// its backup selected; no Skip), and _replicator left out when b is a
+// server, unless WithReplicator (as a restore does).
+func archiveFilter(o VerifyOptions, b *Endpoint) fleet.Filter {
+	f := fleet.Filter{Include: o.Selection.Include, Exclude: o.Selection.Exclude}
+	if !o.WithReplicator && b.Kind() == KindServer {
+		f.Skip = []string{"_replicator"}
+	}
+	return f
 }

@@ -233,6 +233,13 @@ func TestRestore_WholeServer50(t *testing.T) {
 	for _, n := range names {
 		arEqual(t, src, n, tgt, n)
 	}
+	// verify of the archive against the restored server leaves
+	// _replicator out as the restore did, and says so.
+	r = arSofa(t, bin, nil, "verify", path, tgt.URL)
+	r.want(t, exitOK)
+	if !strings.Contains(r.stderr, `database "_replicator" not compared`) {
+		t.Errorf("verify after a default restore does not say _replicator was left out:\n%s", r.stderr)
+	}
 	// _users: the user's document, with its history. _design/_auth is the
 	// server's own (CouchDB writes one when it first uses _users), and
 	// never copied.
@@ -259,6 +266,7 @@ func TestRestore_WholeServer50(t *testing.T) {
 		t.Errorf("--with-replicator --include '_*': %d ok, want 2: %+v; left out %+v, want none", s.DBsOK, s.DBs, s.LeftOut)
 	}
 	arEqual(t, src, "_replicator", tgt2, "_replicator")
+	arSofa(t, bin, nil, "verify", path, tgt2.URL, "--with-replicator", "--include", "_*").want(t, exitOK)
 }
 
 // TestRestore_Order records the requests a restore sends to the target:

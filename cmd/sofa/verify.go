@@ -26,6 +26,7 @@ type verifyCmd struct {
 	shard        shardFlag
 	allowPartial bool
 	withUsers    bool
+	withRepl     bool
 	s3           s3Flags
 }
 
@@ -132,6 +133,7 @@ refused unless --allow-partial, which checks the members present and exits
 	fs.StringArrayVar(&vc.exclude, "exclude", nil, "server mode, and ARCHIVE with a URL: skip databases matching this glob (repeatable; wins over --include)")
 	vc.shard.register(fs, "compare")
 	fs.BoolVar(&vc.allowPartial, "allow-partial", false, "check the members of a sharded backup's set that are present when some are missing")
+	fs.BoolVar(&vc.withRepl, "with-replicator", false, "ARCHIVE with a server URL: also compare the archive's _replicator (left out by default, as restore leaves it out)")
 	fs.BoolVar(&vc.withUsers, "with-users", false, "server mode: also compare _users; _replicator and _global_changes are skipped unless named by --include")
 	return cmd
 }
@@ -150,8 +152,9 @@ func (vc *verifyCmd) options(metadataDefault bool, cmd *cobra.Command) sofa.Veri
 	}
 	o.Partitioned = o.Metadata
 	return sofa.VerifyOptions{Compare: o,
-		Selection:  sofa.Selection{Include: vc.include, Exclude: vc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, vc.withUsers), Shard: vc.mustShard()},
-		RunControl: sofa.RunControl{MaxDBs: vc.control.maxDBs, Fixed: vc.control.fixed, IdealDuration: vc.control.idealDuration}}
+		Selection:      sofa.Selection{Include: vc.include, Exclude: vc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, vc.withUsers), Shard: vc.mustShard()},
+		WithReplicator: vc.withRepl,
+		RunControl:     sofa.RunControl{MaxDBs: vc.control.maxDBs, Fixed: vc.control.fixed, IdealDuration: vc.control.idealDuration}}
 }
 
 func (vc *verifyCmd) run(ctx context.Context, cmd *cobra.Command, aURL, bURL string) error {
@@ -200,6 +203,11 @@ func (vc *verifyCmd) print(stdout, stderr io.Writer, res *verifyResult) {
 				fmt.Fprintf(stderr, ": %s", d.Error)
 			}
 			fmt.Fprintln(stderr)
+		}
+	}
+	if !vc.quiet {
+		for _, l := range res.LeftOut {
+			fmt.Fprintf(stderr, "sofa: database %q not compared: %s\n", l.Name, l.Reason)
 		}
 	}
 	if !vc.quiet && res.DBsTotal > 1 {
