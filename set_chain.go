@@ -95,6 +95,7 @@ func memberNames(eps []*Endpoint) string {
 // Nothing selected across the sets is an error (unless
 // Selection.Sharded).
 func PlanRestoreSets(ctx context.Context, c *SetChain, o RestoreOptions) (*RestorePlan, error) {
+	defaultSkip := o.Selection.Skip == nil && !o.WithReplicator
 	o, filter, err := o.check()
 	if err != nil {
 		return nil, err
@@ -115,7 +116,7 @@ func PlanRestoreSets(ctx context.Context, c *SetChain, o RestoreOptions) (*Resto
 	if len(archives) == 0 {
 		return nil, fmt.Errorf("restore: no member of set %s is present", c.Sets[0].Manifest)
 	}
-	p := &RestorePlan{archives: archives, c: &restorer{o: o}, filter: filter, missing: c.Missing}
+	p := &RestorePlan{archives: archives, c: &restorer{o: o}, filter: filter, missing: c.Missing, defaultSkip: defaultSkip}
 	if len(c.Sets) > 1 {
 		var present [][]int
 		for _, ch := range chains {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/archive"
+	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/internal/couchtest"
 	"github.com/sofadb/sofa/storage"
 )
@@ -215,6 +216,14 @@ func TestShardedBackup_Library(t *testing.T) {
 	vs, err := sofa.VerifySet(ctx, set, dst, sofa.VerifyOptions{})
 	if err != nil || !vs.Equal || vs.DBsTotal < len(shardNames) {
 		t.Fatalf("verify of the set against the copy: %+v, %v", vs, err)
+	}
+	// The set's _replicator was left out of the restore, and of its
+	// verify, and both say so.
+	if slices.Contains(listDBs(t, a), "_replicator") {
+		isRepl := func(l fleet.LeftOut) bool { return l.Name == "_replicator" }
+		if !slices.ContainsFunc(rs.LeftOut, isRepl) || !slices.ContainsFunc(vs.LeftOut, isRepl) {
+			t.Errorf("_replicator left out of the set's restore %+v and verify %+v: want it named in both", rs.LeftOut, vs.LeftOut)
+		}
 	}
 	// A selection matching nothing in the set (or in one archive) is an
 	// error, unless Sharded: one part of a larger run may hold nothing.
