@@ -38,7 +38,6 @@ type Stats struct {
 	Requests  int64 `json:"requests"`
 	Overloads int64 `json:"overloads"`
 	Errors    int64 `json:"errors"`
-	Bytes     int64 `json:"bytes"`
 	// Decisions holds the first 64 and the last 192 decisions;
 	// DecisionsDropped counts the ones in between.
 	Decisions        []Decision `json:"decisions"`

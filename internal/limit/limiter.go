@@ -126,7 +126,6 @@ type Limiter struct {
 	requests  atomic.Int64
 	overloads atomic.Int64
 	errors    atomic.Int64
-	bytes     atomic.Int64
 	limitNow  atomic.Int64 // integer limit, for lock-free Limit()
 	minSeen   int          // under mu
 	maxSeen   int          // under mu
@@ -270,7 +269,6 @@ func (t *Token) Done(o Outcome) {
 	now := time.Now()
 	if !o.ignored() {
 		l.requests.Add(1)
-		l.bytes.Add(o.Bytes)
 		if o.IsOverload() {
 			l.overloads.Add(1)
 		} else if o.Err != nil {
@@ -377,7 +375,7 @@ func (l *Limiter) Stats() Stats {
 		Host: l.opts.Name, Fixed: l.opts.Fixed,
 		Limit: l.ctl.cur(), MinLimit: l.minSeen, MaxLimit: l.maxSeen, Max: l.opts.Max,
 		Requests: l.requests.Load(), Overloads: l.overloads.Load(),
-		Errors: l.errors.Load(), Bytes: l.bytes.Load(),
+		Errors:    l.errors.Load(),
 		Decisions: l.log.list(), DecisionsDropped: l.log.dropped,
 		Timeline: l.timeline.spans(time.Now()),
 	}

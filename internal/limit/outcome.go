@@ -25,8 +25,6 @@ type Outcome struct {
 	// response headers so that body size does not look like load. Zero means
 	// the time from Acquire to Done.
 	Latency time.Duration
-	// Bytes is the number of bytes sent and received, for the totals only.
-	Bytes int64
 	// RetryAfter is the server's Retry-After delay (see RetryAfter). When
 	// positive, new requests to this host wait that long, capped by
 	// Options.MaxPause.
