@@ -47,6 +47,11 @@ func TestFlagCheck_Negative(t *testing.T) {
 		{"changes-page", "-2", []string{"replicate", "backup"}},
 		{"stream-threshold", "-2", []string{"replicate"}},
 		{"workers", "-1", []string{"replicate", "backup", "restore"}},
+		{"progress-interval", "-1s", []string{"replicate", "backup", "restore"}},
+		{"max-rps", "1e-300", []string{"replicate", "backup", "restore"}},
+		{"latency-tolerance", "NaN", []string{"replicate", "backup", "restore"}},
+		{"latency-tolerance", "+Inf", []string{"replicate"}},
+		{"latency-tolerance", "0.5", []string{"replicate"}},
 	}
 	for _, c := range cases {
 		for _, verb := range c.verbs {
@@ -78,10 +83,16 @@ func TestFlagCheck_ZeroAndMinusOneAccepted(t *testing.T) {
 	url := fmt.Sprintf("http://127.0.0.1:%d", closedPort(t))
 	args := []string{"replicate", url + "/a", url + "/b", "--retry-time", "1ms", "--request-timeout", "0s",
 		"--max-rps", "0", "--q", "0", "--max-conns", "0", "--max-requests", "0", "--max-dbs", "0",
-		"--ideal-duration", "0s", "--max-429-wait", "0s", "--changes-page", "-1", "--stream-threshold", "-1"}
+		"--ideal-duration", "0s", "--max-429-wait", "0s", "--changes-page", "-1", "--stream-threshold", "-1",
+		"--progress-interval", "0s", "--latency-tolerance", "-1"}
 	r := cliRun(t, bin, args...)
 	if r.code != exitFatal {
 		t.Fatalf("exit %d, want %d (connection refused)\n%s", r.code, exitFatal, r.stderr)
+	}
+	for _, extra := range [][]string{{"--latency-tolerance", "0", "--max-rps", "0.01"}, {"--latency-tolerance", "1"}} {
+		if r := cliRun(t, bin, append(args[:len(args):len(args)], extra...)...); r.code != exitFatal {
+			t.Errorf("%v: exit %d, want %d (connection refused)\n%s", extra, r.code, exitFatal, r.stderr)
+		}
 	}
 	if r.took > time.Minute {
 		t.Errorf("took %s", r.took)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/replicate"
 )
@@ -33,7 +35,7 @@ func (f *engineFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.fetchBatch, "fetch-batch", replicate.DefaultFetchBatch, "most revisions per _bulk_get request")
 	fs.IntVar(&f.writeDocs, "write-batch-docs", replicate.DefaultWriteBatchDocs, "flush the write buffer at this many revisions")
 	fs.Int64Var(&f.writeBytes, "write-batch-bytes", replicate.DefaultWriteBatchBytes, "flush the write buffer at this many bytes")
-	fs.Int64Var(&f.maxInflight, "max-inflight-bytes", replicate.DefaultMaxInflightBytes, "bytes of documents and attachments held in memory at once, shared by all databases in flight (default 256 MiB)")
+	fs.Int64Var(&f.maxInflight, "max-inflight-bytes", replicate.DefaultMaxInflightBytes, "bytes of documents and attachments held in memory at once, shared by all databases in flight (the default is 256 MiB; 0 selects it)")
 	fs.DurationVar(&f.checkpointEvery, "checkpoint-interval", replicate.DefaultCheckpointInterval, "time between checkpoints while running")
 	fs.Int64Var(&f.streamThreshold, "stream-threshold", replicate.DefaultStreamThreshold, "attachments of at least this many bytes are piped from source to target, never held in memory (0: the default; -1: never)")
 	fs.BoolVar(&f.noCheckpoints, "no-checkpoints", false, "neither read nor write _local checkpoints (always start from the beginning)")
@@ -206,6 +208,27 @@ var numericFlags = []struct {
 	{"n", 0, "0: the target's default"},
 	{"transfers", 0, "0 selects the default"},
 	{"part-size", 0, "0 selects the default; below 5 MiB: 5 MiB"},
+	{"progress-interval", 0, "0 selects the default"},
+}
+
+// checkRates refuses a --max-rps that would stall every request (a
+// positive cap below minRPS: 1e-300 waited for ever) and a
+// --latency-tolerance that is not a number, infinite, or a factor below
+// 1 (every request would count as overload).
+func checkRates(fs *pflag.FlagSet) error {
+	const minRPS = 0.01
+	if fl := fs.Lookup("max-rps"); fl != nil {
+		if v, err := strconv.ParseFloat(fl.Value.String(), 64); err == nil && v > 0 && v < minRPS {
+			return usageErr("--max-rps %s is below %g requests per second (0: no cap)", fl.Value.String(), minRPS)
+		}
+	}
+	if fl := fs.Lookup("latency-tolerance"); fl != nil {
+		v, err := strconv.ParseFloat(fl.Value.String(), 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v > 0 && v < 1 {
+			return usageErr("--latency-tolerance %s: want a factor of at least 1 (0: the default, %g; negative: only 429, 503 and timeouts lower the limit)", fl.Value.String(), sofa.DefaultLatencyTolerance)
+		}
+	}
+	return nil
 }
 
 // checkFlagValues refuses values of numericFlags below their least value
@@ -244,6 +267,9 @@ func checkFlagValues(fs *pflag.FlagSet) error {
 			}
 			return usageErr("--%s %s (%s)", nf.name, what, nf.zero)
 		}
+	}
+	if err := checkRates(fs); err != nil {
+		return err
 	}
 	return checkClientFlags(fs)
 }
