@@ -221,7 +221,7 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 	job := j.fleetJob()
 	sum, runErr := fleet.Run(ctx, dbs, func(ctx context.Context, name string, p DBProgress) (fleet.DBResult, error) {
 		m := o.Metrics.DB(name)
-		m.BeginRun()
+		m.BeginRun(false)
 		r, err := job(ctx, name, p)
 		if errors.Is(err, replicate.ErrSourceRecreated) {
 			r, err = s.startOver(ctx, name, err, func() (fleet.DBResult, error) { return job(ctx, name, p) })

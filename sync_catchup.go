@@ -36,7 +36,7 @@ func (s *syncer) wakeJob(ctx context.Context, name string, p DBProgress) (fleet.
 	d.gone = false
 	s.mu.Unlock()
 	m := s.o.Metrics.DB(name)
-	m.BeginRun()
+	m.BeginRun(true)
 	var (
 		r   fleet.DBResult
 		res *replicate.Result

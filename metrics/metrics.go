@@ -189,6 +189,7 @@ type DB struct {
 	// under s.mu
 	st     DBStatus
 	behind bool
+	only   bool // the one database of a continuous copy (OneDB)
 	// what the Observer reported during the current run (see EndRun)
 	runChanges, runWritten, runFailures int64
 }
@@ -255,14 +256,31 @@ func (d *DB) Reconnected(err error) {
 	d.s.mu.Unlock()
 }
 
-// CaughtUp implements replicate.Observer.
+// CaughtUp implements replicate.Observer. The database of OneDB also
+// ends the run's initial catch-up the first time it catches up.
 func (d *DB) CaughtUp(caughtUp bool) {
 	if caughtUp {
 		d.s.pending.WithLabelValues(d.name).Set(0)
 		d.s.mu.Lock()
 		d.st.Pending = 0
+		if d.only {
+			d.s.run.InitialCatchUpDone = true
+		}
 		d.s.mu.Unlock()
 	}
+}
+
+// OneDB returns the Observer of a continuous copy of the one database
+// name (DB, running): its first catch-up is the run's initial catch-up
+// (/status's initial_catch_up_done), which a copy of many databases
+// reports with SetCaughtUp.
+func (s *Set) OneDB(name string) *DB {
+	d := s.DB(name)
+	s.mu.Lock()
+	d.only = true
+	d.st.State = StateRunning
+	s.mu.Unlock()
+	return d
 }
 
 // SetState records the database's state (one of the State constants).
@@ -272,10 +290,14 @@ func (d *DB) SetState(state string) {
 	d.s.mu.Unlock()
 }
 
-// BeginRun records the start of a catch-up copy and forgets what the
-// Observer reported during the previous one.
-func (d *DB) BeginRun() {
-	d.s.wakes.Inc()
+// BeginRun records the start of a copy of the database and forgets what
+// the Observer reported during the previous one; changed says it is a
+// catch-up started because the database changed (sofa_catchups_total),
+// not the run's initial copy.
+func (d *DB) BeginRun(changed bool) {
+	if changed {
+		d.s.wakes.Inc()
+	}
 	d.s.mu.Lock()
 	d.st.State = StateRunning
 	d.runChanges, d.runWritten, d.runFailures = 0, 0, 0

@@ -48,7 +48,7 @@ func gathered(t *testing.T, s *Set, name, db string) float64 {
 func TestDB_CountsOnce(t *testing.T) {
 	s := New()
 	d := s.DB("a")
-	d.BeginRun()
+	d.BeginRun(true)
 	d.ChangesSeen(4, 2)
 	d.BatchWritten(3, 1, 40*time.Millisecond)
 	d.Checkpointed("7-g1AAA")
@@ -60,7 +60,7 @@ func TestDB_CountsOnce(t *testing.T) {
 		}
 	}
 	// An engine that tells the Observer nothing: EndRun counts it all.
-	d.BeginRun()
+	d.BeginRun(true)
 	d.EndRun(2, 2, 0, "9", time.Time{}, nil)
 	if got := gathered(t, s, "sofa_docs_written_total", ""); got != 5 {
 		t.Errorf("total written %v, want 5", got)
@@ -71,7 +71,7 @@ func TestDB_CountsOnce(t *testing.T) {
 	if got := gathered(t, s, "sofa_lag_seconds", ""); got != 1 {
 		t.Errorf("lag samples %v, want 1", got)
 	}
-	d.BeginRun()
+	d.BeginRun(true)
 	d.EndRun(0, 0, 0, "", time.Now(), errors.New("target down"))
 	st := s.Status().DBs["a"]
 	if st.State != StateFailed || st.LastError != "target down" || st.LastCheckpoint != "9" || st.Runs != 3 {
@@ -97,5 +97,42 @@ func TestSeqNumber(t *testing.T) {
 		if _, ok := SeqNumber(seq); ok {
 			t.Errorf("SeqNumber(%q) ok", seq)
 		}
+	}
+}
+
+// TestCatchUps: a run's initial copy of a database is no catch-up
+// (sofa_catchups_total counts copies started because a database
+// changed), and the one database of a continuous copy (OneDB) ends the
+// run's initial catch-up when it first catches up; a database of many
+// does not (SetCaughtUp does, once all did).
+func TestCatchUps(t *testing.T) {
+	s := New()
+	d := s.DB("a")
+	d.BeginRun(false)
+	d.EndRun(1, 1, 0, "1", time.Time{}, nil)
+	if got := gathered(t, s, "sofa_catchups_total", ""); got != 0 {
+		t.Errorf("catch-ups after the initial copy: %v, want 0", got)
+	}
+	d.BeginRun(true)
+	d.EndRun(1, 1, 0, "2", time.Now(), nil)
+	if got := gathered(t, s, "sofa_catchups_total", ""); got != 1 {
+		t.Errorf("catch-ups after a change: %v, want 1", got)
+	}
+	d.CaughtUp(true)
+	if s.Status().InitialCatchUpDone {
+		t.Error("a database of many caught up: the run's initial catch-up said done")
+	}
+	one := New()
+	o := one.OneDB("b")
+	if st := one.Status(); st.InitialCatchUpDone || st.DBs["b"].State != StateRunning {
+		t.Errorf("before catching up: %+v", st)
+	}
+	o.CaughtUp(false)
+	if one.Status().InitialCatchUpDone {
+		t.Error("not caught up, but the initial catch-up said done")
+	}
+	o.CaughtUp(true)
+	if !one.Status().InitialCatchUpDone {
+		t.Error("the one database caught up: /status does not say the initial catch-up is done")
 	}
 }

@@ -133,9 +133,7 @@ func (rc *replicateCmd) serveDBMetrics(ctx context.Context, name string) (replic
 	if !rc.quiet {
 		fmt.Fprintf(os.Stderr, "sofa: metrics on http://%s/metrics, status on http://%s/status\n", addr, addr)
 	}
-	db := m.DB(name)
-	db.SetState(metrics.StateRunning)
-	return db, nil
+	return m.OneDB(name), nil
 }
 
 // eventNames prints the databases of a list of events once each, in the

@@ -74,6 +74,22 @@ func TestCLI_ContinuousOneDatabase(t *testing.T) {
 		}
 	}
 	waitLine("src: caught up")
+	// /status says the initial catch-up is done.
+	if metricsAddr == "" {
+		t.Fatalf("sofa did not say where its metrics are:\n%s", all.String())
+	}
+	var st struct {
+		Done bool `json:"initial_catch_up_done"`
+	}
+	if resp, err := http.Get("http://" + metricsAddr + "/status"); err != nil {
+		t.Fatal(err)
+	} else {
+		err := json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil || !st.Done {
+			t.Errorf("/status after caught up: initial_catch_up_done %v (%v), want true", st.Done, err)
+		}
+	}
 	var docs []json.RawMessage
 	for i := range 30 {
 		docs = append(docs, json.RawMessage(fmt.Sprintf(`{"_id":"live%02d"}`, i)))
