@@ -344,6 +344,22 @@ func TestEdge_MemberTargetSameRevsLimit(t *testing.T) {
 	if res.Stats.DocsWritten != 5 {
 		t.Errorf("docs_written=%d, want 5", res.Stats.DocsWritten)
 	}
+	// A refused _security PUT is no loss either when the target already
+	// holds the source's _security: no warning at all, exit 0.
+	if err := src.Client().PutSecurity(t.Context(), "app", couchtest.Security{Members: couchtest.Group{Names: []string{"bob"}, Roles: []string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Client().PutDoc(t.Context(), "app", "more", map[string]any{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	r = arSofa(t, bin, nil, "replicate", src.DBURL("app"), tgt.UserURL("bob", "pw")+"/app", "--copy-security", "--json")
+	res = resultDoc{}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("output is not JSON (%v):\n%s\n%s", err, r.stdout, r.stderr)
+	}
+	if r.code != exitOK || len(res.Warnings) > 0 || res.Stats.DocsWritten != 1 {
+		t.Errorf("the target's _security already the source's: exit %d, warnings %q, docs_written %d; want 0, none, 1", r.code, res.Warnings, res.Stats.DocsWritten)
+	}
 }
 
 // The same attachment bytes get different digests on CouchDB (md5 of the
