@@ -100,6 +100,7 @@ type dbCopy struct {
 	sinfo  replicate.DBInfo // the source's, read before the copy
 	target preparedTarget
 	r      *fleet.DBResult
+	p      DBProgress   // the run's progress of this database
 	warn   func(string) // the engine's warnings
 	// sess is the replication of the first copy, kept open (pairJob.keep).
 	sess *replicate.Session
@@ -131,7 +132,7 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 		return r, err
 	}
 	defer release()
-	c := &dbCopy{task: t, r: &r}
+	c := &dbCopy{task: t, r: &r, p: p}
 	if c.sinfo, err = j.sourceInfo(ctx, src); err != nil {
 		return r, fmt.Errorf("source: %w", err)
 	}

@@ -92,10 +92,13 @@ func (h restoreHooks) pair(ctx context.Context, c *dbCopy, src replicate.Source,
 	end := func(ctx context.Context) error {
 		r := c.r
 		fails, err := target.Finish(ctx)
-		if len(fails) > 0 {
+		if n := int64(len(fails)); n > 0 {
+			// The engine counted the held design revisions as written.
 			r.Failures = append(r.Failures, fails...)
-			r.DocWriteFailures += int64(len(fails))
-			r.DocsWritten -= int64(len(fails))
+			r.DocWriteFailures += n
+			r.DocsWritten -= n
+			c.p.AddDocsWritten(-n)
+			c.p.AddDocWriteFailures(n)
 		}
 		if err != nil {
 			return err
