@@ -207,7 +207,7 @@ func (d *DB) putMultipart(ctx context.Context, doc *replicate.Doc) (*replicate.D
 // dropping encoding and digest (which describe the stored bytes).
 func decodeGzipAtts(doc *replicate.Doc) error {
 	for _, a := range doc.Atts {
-		if a.Encoding != "gzip" || a.Data == nil {
+		if a.Encoding != "gzip" || a.Data == nil || a.Stub {
 			continue
 		}
 		zr, err := gzip.NewReader(bytes.NewReader(a.Data))

@@ -99,6 +99,12 @@ type readBytes struct {
 func (r *run) readAttachments(ctx context.Context, d *Doc, g int, held map[string]*Attachment, w *writeBuf, read map[attKey]readBytes) (readable bool, err error) {
 	for _, a := range d.Atts {
 		if a.Data != nil {
+			// delivered with the revision: kept for a missing_stub
+			// rewrite, sent as a stub when the target holds it
+			a.Stub = a.RevPos > 0 && a.RevPos <= g
+			if a.Stub {
+				r.c.attsSkip.Add(1)
+			}
 			continue
 		}
 		if a.RevPos > 0 && a.RevPos <= g || a.RevPos <= 0 && sameStored(a, held[a.Name]) {
@@ -267,7 +273,11 @@ func (r *run) targetGenerations(ctx context.Context, docs []*Doc, ancestors map[
 		// introduced
 		lowest := 0
 		for _, a := range d.Atts {
-			if a.Data != nil || a.RevPos <= 0 || a.RevPos >= d.Revisions.Start {
+			// Bytes the source delivered with the revision (an archive)
+			// still become a stub where the target's _revs_diff names
+			// the ancestor (CouchDB: no request more); elsewhere they
+			// travel rather than cost a request.
+			if a.Data != nil && !r.ancestorsReported() || a.RevPos <= 0 || a.RevPos >= d.Revisions.Start {
 				continue
 			}
 			if lowest == 0 || a.RevPos < lowest {

@@ -150,3 +150,10 @@ func cloneDoc(doc *Doc) *Doc {
 	}
 	return &c
 }
+
+// ReportsPossibleAncestors is the wrapped target's (see
+// ancestorsReported): a wrapper hides no stub the target could take.
+func (d *DesignLast) ReportsPossibleAncestors() bool {
+	t, ok := d.Target.(interface{ ReportsPossibleAncestors() bool })
+	return ok && t.ReportsPossibleAncestors()
+}

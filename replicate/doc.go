@@ -66,6 +66,29 @@ func (d *Doc) Size() int64 {
 	return n
 }
 
+// sentSize is what writing the revision sends of it: Size without the
+// bytes of attachments sent as stubs (held for a missing_stub rewrite).
+func (d *Doc) sentSize() int64 {
+	n := d.Size()
+	for _, a := range d.Atts {
+		if a.Stub {
+			n -= int64(len(a.Data))
+		}
+	}
+	return n
+}
+
+// inheritsBytes: d carries the bytes of an attachment an ancestor
+// introduced (revpos above 0, below its generation).
+func inheritsBytes(d *Doc) bool {
+	for _, a := range d.Atts {
+		if a.Data != nil && a.RevPos > 0 && a.RevPos < d.Revisions.Start {
+			return true
+		}
+	}
+	return false
+}
+
 // NeedsAttachments reports whether an attachment is neither a stub, nor
 // piped, nor read yet. A zero-length attachment needs reading too: its
 // bytes (none, or a gzip frame on CouchDB) must travel, since a stub names

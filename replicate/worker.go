@@ -129,6 +129,7 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 	// read are resolved like fetched ones.
 	covered := map[string]bool{}
 	var needAtts []*Doc
+	var attsSince []RevRequest
 	for _, c := range b.changes {
 		m, ok := missing[c.ID]
 		if !ok {
@@ -144,9 +145,14 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 			if err := w.reserve(ctx, d.Size(), true); err != nil {
 				return err
 			}
-			if d.NeedsAttachments() {
+			// Attachment bytes delivered with the revision that an
+			// ancestor the target holds introduced go as stubs.
+			if d.NeedsAttachments() || len(m.PossibleAncestors) > 0 && r.ancestorsReported() && inheritsBytes(d) {
 				w.pending += d.Size()
 				needAtts = append(needAtts, d)
+				if len(m.PossibleAncestors) > 0 {
+					attsSince = append(attsSince, RevRequest{ID: d.ID, Rev: d.Rev, AttsSince: m.PossibleAncestors})
+				}
 				continue
 			}
 			if err := w.add(ctx, d); err != nil {
@@ -155,7 +161,7 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 		}
 	}
 	if len(needAtts) > 0 {
-		if err := r.resolveAttachments(ctx, needAtts, nil, w); err != nil {
+		if err := r.resolveAttachments(ctx, needAtts, attsSince, w); err != nil {
 			return err
 		}
 	}
@@ -402,7 +408,7 @@ func (r *run) write(ctx context.Context, docs []*Doc) error {
 					return err
 				}
 				r.wrote(ctx, 1)
-				r.c.bytes.Add(docs[0].Size())
+				r.c.bytes.Add(docs[0].sentSize())
 				return nil
 			}
 			r.fail(ctx, rejected(docs[0], err))
@@ -437,7 +443,7 @@ func (r *run) write(ctx context.Context, docs []*Doc) error {
 	for _, d := range docs {
 		if !failed[d.ID+"\x00"+d.Rev] {
 			r.wrote(ctx, 1)
-			r.c.bytes.Add(d.Size())
+			r.c.bytes.Add(d.sentSize())
 		}
 	}
 	return nil
@@ -448,8 +454,8 @@ func (r *run) write(ctx context.Context, docs []*Doc) error {
 // ok says the revision was written; when not, its failure is recorded.
 func (r *run) rewriteWithData(ctx context.Context, d *Doc) (ok bool, err error) {
 	for _, a := range d.Atts {
+		a.Stub = false
 		if a.Data == nil {
-			a.Stub = false
 			if err := r.src.Attachment(ctx, d.ID, d.Rev, a); err != nil {
 				if !errors.Is(err, ErrUnreadable) {
 					return false, fmt.Errorf("source: %w", err)
