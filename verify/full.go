@@ -123,7 +123,9 @@ func compareDoc(ctx context.Context, a, b replicate.Source, da, db *replicate.Do
 // historyDiff compares two `_revisions`: the same start and ids. A
 // shorter history is accepted only as a stemmed one: a prefix of the
 // other, exactly as long as its own database's _revs_limit (limA, limB; 0
-// when unknown) allows. "" means equal.
+// when unknown) allows, when that limit is not below the other side's
+// (a copy into a database of a lower _revs_limit lost history the source
+// keeps). "" means equal.
 func historyDiff(a, b replicate.Revisions, limA, limB int) string {
 	if a.Start != b.Start {
 		return fmt.Sprintf("_revisions.start a %d, b %d", a.Start, b.Start)
@@ -134,11 +136,28 @@ func historyDiff(a, b replicate.Revisions, limA, limB int) string {
 			return fmt.Sprintf("ancestor at generation %d: a %s, b %s", a.Start-i, a.IDs[i], b.IDs[i])
 		}
 	}
+	var why string
 	switch {
-	case len(a.IDs) < len(b.IDs) && !(limA > 0 && len(a.IDs) == limA):
-		return fmt.Sprintf("history a %d revisions, b %d (a's _revs_limit does not explain it)", len(a.IDs), len(b.IDs))
-	case len(b.IDs) < len(a.IDs) && !(limB > 0 && len(b.IDs) == limB):
-		return fmt.Sprintf("history a %d revisions, b %d (b's _revs_limit does not explain it)", len(a.IDs), len(b.IDs))
+	case len(a.IDs) < len(b.IDs):
+		why = stemmedWhy("a", "b", len(a.IDs), limA, limB)
+	case len(b.IDs) < len(a.IDs):
+		why = stemmedWhy("b", "a", len(b.IDs), limB, limA)
+	}
+	if why != "" {
+		return fmt.Sprintf("history a %d revisions, b %d (%s)", len(a.IDs), len(b.IDs), why)
+	}
+	return ""
+}
+
+// stemmedWhy says why the shorter history (n revisions) of side short
+// is a difference, "" when its own _revs_limit lim, not below the other
+// side's, explains it.
+func stemmedWhy(short, other string, n, lim, otherLim int) string {
+	switch {
+	case lim <= 0 || n != lim:
+		return short + "'s _revs_limit does not explain it"
+	case otherLim > lim:
+		return fmt.Sprintf("%s's _revs_limit %d is below %s's %d: history lost", short, lim, other, otherLim)
 	}
 	return ""
 }
