@@ -83,6 +83,19 @@ func (c *restorer) checkSelection(ctx context.Context, archives []*Endpoint, fil
 			return nil, nil, optionErr("--rename %s=...: the archive holds no database %q", old, old)
 		}
 	}
+	if oneDB && len(selected) == 0 {
+		if len(filter.Include)+len(filter.Exclude) > 0 {
+			var sel []string
+			for _, p := range filter.Include {
+				sel = append(sel, "--include "+p)
+			}
+			for _, p := range filter.Exclude {
+				sel = append(sel, "--exclude "+p)
+			}
+			return nil, nil, optionErr("no database of the archive matches %s: the archive holds %s", strings.Join(sel, " "), namesOf(all))
+		}
+		return nil, nil, optionErr("the archive holds no database to restore (it holds %s)", namesOf(all))
+	}
 	if oneDB && len(selected) != 1 {
 		return nil, nil, optionErr("the target is a database URL but %d databases of the archive are selected: restore into a server URL, or select one with --include", len(selected))
 	}
@@ -228,4 +241,16 @@ func selectiveIndex(f storage.Reader, filter fleet.Filter) *archive.TOC {
 		}
 	}
 	return nil
+}
+
+// namesOf lists up to five database names of an archive, for a message.
+func namesOf(all map[string]bool) string {
+	names := slices.Sorted(maps.Keys(all))
+	switch {
+	case len(names) == 0:
+		return "none"
+	case len(names) > 5:
+		return fmt.Sprintf("%s and %d more", strings.Join(names[:5], ", "), len(names)-5)
+	}
+	return strings.Join(names, ", ")
 }

@@ -257,7 +257,9 @@ type securityReader interface {
 }
 
 // openSecurity says a `_security` object names nobody (CouchDB's default
-// for a new database: {} or empty admins and members).
+// for a new database: {} or empty admins and members), or only server
+// admins (CouchDB 3's admin_only default: the role _admin), who keep
+// their access whatever a restore writes.
 func openSecurity(b []byte) bool {
 	var s struct {
 		Admins, Members struct{ Names, Roles []string }
@@ -265,7 +267,12 @@ func openSecurity(b []byte) bool {
 	if json.Unmarshal(b, &s) != nil {
 		return false
 	}
-	return len(s.Admins.Names)+len(s.Admins.Roles)+len(s.Members.Names)+len(s.Members.Roles) == 0
+	for _, r := range append(s.Admins.Roles, s.Members.Roles...) {
+		if r != "_admin" {
+			return false
+		}
+	}
+	return len(s.Admins.Names)+len(s.Members.Names) == 0
 }
 
 // compactSecurity is a `_security` object on one line.

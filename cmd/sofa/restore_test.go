@@ -531,6 +531,13 @@ func TestRestore_SelectAndRename(t *testing.T) {
 	if r.code == exitOK {
 		t.Fatal("restore of no database succeeded")
 	}
+	// ... and into a database URL: said as such, with what the archive
+	// holds
+	r = arSofa(t, bin, nil, "restore", path, tgt.DBURL("none"), "-q", "--include", "nothing")
+	r.want(t, exitUsage)
+	if !strings.Contains(r.stderr, "no database of the archive matches --include nothing") || !strings.Contains(r.stderr, "app-a, app-b, log") {
+		t.Errorf("restore into a database URL, nothing selected: %q", r.stderr)
+	}
 	// bad --rename
 	arSofa(t, bin, nil, "restore", path, tgt.URL, "--rename", "nonsense").want(t, exitUsage)
 }
