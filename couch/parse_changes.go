@@ -103,6 +103,7 @@ func (p *feedParser) normal() (ChangesEnd, error) {
 		return end, err
 	}
 	var couchErr *Error
+	sawLastSeq := false
 	for dec.PeekKind() != '}' {
 		kt, err := dec.ReadToken()
 		if err != nil {
@@ -114,6 +115,7 @@ func (p *feedParser) normal() (ChangesEnd, error) {
 				return end, err
 			}
 		case "last_seq":
+			sawLastSeq = true
 			if end.LastSeq, err = readRaw(dec); err != nil {
 				return end, err
 			}
@@ -146,6 +148,12 @@ func (p *feedParser) normal() (ChangesEnd, error) {
 	}
 	if couchErr != nil && couchErr.Name != "" {
 		return end, couchErr
+	}
+	if !sawLastSeq {
+		// Every server ends a feed with last_seq: a body closed without
+		// it was cut (a proxy, a server stopped mid-answer) and read as
+		// the feed's end would lose the rows after it.
+		return end, fmt.Errorf("answer without last_seq: %w", io.ErrUnexpectedEOF)
 	}
 	return end, nil
 }

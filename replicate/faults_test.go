@@ -156,19 +156,25 @@ func TestFaults_ChangesFirst500(t *testing.T) {
 
 // C2: the changes feed is cut three times without last_seq; the reader
 // resumes from the last row it processed (no row is read twice).
+// With closeJSON the cut answer is well-formed JSON without last_seq,
+// ended cleanly: still a cut, not the feed's end.
 func TestFaults_ChangesCut(t *testing.T) {
-	e := newFaultEnv(t, faultOpts)
-	const n = 2000 // at full size 20,000 cut after 5,000 (scaled down)
-	loadDocs(t, e.srv, e.src, n, 50)
-	e.rules(t, faultproxy.Rule{Name: "cut", Method: "GET", Path: path(e.src, "/_changes$"), Fault: faultproxy.CutChanges, CutRows: 500, Times: 3})
-	res := e.run(t, replicate.Options{BatchSize: 100})
-	if got := e.px.Rule("cut").Fired; got != 3 {
-		t.Fatalf("cut fired %d times, want 3", got)
+	for _, closeJSON := range []bool{false, true} {
+		t.Run(fmt.Sprintf("closeJSON=%v", closeJSON), func(t *testing.T) {
+			e := newFaultEnv(t, faultOpts)
+			const n = 2000 // at full size 20,000 cut after 5,000 (scaled down)
+			loadDocs(t, e.srv, e.src, n, 50)
+			e.rules(t, faultproxy.Rule{Name: "cut", Method: "GET", Path: path(e.src, "/_changes$"), Fault: faultproxy.CutChanges, CutRows: 500, Times: 3, CloseJSON: closeJSON})
+			res := e.run(t, replicate.Options{BatchSize: 100})
+			if got := e.px.Rule("cut").Fired; got != 3 {
+				t.Fatalf("cut fired %d times, want 3", got)
+			}
+			if res.Stats.ChangesRead != n || res.Stats.DocsWritten != n {
+				t.Errorf("changes_read=%d docs_written=%d, want %d each (resume from the last row)", res.Stats.ChangesRead, res.Stats.DocsWritten, n)
+			}
+			couchtest.AssertEqual(t, e.srv.DBURL(e.src), e.srv.DBURL(e.tgt), pouch)
+		})
 	}
-	if res.Stats.ChangesRead != n || res.Stats.DocsWritten != n {
-		t.Errorf("changes_read=%d docs_written=%d, want %d each (resume from the last row)", res.Stats.ChangesRead, res.Stats.DocsWritten, n)
-	}
-	couchtest.AssertEqual(t, e.srv.DBURL(e.src), e.srv.DBURL(e.tgt), pouch)
 }
 
 // C2: a feed that always breaks before its first row makes the run fail

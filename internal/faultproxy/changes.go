@@ -38,6 +38,10 @@ func (p *Proxy) cutChanges(w http.ResponseWriter, r *http.Request, body []byte, 
 	w.Header().Del("Etag")
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(data[:cut])
+	if rule.CloseJSON && rule.CutRows > 0 {
+		_, _ = w.Write([]byte("]}\n"))
+		return
+	}
 	_, _ = w.Write([]byte("\n"))
 	_ = http.NewResponseController(w).Flush()
 	panic(http.ErrAbortHandler) // closes the connection mid-answer

@@ -133,6 +133,11 @@ type Rule struct {
 	// for CutChanges CutRows wins when both are set.
 	CutRows  int
 	CutBytes int64
+	// CloseJSON makes CutChanges end a cut normal feed as well-formed
+	// JSON (`]}` after the rows kept, still without last_seq) and the
+	// body cleanly, as a proxy that rewrites answers might: the client
+	// sees a complete answer that lacks last_seq.
+	CloseJSON bool
 	// DocIDs and Reason configure RejectDocs; Reason defaults to
 	// "rejected by faultproxy".
 	DocIDs []string
