@@ -645,3 +645,46 @@ func TestFaults_E1_DatabaseNames(t *testing.T) {
 		}
 	}
 }
+
+// A `_bulk_get` answer that leaves documents out: asked again once, they
+// are copied; left out again, they are reported not_returned, the run is
+// incomplete and the checkpoint does not pass them (a rerun without the
+// fault copies them).
+func TestFaults_BulkGetLeavesDocsOut(t *testing.T) {
+	e := newFaultEnv(t, faultOpts)
+	const n = 300
+	loadDocs2(t, e.srv, e.src, n, 50)
+	e.rules(t, faultproxy.Rule{Name: "drop", Method: "POST", Path: path(e.src, "/_bulk_get$"), Fault: faultproxy.DropResults, CutRows: 3, Times: 1})
+	res := e.run(t, replicate.Options{BatchSize: 100})
+	if e.px.Rule("drop").Fired != 1 {
+		t.Fatalf("drop fired %d times, want 1", e.px.Rule("drop").Fired)
+	}
+	if res.Stats.DocsWritten != n || len(res.Failures) != 0 {
+		t.Errorf("docs_written=%d failures=%+v, want %d and none (asked again)", res.Stats.DocsWritten, res.Failures, n)
+	}
+	couchtest.AssertEqual(t, e.srv.DBURL(e.src), e.srv.DBURL(e.tgt), pouch)
+
+	// Always left out: reported, and the next run copies them.
+	e2 := newFaultEnv(t, faultOpts)
+	loadDocs2(t, e2.srv, e2.src, n, 50)
+	e2.rules(t, faultproxy.Rule{Name: "drop", Method: "POST", Path: path(e2.src, "/_bulk_get$"), Fault: faultproxy.DropResults, CutRows: 2})
+	res, err := replicate.Run(context.Background(), e2.sdb, e2.tdb, replicate.Options{BatchSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notReturned := 0
+	for _, f := range res.Failures {
+		if f.Error == "not_returned" {
+			notReturned++
+		}
+	}
+	if notReturned == 0 || res.Stats.DocsWritten+int64(notReturned) != n {
+		t.Fatalf("docs_written=%d, %d not_returned (failures %+v): want every document written or reported", res.Stats.DocsWritten, notReturned, res.Failures)
+	}
+	e2.rules(t)
+	res = e2.run(t, replicate.Options{BatchSize: 100})
+	if res.Stats.DocsWritten < int64(notReturned) || len(res.Failures) != 0 {
+		t.Errorf("rerun: docs_written=%d failures=%+v, want the %d left out copied", res.Stats.DocsWritten, res.Failures, notReturned)
+	}
+	couchtest.AssertEqual(t, e2.srv.DBURL(e2.src), e2.srv.DBURL(e2.tgt), pouch)
+}

@@ -188,7 +188,7 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 		if err := r.pace(ctx, func() error { return w.flush(ctx) }); err != nil {
 			return err
 		}
-		docs, errs, err := r.src.FetchRevs(ctx, chunk)
+		docs, errs, err := r.fetchAll(ctx, chunk)
 		if err != nil {
 			return fmt.Errorf("source: %w", err)
 		}
@@ -211,6 +211,58 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 		}
 	}
 	return w.finish(ctx)
+}
+
+// fetchAll reads reqs from the source and holds it to answering every
+// document asked for, with a revision or an error: a document its answer
+// leaves out (a proxy that dropped part of a `_bulk_get` answer) is asked
+// again once, then reported as not copied (not_returned), never passed
+// over by a checkpoint.
+func (r *run) fetchAll(ctx context.Context, reqs []RevRequest) ([]*Doc, []DocError, error) {
+	docs, errs, err := r.src.FetchRevs(ctx, reqs)
+	if err != nil {
+		return nil, nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		left := unanswered(reqs, docs, errs)
+		if len(left) == 0 {
+			return docs, errs, nil
+		}
+		if attempt > 0 {
+			for _, q := range left {
+				errs = append(errs, DocError{ID: q.ID, Rev: q.Rev, Error: "not_returned", Reason: "the source's answer left this document out, twice"})
+			}
+			return docs, errs, nil
+		}
+		r.debug("the source's answer left out %d of %d documents asked for (first %q): asking again", len(left), len(reqs), left[0].ID)
+		more, moreErrs, err := r.src.FetchRevs(ctx, left)
+		if err != nil {
+			return nil, nil, err
+		}
+		docs, errs = append(docs, more...), append(errs, moreErrs...)
+		reqs = left
+	}
+}
+
+// unanswered lists the requests whose document has neither a revision
+// in docs nor an error in errs (a request for a revision no longer a
+// leaf may be answered with newer leaves: any revision of the document
+// answers it).
+func unanswered(reqs []RevRequest, docs []*Doc, errs []DocError) []RevRequest {
+	got := make(map[string]bool, len(docs)+len(errs))
+	for _, d := range docs {
+		got[d.ID] = true
+	}
+	for _, e := range errs {
+		got[e.ID] = true
+	}
+	var left []RevRequest
+	for _, q := range reqs {
+		if !got[q.ID] {
+			left = append(left, q)
+		}
+	}
+	return left
 }
 
 // newLiveDoc: the row's only leaf is a generation-1 revision that came

@@ -111,6 +111,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.rejectDocs(w, r, body, rule)
 	case DropLast:
 		p.dropLast(w, r, body)
+	case DropResults:
+		p.dropResults(w, r, body, rule.CutRows)
 	}
 }
 
@@ -347,6 +349,27 @@ func (p *Proxy) dropLast(w http.ResponseWriter, r *http.Request, body []byte) {
 	if limit > 0 && resp.StatusCode == http.StatusOK && json.Unmarshal(data, &arr) == nil && len(arr) >= limit {
 		if out, err := json.Marshal(arr[:len(arr)-1]); err == nil {
 			data = out
+		}
+	}
+	writeBody(w, resp.Header, resp.StatusCode, data)
+}
+
+// dropResults forwards the request and removes the first n elements of
+// the `results` array of a JSON object answer.
+func (p *Proxy) dropResults(w http.ResponseWriter, r *http.Request, body []byte, n int) {
+	resp, data, ok := p.readAnswer(w, r, body)
+	if !ok {
+		return
+	}
+	var obj map[string]json.RawMessage
+	var results []json.RawMessage
+	if resp.StatusCode == http.StatusOK && json.Unmarshal(data, &obj) == nil && json.Unmarshal(obj["results"], &results) == nil {
+		results = results[min(n, len(results)):]
+		if b, err := json.Marshal(results); err == nil {
+			obj["results"] = b
+			if out, err := json.Marshal(obj); err == nil {
+				data = out
+			}
 		}
 	}
 	writeBody(w, resp.Header, resp.StatusCode, data)

@@ -55,6 +55,10 @@ const (
 	// stops: the client's upload stalls while it sends it. Looked at
 	// early, like ResetMidRequest; Delay is ignored.
 	StallMidRequest
+	// DropResults forwards the request and removes the first
+	// Rule.CutRows elements of the `results` array of its JSON answer
+	// (POST _bulk_get): an answer that leaves documents out.
+	DropResults
 	// StallMidBody forwards the request, sends the answer's headers (with
 	// its full Content-Length) and its first Rule.CutBytes bytes, then
 	// sends nothing more, with the connection open, until the client
@@ -89,6 +93,8 @@ func (f Fault) String() string {
 		return "stall-mid-request"
 	case StallMidBody:
 		return "stall-mid-body"
+	case DropResults:
+		return "drop-results"
 	}
 	return fmt.Sprintf("fault(%d)", int(f))
 }
