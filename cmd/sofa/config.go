@@ -16,6 +16,7 @@ import (
 // config file > default. It then refuses out-of-range numeric flags
 // (checkFlagValues), so every verb checks them before any network access.
 func applyEnvAndConfig(cmd *cobra.Command) error {
+	runningCmd.Store(cmd)
 	var file map[string]any
 	path, _ := cmd.Flags().GetString("config")
 	if path == "" {

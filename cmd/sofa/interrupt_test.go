@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -24,7 +26,9 @@ import (
 //
 // servers: the copy is a whole-server one (database src of one server
 // into another) instead of src into tgt on one server.
-func interruptedCopy(t *testing.T, ctx context.Context, servers bool) (*exec.Cmd, *strings.Builder, <-chan string) {
+// extra flags are added to the command line; its stdout goes to out (nil:
+// discarded).
+func interruptedCopy(t *testing.T, ctx context.Context, servers bool, out io.Writer, extra ...string) (*exec.Cmd, *strings.Builder, <-chan string) {
 	t.Helper()
 	bin := sofaBin(t)
 	srv := couchtest.Start(t)
@@ -45,7 +49,9 @@ func interruptedCopy(t *testing.T, ctx context.Context, servers bool) (*exec.Cmd
 	}
 	px := faultproxy.StartT(t, tsrv.URL)
 	args[len(args)-1] = px.URL + args[len(args)-1]
+	args = append(args, extra...)
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout = out
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +127,7 @@ func TestCLI_InterruptTargetDown(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 			defer cancel()
-			cmd, all, lines := interruptedCopy(t, ctx, c.servers)
+			cmd, all, lines := interruptedCopy(t, ctx, c.servers, nil)
 			for l := range lines {
 				all.WriteString(l + "\n")
 			}
@@ -137,7 +143,8 @@ func TestCLI_InterruptTargetDown(t *testing.T) {
 	t.Run("second interrupt", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 		defer cancel()
-		cmd, all, lines := interruptedCopy(t, ctx, false)
+		var stdout bytes.Buffer
+		cmd, all, lines := interruptedCopy(t, ctx, false, &stdout, "--json")
 		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 			t.Fatal(err)
 		}
@@ -148,6 +155,15 @@ func TestCLI_InterruptTargetDown(t *testing.T) {
 		_ = cmd.Wait()
 		if code := cmd.ProcessState.ExitCode(); code != exitInterrupted || !strings.Contains(all.String(), "interrupted again: stopped at once") {
 			t.Fatalf("exit %d after %s, want %d saying it stopped at once\n%s", code, time.Since(t0), exitInterrupted, all.String())
+		}
+		// --json: one document on stdout, saying so.
+		var doc struct {
+			Status   string `json:"status"`
+			Error    string `json:"error"`
+			ExitCode int    `json:"exit_code"`
+		}
+		if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil || doc.Status != "interrupted" || doc.ExitCode != exitInterrupted || !strings.Contains(doc.Error, "stopped at once") {
+			t.Errorf("--json stdout after a second interrupt: %v, %q", err, stdout.String())
 		}
 		// At once: not after the final checkpoint's attempts ran out.
 		if strings.Contains(all.String(), "the final checkpoint could not be written") {

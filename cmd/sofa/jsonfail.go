@@ -3,13 +3,22 @@ package main
 import (
 	"io"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
 )
 
-// jsonPrinted records that the run printed its JSON document (printJSON).
-var jsonPrinted atomic.Bool
+// jsonPrinted records that the run printed its JSON document (printJSON);
+// jsonMu orders the documents of the run and of a second interrupt.
+var (
+	jsonPrinted atomic.Bool
+	jsonMu      sync.Mutex
+)
+
+// runningCmd is the verb running (set when its flags are applied), for
+// the document a second interrupt prints.
+var runningCmd atomic.Pointer[cobra.Command]
 
 // failureDoc is what --json prints on stdout when a run ends before its
 // verb printed anything there (a bad flag, an unreachable server, wrong
@@ -26,6 +35,13 @@ type failureDoc struct {
 // when cmd ran with --json (args: its command line) and printed nothing
 // on w yet.
 func printFailureJSON(w io.Writer, cmd *cobra.Command, args []string, code int, msg string) {
+	jsonMu.Lock()
+	defer jsonMu.Unlock()
+	printFailureJSONLocked(w, cmd, args, code, msg)
+}
+
+// printFailureJSONLocked is printFailureJSON with jsonMu held.
+func printFailureJSONLocked(w io.Writer, cmd *cobra.Command, args []string, code int, msg string) {
 	if code == exitOK || jsonPrinted.Load() || !wantsJSON(cmd, args) {
 		return
 	}
@@ -36,7 +52,7 @@ func printFailureJSON(w io.Writer, cmd *cobra.Command, args []string, code int, 
 	case exitInterrupted:
 		status = "interrupted"
 	}
-	printJSON(w, failureDoc{Status: status, Error: msg, ExitCode: code})
+	writeJSON(w, failureDoc{Status: status, Error: msg, ExitCode: code})
 }
 
 // wantsJSON says whether cmd runs with --json: its flag as parsed (from

@@ -34,7 +34,12 @@ func run(args []string) (code int) {
 			code, _ = exitFor(fatal(fmt.Errorf("internal error: %v", p)), false)
 		}
 	}()
-	ctx, stop := interruptible()
+	ctx, stop := interruptible(func(msg string) {
+		// --json: stdout holds one document whatever happened (the
+		// lock is kept: the run prints nothing more before the exit).
+		jsonMu.Lock()
+		printFailureJSONLocked(os.Stdout, runningCmd.Load(), args, exitInterrupted, msg)
+	})
 	defer stop()
 	// A write to a closed stdout (backup ... - | head) must fail with
 	// EPIPE and be reported, not kill the process: for fd 1 and 2 Go
@@ -60,8 +65,8 @@ func run(args []string) (code int) {
 // SIGTERM: the run then finishes its writes in flight and its final
 // checkpoints, which takes a while when the target does not answer; a
 // second signal exits at once (130), the checkpoints written before it
-// kept. stop releases the signals.
-func interruptible() (context.Context, func()) {
+// kept, after atExit is told the line printed. stop releases the signals.
+func interruptible(atExit func(msg string)) (context.Context, func()) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -76,7 +81,9 @@ func interruptible() (context.Context, func()) {
 		fmt.Fprintln(os.Stderr, "sofa: stopping: finishing the writes in flight and the final checkpoints (interrupt again to stop at once)")
 		select {
 		case <-sigs:
-			fmt.Fprintln(os.Stderr, "sofa: interrupted again: stopped at once; run the same command again to resume from the last checkpoint written")
+			const msg = "interrupted again: stopped at once; run the same command again to resume from the last checkpoint written"
+			fmt.Fprintln(os.Stderr, "sofa: "+msg)
+			atExit(msg)
 			os.Exit(exitInterrupted)
 		case <-done:
 		}

@@ -82,6 +82,13 @@ func resultJSON(res *replicate.Result, h httpSummary, err error) resultDoc {
 }
 
 func printJSON(w io.Writer, v any) {
+	jsonMu.Lock()
+	defer jsonMu.Unlock()
+	writeJSON(w, v)
+}
+
+// writeJSON prints v as printJSON does, with jsonMu held.
+func writeJSON(w io.Writer, v any) {
 	jsonPrinted.Store(true)
 	b, _ := json.MarshalIndent(v, "", "  ")
 	fmt.Fprintln(w, string(b))
