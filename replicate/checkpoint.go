@@ -37,7 +37,13 @@ type checkpointDoc struct {
 	// it, the source database was deleted and recreated: its seqs start
 	// over, so the checkpoint means nothing (PouchDB Server and CouchDB
 	// 2.x-3.2 keep instance_start_time across a recreation).
-	Anchor  *anchor        `json:"sofa_anchor,omitempty"`
+	Anchor *anchor `json:"sofa_anchor,omitempty"`
+	// Tail is a revision the source held at SourceLastSeq: the last of
+	// the changes the checkpoint covers. A database recreated with the
+	// same first document (the same revision id: PouchDB's are
+	// deterministic) and written to beyond the old update_seq keeps
+	// the anchor and passes the seq check, but lacks the tail.
+	Tail    *anchor        `json:"sofa_tail,omitempty"`
 	History []historyEntry `json:"history"`
 }
 
@@ -137,6 +143,7 @@ type checkpointer struct {
 	written   int
 	anchorMu  sync.Mutex
 	anchor    *anchor
+	tail      *anchor // of the last checkpoint written (under anchorMu)
 }
 
 // setAnchor records the anchor once (the first change of a replication
@@ -155,11 +162,28 @@ func (c *checkpointer) getAnchor() *anchor {
 	return c.anchor
 }
 
+// setTail records the tail of the checkpoint at hand (written, or read
+// at the start).
+func (c *checkpointer) setTail(a *anchor) {
+	c.anchorMu.Lock()
+	c.tail = a
+	c.anchorMu.Unlock()
+}
+
+func (c *checkpointer) getTail() *anchor {
+	c.anchorMu.Lock()
+	defer c.anchorMu.Unlock()
+	return c.tail
+}
+
 // write records seq as reached by this session, with stats, on the
 // source (unless it refused once) and then the target.
-func (c *checkpointer) write(ctx context.Context, seq Seq, st Stats) error {
+func (c *checkpointer) write(ctx context.Context, seq Seq, tail *anchor, st Stats) error {
 	if len(seq) == 0 {
 		return nil
+	}
+	if tail != nil {
+		c.setTail(tail)
 	}
 	entry := c.entry(seq, st)
 	if !c.srcOff {
@@ -190,7 +214,7 @@ func (c *checkpointer) write(ctx context.Context, seq Seq, st Stats) error {
 func (c *checkpointer) doc(prev *checkpointDoc, seq Seq, entry historyEntry) *checkpointDoc {
 	doc := &checkpointDoc{ID: "_local/" + c.id, SessionID: c.session, SourceLastSeq: rawSeq(seq),
 		Version: 1, Replicator: "sofa", SourceInstance: c.srcInst, TargetInstance: c.tgtInst, TargetOnly: c.srcOff,
-		Anchor: c.getAnchor()}
+		Anchor: c.getAnchor(), Tail: c.getTail()}
 	var hist []historyEntry
 	if prev != nil {
 		doc.Rev = prev.Rev

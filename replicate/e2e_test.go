@@ -286,6 +286,37 @@ func TestReplicateRecreatedReadOnlySourceAnchor(t *testing.T) {
 	}
 }
 
+// The same, recreated with the same first document (the same revision
+// id: revision ids are the hash of the body on both servers), so the
+// anchor is still known: the checkpoint's tail, the last revision it
+// covers, is not, and the run starts over.
+func TestReplicateRecreatedSameFirstDocTail(t *testing.T) {
+	srv, src, tgt, sdb, tdb := pair(t)
+	first := raw(`{"_id":"_design/app","views":{}}`)
+	mustBulk(t, srv, src, true, first, raw(`{"_id":"d2","v":"old2"}`), raw(`{"_id":"d3","v":"old3"}`))
+	runOK(t, sdb, tdb, replicate.Options{SourceReadOnly: true, BatchSize: 1})
+	c := srv.Client()
+	if err := c.DeleteDB(t.Context(), src); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateDB(t.Context(), src); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []json.RawMessage{first, raw(`{"_id":"n2"}`), raw(`{"_id":"n3"}`), raw(`{"_id":"n4"}`)} {
+		mustBulk(t, srv, src, true, d) // one seq each: update_seq 4 > 3
+	}
+	res := runOK(t, sdb, tdb, replicate.Options{SourceReadOnly: true, BatchSize: 1})
+	if len(res.StartSeq) != 0 {
+		t.Errorf("second run started at %s, want from the beginning", res.StartSeq.String())
+	}
+	ids := allIDs(t, srv, tgt)
+	for _, id := range []string{"n2", "n3", "n4", "d2", "d3"} {
+		if !ids[id] {
+			t.Errorf("target lacks %s: %v", id, ids)
+		}
+	}
+}
+
 // An attachment the source cannot serve (404 here) makes only its revision
 // a reported failure, with id, rev and reason; the others are copied.
 func TestReplicateUnreadableAttachmentReported(t *testing.T) {

@@ -38,6 +38,7 @@ type batch struct {
 	n       int64
 	changes []Change
 	seq     Seq       // seq of the last row that had one
+	tail    *anchor   // the last revision of its rows (see checkpointDoc.Tail)
 	first   time.Time // arrival of the first row from the feed (lag)
 	// carries: the rows hold their documents (an archive source, an
 	// inline feed); the batch then holds a slot of run.carried while it
@@ -281,14 +282,21 @@ func (r *run) trustedSince(ctx context.Context, cp *checkpointer, sinfo, tinfo D
 		return recreated("the checkpoint is ahead of the source's update_seq (database recreated?): starting over from the beginning",
 			"the checkpoint is ahead of its update_seq")
 	}
-	if log != nil && log.Anchor != nil {
-		if gone, err := anchorGone(ctx, r.src, log.Anchor); err != nil {
+	if log != nil && (log.Anchor != nil || log.Tail != nil) {
+		if gone, err := anchorGone(ctx, r.src, log.Anchor, log.Tail); err != nil {
 			r.warn("could not check that the source database is the one checkpointed: " + err.Error())
-		} else if gone {
-			return recreated(fmt.Sprintf("the source no longer knows revision %s of %q that it held at the first run: the database was recreated; starting over from the beginning", log.Anchor.Rev, log.Anchor.ID),
-				fmt.Sprintf("it no longer knows revision %s of %q, which it held at the first run", log.Anchor.Rev, log.Anchor.ID))
+		} else if gone != nil {
+			when := "at the first run"
+			if gone == log.Tail {
+				when = "at the last checkpoint"
+			}
+			return recreated(fmt.Sprintf("the source no longer knows revision %s of %q that it held %s: the database was recreated; starting over from the beginning", gone.Rev, gone.ID, when),
+				fmt.Sprintf("it no longer knows revision %s of %q, which it held %s", gone.Rev, gone.ID, when))
 		}
-		cp.setAnchor(log.Anchor)
+		if log.Anchor != nil {
+			cp.setAnchor(log.Anchor)
+		}
+		cp.setTail(log.Tail)
 	}
 	return since, nil
 }
@@ -316,8 +324,8 @@ func (r *run) sameSourceDB(ctx context.Context, since Seq, sinfo DBInfo, log *ch
 	if !integerSeq(since) || log.Anchor == nil || seqAhead(since, sinfo.UpdateSeq) {
 		return false
 	}
-	gone, err := anchorGone(ctx, r.src, log.Anchor)
-	return err == nil && !gone
+	gone, err := anchorGone(ctx, r.src, log.Anchor, log.Tail)
+	return err == nil && gone == nil
 }
 
 // changedInstance: two instance_start_times, both known, differ.
@@ -329,20 +337,35 @@ func changedInstance(old, now string) bool {
 // only adds revisions, so what the target got from the old one stays.
 const keptNote = " (documents the target got from the old database stay there; replication never deletes)"
 
-// anchorGone asks the source (when it can answer _revs_diff) whether it
-// still knows the anchor revision.
-func anchorGone(ctx context.Context, src Source, a *anchor) (bool, error) {
+// anchorGone asks the source (when it can answer _revs_diff), in one
+// request, whether it still knows the revisions as (nil ones skipped):
+// the first it does not know, nil when it knows them all.
+func anchorGone(ctx context.Context, src Source, as ...*anchor) (*anchor, error) {
 	rd, ok := src.(interface {
 		RevsDiff(context.Context, map[string][]string) (map[string]Missing, error)
 	})
 	if !ok {
-		return false, nil
+		return nil, nil
 	}
-	m, err := rd.RevsDiff(ctx, map[string][]string{a.ID: {a.Rev}})
+	ask := map[string][]string{}
+	for _, a := range as {
+		if a != nil && !contains(ask[a.ID], a.Rev) {
+			ask[a.ID] = append(ask[a.ID], a.Rev)
+		}
+	}
+	if len(ask) == 0 {
+		return nil, nil
+	}
+	m, err := rd.RevsDiff(ctx, ask)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return contains(m[a.ID].Missing, a.Rev), nil
+	for _, a := range as {
+		if a != nil && contains(m[a.ID].Missing, a.Rev) {
+			return a, nil
+		}
+	}
+	return nil, nil
 }
 
 // seqAhead reports whether checkpoint seq cp is beyond the source's
@@ -476,7 +499,7 @@ func (r *run) checkpoint(ctx context.Context, cp *checkpointer, tr *tracker) err
 	}
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	seq := tr.through()
+	seq, tail := tr.throughTail()
 	if len(seq) == 0 || string(seq) == string(cp.lastSeq) {
 		return nil
 	}
@@ -486,7 +509,7 @@ func (r *run) checkpoint(ctx context.Context, cp *checkpointer, tr *tracker) err
 		m.mu.Lock()
 		defer m.mu.Unlock()
 	}
-	if err := cp.write(ctx, seq, r.c.Snapshot()); err != nil {
+	if err := cp.write(ctx, seq, tail, r.c.Snapshot()); err != nil {
 		return err
 	}
 	if r.mark != nil {

@@ -35,6 +35,9 @@ func (k *cutter) add(c Change, at time.Time) bool {
 		k.r.live.holding(at)
 	}
 	k.cur.changes = append(k.cur.changes, c)
+	if len(c.Revs) > 0 && len(c.ID) <= maxAnchorID {
+		k.cur.tail = &anchor{ID: c.ID, Rev: c.Revs[0]}
+	}
 	if len(c.Seq) > 0 {
 		k.cur.seq = c.Seq
 		k.last = c.Seq
@@ -79,7 +82,7 @@ func (k *cutter) send(ctx context.Context) error {
 	k.cur = nil
 	b.n = k.n
 	k.n++
-	k.tr.started(b.n, b.seq)
+	k.tr.started(b.n, b.seq, b.tail)
 	k.r.live.started(b.n, b.first)
 	k.r.opts.Observer.ChangesSeen(len(b.changes), k.r.pending())
 	if k.bytes > 0 {

@@ -279,11 +279,12 @@ func (s *Session) SourceRecreated(ctx context.Context, info *DBInfo) (bool, erro
 			return true, nil
 		}
 	}
-	a := cp.getAnchor()
-	if a == nil || !integerSeq(since) {
+	a, tail := cp.getAnchor(), cp.getTail()
+	if a == nil && tail == nil || !integerSeq(since) {
 		return false, nil
 	}
-	return anchorGone(ctx, s.r.src, a)
+	gone, err := anchorGone(ctx, s.r.src, a, tail)
+	return gone != nil, err
 }
 
 func integerSeq(s Seq) bool {

@@ -17,6 +17,8 @@ import (
 type tracker struct {
 	mu     sync.Mutex
 	seqs   map[int64]Seq
+	tails  map[int64]*anchor
+	tail   *anchor // the last revision of the acknowledged prefix
 	fin    map[int64]bool
 	failed map[int64]bool
 	next   int64
@@ -31,12 +33,17 @@ type tracker struct {
 }
 
 func newTracker() *tracker {
-	return &tracker{seqs: map[int64]Seq{}, fin: map[int64]bool{}, failed: map[int64]bool{}}
+	return &tracker{seqs: map[int64]Seq{}, tails: map[int64]*anchor{}, fin: map[int64]bool{}, failed: map[int64]bool{}}
 }
 
-func (t *tracker) started(n int64, seq Seq) {
+// started records batch n, its seq and its last revision (tail; nil:
+// none fit for a checkpoint).
+func (t *tracker) started(n int64, seq Seq, tail *anchor) {
 	t.mu.Lock()
 	t.seqs[n] = seq
+	if tail != nil {
+		t.tails[n] = tail
+	}
 	t.mu.Unlock()
 }
 
@@ -58,8 +65,12 @@ func (t *tracker) done(n int64, failed bool) {
 				t.thru = s
 			}
 		}
+		if a := t.tails[t.next]; a != nil && !t.stuck {
+			t.tail = a
+		}
 		delete(t.fin, t.next)
 		delete(t.seqs, t.next)
+		delete(t.tails, t.next)
 		delete(t.failed, t.next)
 		t.next++
 	}
@@ -122,6 +133,14 @@ func (t *tracker) through() Seq {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.thru
+}
+
+// throughTail is through and the last revision of the acknowledged
+// prefix (nil when none is known).
+func (t *tracker) throughTail() (Seq, *anchor) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.thru, t.tail
 }
 
 // readThrough is the seq up to which every batch is finished, failed

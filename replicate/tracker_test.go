@@ -8,15 +8,15 @@ import "testing"
 // its memory must not grow).
 func TestTracker_StuckForgets(t *testing.T) {
 	tr := newTracker()
-	tr.started(0, Seq("1"))
-	tr.started(1, Seq("2"))
+	tr.started(0, Seq("1"), nil)
+	tr.started(1, Seq("2"), nil)
 	tr.done(0, false)
 	tr.done(1, true)
 	if string(tr.through()) != "1" || !tr.held() {
 		t.Fatalf("through %s held %v, want 1 and held", tr.through(), tr.held())
 	}
 	for n := int64(2); n < 1002; n++ {
-		tr.started(n, Seq("x"))
+		tr.started(n, Seq("x"), nil)
 		tr.done(n, false)
 	}
 	if string(tr.through()) != "1" {
