@@ -62,7 +62,8 @@ func (h restoreHooks) pair(ctx context.Context, c *dbCopy, src replicate.Source,
 		// The target held documents before: note the archive's winning
 		// revisions to tell afterwards which documents were not rolled back.
 		var err error
-		if winners, err = newWinnerLog(dbr); err != nil {
+		w, ok := c.target.Target.(interface{ WinsAsCouchDB() bool })
+		if winners, err = newWinnerLog(dbr, !ok || w.WinsAsCouchDB()); err != nil {
 			return nil, nil, nil, nil, err
 		}
 	case c.task.Incremental && chain != nil && chain.winners != nil:

@@ -2,7 +2,9 @@ package sofa
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +29,10 @@ type winnerLog struct {
 	err error
 	// step numbers the archives of a chain noted into one log (with).
 	step int
+	// couchOrder: the target picks winners as CouchDB does (revision ids
+	// of 32 hex digits compared as the bytes they spell); else as
+	// PouchDB does (as strings).
+	couchOrder bool
 }
 
 // with returns a log noting the changes of dbr, a later archive of the
@@ -37,16 +43,18 @@ func (l *winnerLog) with(dbr *archive.DBReader) *winnerLog {
 	if l.err == nil {
 		l.err = l.w.Flush()
 	}
-	return &winnerLog{DBReader: dbr, f: l.f, w: l.w, enc: l.enc, err: l.err, step: l.step + 1}
+	return &winnerLog{DBReader: dbr, f: l.f, w: l.w, enc: l.enc, err: l.err, step: l.step + 1, couchOrder: l.couchOrder}
 }
 
-func newWinnerLog(dbr *archive.DBReader) (*winnerLog, error) {
+// newWinnerLog notes the winners of dbr as a target that picks them as
+// CouchDB does (couchOrder) or as PouchDB does.
+func newWinnerLog(dbr *archive.DBReader, couchOrder bool) (*winnerLog, error) {
 	f, err := os.CreateTemp("", "sofa-restore-winners-*")
 	if err != nil {
 		return nil, fmt.Errorf("temporary file: %w", err)
 	}
 	w := bufio.NewWriter(f)
-	return &winnerLog{DBReader: dbr, f: f, w: w, enc: json.NewEncoder(w)}, nil
+	return &winnerLog{DBReader: dbr, f: f, w: w, enc: json.NewEncoder(w), couchOrder: couchOrder}, nil
 }
 
 // Changes passes the archive's changes after since on, noting the winner
@@ -79,7 +87,7 @@ func (l *winnerLog) Changes(ctx context.Context, since replicate.Seq, fn func(re
 			id = ch.ID
 		}
 		for _, d := range ch.Docs {
-			if best == nil || wins(d, best) {
+			if best == nil || wins(d, best, l.couchOrder) {
 				best = d
 			}
 		}
@@ -192,7 +200,7 @@ func (l *winnerLog) notWinning(ctx context.Context, t replicate.Target, skip map
 			last[n.ID] = nil
 		}
 		last[n.ID] = append(last[n.ID], n)
-		if !seen || n.Step > b.Step || n.Step == b.Step && wins(&replicate.Doc{Rev: n.Rev, Deleted: n.Deleted}, &replicate.Doc{Rev: b.Rev, Deleted: b.Deleted}) {
+		if !seen || n.Step > b.Step || n.Step == b.Step && wins(&replicate.Doc{Rev: n.Rev, Deleted: n.Deleted}, &replicate.Doc{Rev: b.Rev, Deleted: b.Deleted}, l.couchOrder) {
 			best[n.ID] = n
 		}
 		return nil
@@ -207,7 +215,7 @@ func (l *winnerLog) notWinning(ctx context.Context, t replicate.Target, skip map
 		case rev == "":
 			missing++
 		default:
-			if w, ok := settle(ctx, t, id, last[id]); ok && w == rev {
+			if w, ok := settle(ctx, t, id, last[id], l.couchOrder); ok && w == rev {
 				continue
 			}
 			kept++
@@ -230,7 +238,7 @@ type ancestryReader interface {
 // that revision), and the best of the others wins. The ancestries are
 // the target's (where the restore wrote those revisions), one request
 // for the document. ok is false when they cannot be told.
-func settle(ctx context.Context, t replicate.Target, id string, ns []noted) (string, bool) {
+func settle(ctx context.Context, t replicate.Target, id string, ns []noted, couchOrder bool) (string, bool) {
 	ar, ok := t.(ancestryReader)
 	if !ok || len(ns) < 2 {
 		return "", false
@@ -254,7 +262,7 @@ func settle(ctx context.Context, t replicate.Target, id string, ns []noted) (str
 		if _, known := anc[n.Rev]; !known {
 			return "", false
 		}
-		if d := (&replicate.Doc{Rev: n.Rev, Deleted: n.Deleted}); !below[n.Rev] && (win == nil || wins(d, win)) {
+		if d := (&replicate.Doc{Rev: n.Rev, Deleted: n.Deleted}); !below[n.Rev] && (win == nil || wins(d, win, couchOrder)) {
 			win = d
 		}
 	}
@@ -301,7 +309,7 @@ func (l *winnerLog) Close() {
 // wins reports whether leaf a beats leaf b by CouchDB's rule for the
 // winning revision: a live leaf beats a deleted one, then the longer
 // history (higher generation), then the greater revision id.
-func wins(a, b *replicate.Doc) bool {
+func wins(a, b *replicate.Doc, couchOrder bool) bool {
 	if a.Deleted != b.Deleted {
 		return !a.Deleted
 	}
@@ -310,7 +318,22 @@ func wins(a, b *replicate.Doc) bool {
 	if ga != gb {
 		return ga > gb
 	}
+	if couchOrder {
+		return bytes.Compare(revIDKey(ia), revIDKey(ib)) > 0
+	}
 	return ia > ib
+}
+
+// revIDKey is how CouchDB orders a revision id: one of 32 hex digits as
+// the 16 bytes it spells, any other as its own bytes (Erlang binaries,
+// compared byte by byte).
+func revIDKey(id string) []byte {
+	if len(id) == 32 {
+		if b, err := hex.DecodeString(id); err == nil {
+			return b
+		}
+	}
+	return []byte(id)
 }
 
 // splitRev splits "N-hash" into N and hash (0 and rev when malformed).

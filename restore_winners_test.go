@@ -96,7 +96,7 @@ func TestWinnerLog_LeavesApart(t *testing.T) {
 		{"a loser winning", map[string]string{"a": "1-aaa", "b": "1-ccc", "c": "1-eee"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := newWinnerLog(leavesApart(t))
+			l, err := newWinnerLog(leavesApart(t), true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,5 +112,27 @@ func TestWinnerLog_LeavesApart(t *testing.T) {
 				t.Errorf("kept %d of %d, want %d of 3", kept, total, tc.kept)
 			}
 		})
+	}
+}
+
+// wins picks a winner among leaves of one generation as the target does:
+// CouchDB compares a revision id of 32 hex digits as the bytes it
+// spells (0xa7... beats "zzzz", whose first byte is 0x7a), PouchDB
+// Server as strings.
+func TestWins_RevisionIDOrder(t *testing.T) {
+	hexRev := &replicate.Doc{Rev: "1-a7513998018780000000000000000000"}
+	other := &replicate.Doc{Rev: "1-zzzz"}
+	if !wins(hexRev, other, true) || wins(other, hexRev, true) {
+		t.Error("CouchDB order: the hex revision should win")
+	}
+	if wins(hexRev, other, false) || !wins(other, hexRev, false) {
+		t.Error("PouchDB order: zzzz should win")
+	}
+	lo, hi := &replicate.Doc{Rev: "2-0f000000000000000000000000000000"}, &replicate.Doc{Rev: "2-f0000000000000000000000000000000"}
+	if !wins(hi, lo, true) || !wins(hi, lo, false) {
+		t.Error("hex revisions order alike both ways")
+	}
+	if !wins(&replicate.Doc{Rev: "1-a"}, &replicate.Doc{Rev: "3-b", Deleted: true}, true) {
+		t.Error("a live leaf beats a deleted one")
 	}
 }

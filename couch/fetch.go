@@ -318,3 +318,9 @@ func dbMissing(err error) bool {
 func (d *DB) goneErr(op string) error {
 	return fmt.Errorf("%s: %s: %w (HTTP 404: the database was deleted while it was read)", d, op, replicate.ErrNotFound)
 }
+
+// WinsAsCouchDB says whether the server picks a document's winning
+// revision as CouchDB does: among leaves of one generation and deleted
+// state, the greatest revision id, one of 32 hex digits compared as the
+// bytes it spells. PouchDB Server compares revision ids as strings.
+func (d *DB) WinsAsCouchDB() bool { return d.srv.Vendor != VendorPouchDB }
