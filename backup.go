@@ -118,7 +118,7 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		o.logf("removed %s (left by a killed backup)", p)
 	}})
 	if err != nil {
-		return nil, err
+		return nil, nameErr(err)
 	}
 	committed := false
 	defer func() {

@@ -329,7 +329,7 @@ func createArchive(ctx context.Context, dst *Endpoint, o ArchiveOutput, source, 
 		logf("removed %s (left by a killed backup)", p)
 	}})
 	if err != nil {
-		return nil, err
+		return nil, nameErr(err)
 	}
 	if err := checkReplaceable(ctx, dst.store, dst.archive, o.Overwrite); err != nil {
 		sink.Abort()

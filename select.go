@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/storage"
 )
 
 // Selection picks databases by name. An empty Include keeps every
@@ -69,6 +70,16 @@ type OptionError struct{ Err error }
 
 func (e *OptionError) Error() string { return e.Err.Error() }
 func (e *OptionError) Unwrap() error { return e.Err }
+
+// nameErr is err of creating an archive, an *OptionError when the name
+// is the problem (it exists, without Overwrite; a directory; not a
+// regular file): nothing was done.
+func nameErr(err error) error {
+	if errors.Is(err, storage.ErrExist) || errors.Is(err, storage.ErrIsDir) || errors.Is(err, storage.ErrNotFile) {
+		return &OptionError{Err: err}
+	}
+	return err
+}
 
 func optionErr(format string, args ...any) error {
 	return &OptionError{Err: fmt.Errorf(format, args...)}

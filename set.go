@@ -135,7 +135,7 @@ func checkSetManifest(ctx context.Context, st storage.Store, archive string, n i
 	if bytes.Equal(bytes.TrimSpace(have), want) {
 		return nil
 	}
-	return fmt.Errorf("set manifest %s: %w: it describes another set (a backup of this name with another --shard count or --set-id)", name, storage.ErrExist)
+	return &OptionError{Err: fmt.Errorf("set manifest %s: %w: it describes another set (a backup of this name with another --shard count or --set-id)", name, storage.ErrExist)}
 }
 
 // SetOptions configure OpenSet.

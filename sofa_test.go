@@ -153,8 +153,9 @@ func TestLibrary_CopyBackupVerify(t *testing.T) {
 	if st, err := mem.Stat(ctx, "alpha.sofa"); err != nil || st.Size == 0 {
 		t.Fatalf("archive in memory: %+v, %v", st, err)
 	}
-	if _, err := sofa.Backup(ctx, srcDB, ar, sofa.BackupOptions{}); !errors.Is(err, storage.ErrExist) {
-		t.Fatalf("second backup without Overwrite: %v, want ErrExist", err)
+
+	if _, err := sofa.Backup(ctx, srcDB, ar, sofa.BackupOptions{}); !errors.Is(err, storage.ErrExist) || !errors.As(err, &oe) {
+		t.Fatalf("second backup without Overwrite: %v, want an *OptionError wrapping ErrExist (nothing was done)", err)
 	}
 	copyDB, err := sofa.Open(ctx, b.URL+"/alpha", sofa.OpenOptions{})
 	if err != nil {

@@ -165,10 +165,10 @@ func (f *fixture) runLoad(t *testing.T, l *limit.Limiter) loadResult {
 				return err
 			}
 			lat := time.Since(t0)
-			n, _ := io.Copy(io.Discard, resp.Body)
+			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			ra, _ := limit.RetryAfter(resp.Header, time.Now())
-			tok.Done(limit.Outcome{Status: resp.StatusCode, Latency: lat, Bytes: n, RetryAfter: ra})
+			tok.Done(limit.Outcome{Status: resp.StatusCode, Latency: lat, RetryAfter: ra})
 			if resp.StatusCode == 200 {
 				return nil
 			}

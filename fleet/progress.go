@@ -19,7 +19,7 @@ type DBProgress interface {
 // called from several goroutines at once.
 type Progress interface {
 	// Begin is called when a database starts; the DBProgress it returns
-	// receives its counters.
+	// receives its counters (nil: they go nowhere).
 	Begin(db string) DBProgress
 	// End is called when a database is done (status failed: failed).
 	End(db string, p DBProgress, failed bool)

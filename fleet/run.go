@@ -151,7 +151,9 @@ func Run(ctx context.Context, dbs []string, job Job, opts Options) (Summary, err
 func runOne(ctx context.Context, db string, job Job, opts Options) (r DBResult, err error) {
 	dp := NoDBProgress
 	if opts.Progress != nil {
-		dp = opts.Progress.Begin(db)
+		if b := opts.Progress.Begin(db); b != nil {
+			dp = b
+		}
 	}
 	p := &counted{DBProgress: dp}
 	t0 := time.Now()

@@ -308,3 +308,22 @@ func TestRun_StopWhenLost(t *testing.T) {
 		}
 	})
 }
+
+// nilBegin is a Progress whose Begin returns nil.
+type nilBegin struct{}
+
+func (nilBegin) Begin(string) DBProgress      { return nil }
+func (nilBegin) End(string, DBProgress, bool) {}
+
+// A Progress whose Begin returns nil (as its doc allows) is no panic:
+// the counters go nowhere and the jobs run.
+func TestRun_ProgressBeginNil(t *testing.T) {
+	job := func(ctx context.Context, db string, p DBProgress) (DBResult, error) {
+		p.AddDocsWritten(1)
+		return DBResult{DocsWritten: 1}, nil
+	}
+	sum, err := Run(t.Context(), names(3), job, Options{Progress: nilBegin{}})
+	if err != nil || sum.DBsOK != 3 || sum.DocsWritten != 3 {
+		t.Fatalf("%+v, %v: want 3 ok", sum, err)
+	}
+}
