@@ -194,3 +194,8 @@ func NewClient(rawURL string, opts Options) (*Client, error) {
 
 // URL is the server URL without credentials.
 func (c *Client) URL() string { return c.base.String() }
+
+// CloseIdleConnections closes the client's keep-alive connections that
+// carry no request now (a program done with a server; the transport
+// closes them itself after 90 s idle). Requests made later open new ones.
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
