@@ -101,6 +101,10 @@ func TestJSON_FatalPrintsOneDocument(t *testing.T) {
 		if docs := jsonDocs(t, r.stdout); len(docs) != 1 || docs[0]["exit_code"] != nil {
 			t.Fatalf("verify --json of two different databases printed %d documents, want its own only:\n%s", len(docs), r.stdout)
 		}
+		// ... and stderr points at the document, not at a list it lacks.
+		if strings.Contains(r.stderr, "listed above") || !strings.Contains(r.stderr, "listed in the JSON document on stdout") {
+			t.Errorf("verify --json stderr: %q", r.stderr)
+		}
 	})
 }
 

@@ -52,6 +52,10 @@ func run(args []string) (code int) {
 		err = usageErr("%v (see sofa --help)", strings.SplitN(err.Error(), "\n", 2)[0])
 	}
 	code, msg := exitFor(err, ctx.Err() != nil)
+	if jsonPrinted.Load() {
+		// --json lists them in its document, not on stderr
+		msg = strings.ReplaceAll(msg, "(listed above)", "(listed in the JSON document on stdout)")
+	}
 	if msg != "" {
 		fmt.Fprintln(os.Stderr, "sofa: "+msg)
 	}
