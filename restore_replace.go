@@ -34,7 +34,8 @@ func (c *restorer) checkParts(ctx context.Context, target string) error {
 		err = src.Changes(ctx, nil, func(replicate.Change) error { return nil })
 		closeSource(src)
 		if err != nil {
-			return fmt.Errorf("%s: %w (checked before --replace deleted anything: the database is as it was)", p.path, err)
+			// the restore's failure names the archive (p.path)
+			return fmt.Errorf("%w (checked before --replace deleted anything: the database is as it was)", err)
 		}
 	}
 	return nil

@@ -51,6 +51,9 @@ func TestRestore_ReplaceChecksTheArchiveFirst(t *testing.T) {
 			if d.Status != fleet.StatusFailed || !strings.Contains(d.Error, strconv.Quote(chunk)) || !strings.Contains(d.Error, "as it was") {
 				t.Errorf("%s: want failed, naming %s and saying the database is as it was: %+v", db, chunk, d)
 			}
+			if strings.Count(d.Error, filepath.Base(bad)) != 1 {
+				t.Errorf("%s: the error should name the archive once: %s", db, d.Error)
+			}
 			if n != counts[db] {
 				t.Errorf("%s (damaged part): %d documents after --replace, want the %d it held", db, n, counts[db])
 			}
