@@ -124,8 +124,11 @@ func printFailures(w io.Writer, failures []replicate.DocError) {
 // failureLine is one revision not copied, on one line: the server's
 // error and reason folded and cut (replicate.OneLine), the id shortened.
 func failureLine(f replicate.DocError) string {
-	return fmt.Sprintf("id=%q rev=%s: %s: %s", shorten(f.ID), f.Rev,
-		replicate.OneLine(f.Error, replicate.MaxReasonBytes), replicate.OneLine(f.Reason, replicate.MaxReasonBytes))
+	what := fmt.Sprintf("%s: %s", replicate.OneLine(f.Error, replicate.MaxReasonBytes), replicate.OneLine(f.Reason, replicate.MaxReasonBytes))
+	if f.ID == "" && f.Rev == "" {
+		return what // of the database, not of a document (a check's summary)
+	}
+	return fmt.Sprintf("id=%q rev=%s: %s", shorten(f.ID), f.Rev, what)
 }
 
 func shorten(id string) string {
