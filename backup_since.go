@@ -40,9 +40,9 @@ func sinceLeavesOut(ctx context.Context, src *Endpoint, prev string, since *arch
 	if len(shown) > 5 {
 		shown = append(slices.Clone(shown[:5]), "...")
 	}
-	what := "this backup of " + src.String() + " leaves out"
+	what := "that this backup of " + src.String() + " leaves out"
 	if src.couch.DBName != "" {
-		what = "a backup of the database " + src.String() + " holds only it, not"
+		what = "other than " + src.String() + ", which a backup of that one database does not hold"
 	}
 	return optionErr("--since %s: that archive holds %d databases %s (%s): a restore of the chain would take them for deleted at the source and not restore them; continue it with a backup of the same databases, or take a full backup", Redact(prev), len(out), what, strings.Join(shown, ", "))
 }
