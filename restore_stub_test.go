@@ -33,7 +33,7 @@ func TestRestore_ChainSendsUnchangedAttachmentOnce(t *testing.T) {
 	if _, err := rand.Read(att); err != nil {
 		t.Fatal(err)
 	}
-	if rev, err = c.PutAttachment(ctx, "a5", "doc", rev, "f.bin", "application/octet-stream", att); err != nil {
+	if _, err = c.PutAttachment(ctx, "a5", "doc", rev, "f.bin", "application/octet-stream", att); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
