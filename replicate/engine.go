@@ -38,7 +38,6 @@ type batch struct {
 	n       int64
 	changes []Change
 	seq     Seq       // seq of the last row that had one
-	tail    *anchor   // the last revision of its rows (see checkpointDoc.Tail)
 	first   time.Time // arrival of the first row from the feed (lag)
 	// carries: the rows hold their documents (an archive source, an
 	// inline feed); the batch then holds a slot of run.carried while it

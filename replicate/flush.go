@@ -35,9 +35,6 @@ func (k *cutter) add(c Change, at time.Time) bool {
 		k.r.live.holding(at)
 	}
 	k.cur.changes = append(k.cur.changes, c)
-	if len(c.Revs) > 0 && len(c.ID) <= maxAnchorID {
-		k.cur.tail = &anchor{ID: c.ID, Rev: c.Revs[0]}
-	}
 	if len(c.Seq) > 0 {
 		k.cur.seq = c.Seq
 		k.last = c.Seq
@@ -73,6 +70,17 @@ func (k *cutter) retried(ctx context.Context, retry []Change, since Seq) error {
 	return k.send(ctx)
 }
 
+// tailOf is the last revision of changes fit for a checkpoint (an id of
+// at most maxAnchorID bytes), nil when none is.
+func tailOf(changes []Change) *anchor {
+	for i := len(changes) - 1; i >= 0; i-- {
+		if c := changes[i]; len(c.Revs) > 0 && len(c.ID) <= maxAnchorID {
+			return &anchor{ID: c.ID, Rev: c.Revs[0]}
+		}
+	}
+	return nil
+}
+
 // send hands the batch being cut, if any, to the workers.
 func (k *cutter) send(ctx context.Context) error {
 	b := k.cur
@@ -82,7 +90,7 @@ func (k *cutter) send(ctx context.Context) error {
 	k.cur = nil
 	b.n = k.n
 	k.n++
-	k.tr.started(b.n, b.seq, b.tail)
+	k.tr.started(b.n, b.seq, tailOf(b.changes))
 	k.r.live.started(b.n, b.first)
 	k.r.opts.Observer.ChangesSeen(len(b.changes), k.r.pending())
 	if k.bytes > 0 {
