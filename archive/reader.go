@@ -380,13 +380,24 @@ func (r *Reader) fold(m *member, stored int64) {
 	r.members++
 }
 
-// readAllLimited reads exactly n bytes, growing the buffer as data
-// arrives rather than trusting n up front.
+// readAllLimited reads exactly n bytes. A member's declared size is
+// trusted up to trustedSize (one buffer of exactly n, as the declared
+// raw size of its decompression is); beyond, the buffer grows as data
+// arrives, so that a header claiming more than the stream holds costs
+// no more than what arrived.
 func readAllLimited(r io.Reader, n int64) ([]byte, error) {
-	var buf bytes.Buffer
-	if n < 1<<20 {
-		buf.Grow(int(n))
+	if n <= trustedSize {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		return b, nil
 	}
+	var buf bytes.Buffer
+	buf.Grow(trustedSize)
 	got, err := io.Copy(&buf, io.LimitReader(r, n))
 	if err != nil {
 		return nil, err
@@ -396,6 +407,10 @@ func readAllLimited(r io.Reader, n int64) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// trustedSize is the largest declared member size read into a buffer
+// made at once.
+const trustedSize = 64 << 20
 
 func (r *Reader) tarErr(err error) error {
 	where := fmt.Sprintf("after member %q", r.last)
