@@ -44,4 +44,16 @@ func TestReadAllLimited_OneBuffer(t *testing.T) {
 	if !errors.Is(err, io.ErrUnexpectedEOF) || n > trustedSize*3/2 {
 		t.Errorf("1 GiB claimed, 10 bytes sent: %v, %d bytes allocated", err, n)
 	}
+	// beyond trustedSize: read whole, grown as it arrives
+	big := make([]byte, trustedSize+10)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	got, err = readAllLimited(io.MultiReader(bytes.NewReader(big[:1000]), bytes.NewReader(big[1000:])), int64(len(big)))
+	if err != nil || !bytes.Equal(got, big) {
+		t.Errorf("a member of %d bytes: %d read, %v", len(big), len(got), err)
+	}
+	if _, err := readAllLimited(bytes.NewReader(big[:trustedSize+5]), int64(len(big))); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a member of %d bytes cut 5 short: %v", len(big), err)
+	}
 }

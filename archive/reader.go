@@ -396,16 +396,23 @@ func readAllLimited(r io.Reader, n int64) ([]byte, error) {
 		}
 		return b, nil
 	}
-	var buf bytes.Buffer
-	buf.Grow(trustedSize)
-	got, err := io.Copy(&buf, io.LimitReader(r, n))
-	if err != nil {
-		return nil, err
+	buf := make([]byte, 0, trustedSize)
+	for int64(len(buf)) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(n, 2*int64(cap(buf))))
+			copy(grown, buf)
+			buf = grown
+		}
+		k, err := r.Read(buf[len(buf):min(int64(cap(buf)), n)])
+		buf = buf[:len(buf)+k]
+		if err == io.EOF && int64(len(buf)) < n {
+			return nil, io.ErrUnexpectedEOF
+		}
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
 	}
-	if got != n {
-		return nil, io.ErrUnexpectedEOF
-	}
-	return buf.Bytes(), nil
+	return buf, nil
 }
 
 // trustedSize is the largest declared member size read into a buffer
