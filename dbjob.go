@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/sofadb/sofa/fleet"
@@ -44,7 +45,9 @@ type pairJob struct {
 	// `_dbs_info` for many).
 	batchInfo bool
 	// warnLogOnly: the engine's warnings go to the log, not into
-	// DBResult.Warnings (a backup's results have never listed them).
+	// DBResult.Warnings (a backup's results have never listed them),
+	// but for one that it read the database from the beginning
+	// (replicate.StartOverNote: an incremental backed up in full).
 	warnLogOnly bool
 	// lenientRevpos compares attachments without their revpos (a PouchDB
 	// Server target rewrites it) and numbers as doubles (it holds no
@@ -160,19 +163,27 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 	if s, ok := c.target.Target.(sourceInfoSetter); ok {
 		s.SetSourceInfo(c.sinfo)
 	}
+	inFull := ""
+	if f, ok := c.target.Target.(interface{ InFull() string }); ok {
+		inFull = f.InFull()
+	}
 	var warnMu sync.Mutex
 	c.warn = func(s string) {
 		// once per database: a second copy of it (a retry) says again
 		// what the first said
 		warnMu.Lock()
 		said := slices.Contains(r.Warnings, s)
-		if !said && !j.warnLogOnly {
+		// a backup that could not continue the previous archive says so
+		if !said && (!j.warnLogOnly || strings.Contains(s, replicate.StartOverNote)) {
 			r.Warnings = append(r.Warnings, s)
 		}
 		warnMu.Unlock()
 		if !said {
 			j.rc.logf("%s: %s", t.Target, s)
 		}
+	}
+	if inFull != "" {
+		c.warn("backed up in full, not as its changes since the previous archive: " + inFull + "; " + replicate.StartOverNote)
 	}
 	if ti := c.target.InfoRead; ti != nil && ti.Partitioned != c.sinfo.Partitioned {
 		c.warn(partitionedWarning(c.sinfo.Partitioned))

@@ -41,18 +41,21 @@ type DBWriter struct {
 	stw     *tar.Writer
 	spooled atomic.Int64 // bytes in the spool not yet in the stream
 
-	mu          sync.Mutex
-	err         error
-	started     bool
-	closed      bool
-	info        replicate.DBInfo
-	meta        replicate.Metadata
-	startMeta   []byte // metadata as meta.json holds it (JSON)
-	buf         []byte
-	nchunk      int
-	tail        chan struct{} // closed once the last chunk handed to the pool is written
-	blobs       map[[32]byte]*blobWait
-	prev        *DBState // this database in the archive Since names
+	mu        sync.Mutex
+	err       error
+	started   bool
+	closed    bool
+	info      replicate.DBInfo
+	meta      replicate.Metadata
+	startMeta []byte // metadata as meta.json holds it (JSON)
+	buf       []byte
+	nchunk    int
+	tail      chan struct{} // closed once the last chunk handed to the pool is written
+	blobs     map[[32]byte]*blobWait
+	prev      *DBState // this database in the archive Since names
+	// inFull says why an incremental backs this database up in full
+	// (SetSourceInfo found it recreated), "" when it does not.
+	inFull      string
 	locals      map[string][]byte
 	checkpoints map[string]json.RawMessage
 	seq         replicate.Seq
@@ -107,9 +110,22 @@ func (d *DBWriter) SetSourceInfo(info replicate.DBInfo) {
 		// Back the new database up from scratch: forget the previous
 		// archive's seq and checkpoints, so the engine and the group's
 		// meta member agree that this is a full backup of it.
+		d.inFull = "its instance_start_time changed since the previous archive (recreated)"
+		if d.prev.InstanceStart == info.InstanceStart {
+			d.inFull = "its update_seq is behind the seq the previous archive reached (recreated)"
+		}
 		d.prev, d.seq = nil, nil
 		clear(d.locals)
 	}
+}
+
+// InFull says why an incremental backup backs the database up in full
+// because SetSourceInfo found it recreated, "" when it does not (the
+// engine says itself when it reads a database from the beginning).
+func (d *DBWriter) InFull() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inFull
 }
 
 // Stored returns the leaf revisions written so far, tombstones included

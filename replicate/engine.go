@@ -259,7 +259,10 @@ func (r *run) trustedSince(ctx context.Context, cp *checkpointer, sinfo, tinfo D
 		if r.opts.StopIfSourceRecreated {
 			return nil, &recreatedError{why: why}
 		}
-		r.warn(warning + keptNote)
+		if _, archive := r.tgt.(StartSeqSetter); !archive {
+			warning += keptNote // an archive holds what this run reads
+		}
+		r.warn(warning)
 		return nil, nil
 	}
 	log := cp.tgtLog
@@ -271,27 +274,34 @@ func (r *run) trustedSince(ctx context.Context, cp *checkpointer, sinfo, tinfo D
 			r.warn("the source's instance_start_time changed since the last checkpoint, but it still holds the revision it held at the first run (a server restarted, not a database recreated): reading it again from the beginning")
 			return nil, nil
 		}
-		return recreated("a database was recreated since the last checkpoint: starting over from the beginning", "its instance_start_time changed")
+		return recreated("a database was recreated since the last checkpoint: "+StartOverNote, "its instance_start_time changed")
 	}
 	if log != nil && changedInstance(log.TargetInstance, tinfo.InstanceStart) {
-		r.warn("a database was recreated since the last checkpoint: starting over from the beginning" + keptNote)
+		r.warn("a database was recreated since the last checkpoint: " + StartOverNote + keptNote)
 		return nil, nil
 	}
 	if seqAhead(since, sinfo.UpdateSeq) {
-		return recreated("the checkpoint is ahead of the source's update_seq (database recreated?): starting over from the beginning",
+		return recreated("the checkpoint is ahead of the source's update_seq (database recreated?): "+StartOverNote,
 			"the checkpoint is ahead of its update_seq")
 	}
+	// Even where instance_start_time names a database's creation
+	// (CouchDB 3.3+), it is in seconds: a database recreated within one
+	// keeps it. A revision gone may also have been purged or stemmed;
+	// starting over then costs a rescan, never a document.
 	if log != nil && (log.Anchor != nil || log.Tail != nil) {
-		if gone, err := anchorGone(ctx, r.src, log.Anchor, log.Tail); err != nil {
+		gone, err := anchorGone(ctx, r.src, log.Anchor, log.Tail)
+		if err != nil {
 			r.warn("could not check that the source database is the one checkpointed: " + err.Error())
 		} else if gone != nil {
 			when := "at the first run"
 			if gone == log.Tail {
 				when = "at the last checkpoint"
 			}
-			return recreated(fmt.Sprintf("the source no longer knows revision %s of %q that it held %s: the database was recreated; starting over from the beginning", gone.Rev, gone.ID, when),
+			return recreated(fmt.Sprintf("the source no longer knows revision %s of %q that it held %s: the database was recreated (or that revision was purged, or stemmed by its _revs_limit); "+StartOverNote, gone.Rev, gone.ID, when),
 				fmt.Sprintf("it no longer knows revision %s of %q, which it held %s", gone.Rev, gone.ID, when))
 		}
+	}
+	if log != nil {
 		if log.Anchor != nil {
 			cp.setAnchor(log.Anchor)
 		}
@@ -331,6 +341,11 @@ func (r *run) sameSourceDB(ctx context.Context, since Seq, sinfo DBInfo, log *ch
 func changedInstance(old, now string) bool {
 	return old != "" && now != "" && old != "0" && now != "0" && old != now
 }
+
+// StartOverNote is in every warning of a run that found its checkpoint
+// does not fit the source and read it from the beginning (for a backup:
+// in full, not as an incremental).
+const StartOverNote = "starting over from the beginning"
 
 // keptNote ends the warnings about a recreated database: replication
 // only adds revisions, so what the target got from the old one stays.
