@@ -179,6 +179,10 @@ func (c *chainSource) Changes(ctx context.Context, since replicate.Seq, fn func(
 		}
 		if s.Error != "" {
 			notWhole = append(notWhole, fmt.Sprintf("%s: %s", st.path, s.Error))
+		} else {
+			// a whole group continues from the checkpoint the ones
+			// before it reached (or holds the database whole)
+			notWhole = nil
 		}
 		offset += last
 		s.Checkpoints = st.checkpoints
@@ -190,8 +194,9 @@ func (c *chainSource) Changes(ctx context.Context, since replicate.Seq, fn func(
 }
 
 // Summary is the last group's summary (its seq reached, and the
-// checkpoints its archive's manifest holds)
-// with, as Error, why any group of the chain is not whole; ok once
+// checkpoints its archive's manifest holds) with, as Error, why the
+// groups after the chain's last whole one are not whole (a whole group
+// continues from the checkpoint the groups before it reached); ok once
 // Changes read every group.
 func (c *chainSource) Summary() (archive.DBSummary, bool) {
 	return c.end, c.read

@@ -90,7 +90,9 @@ type dbTask struct {
 	// an earlier archive of the chain.
 	Incremental bool
 	// Later: a later archive of the chain holds this database too (its
-	// step follows, with the same Chain).
+	// step follows, with the same Chain if set): a group whose backup
+	// failed part way is then no failure, as the later group continues
+	// from the checkpoint it reached.
 	Later bool
 	// Chain, if set, is shared by the steps of one database through a
 	// chain of archives (a restore's winner log, see restoreHooks).

@@ -32,11 +32,12 @@ func (c *restorer) job(tsrv *couch.Server) *pairJob {
 			sys := systemDB(t.Target)
 			r.Reuse = r.Reuse || t.Incremental || sys
 			if c.o.Replace && !t.Incremental && !sys {
+				partitioned := r.Props.Partitioned // the archive's
 				r.Replace = func(ctx context.Context) error {
 					if err := c.checkParts(ctx, t.Target); err != nil {
 						return err
 					}
-					return c.recreate(ctx, tsrv.DB(t.Target))
+					return c.recreate(ctx, tsrv.DB(t.Target), partitioned)
 				}
 			}
 		},
@@ -111,7 +112,13 @@ func (h restoreHooks) pair(ctx context.Context, c *dbCopy, src replicate.Source,
 		}
 		if dbr != nil {
 			if s, ok := dbr.Summary(); ok && s.Error != "" {
-				return fmt.Errorf("the backup of this database failed part way: %s", s.Error)
+				if !c.task.Later {
+					return fmt.Errorf("the backup of this database failed part way: %s", s.Error)
+				}
+				// The next archive's group continues from the
+				// checkpoint this one reached (or holds the database
+				// whole): the chain is whole if its last group is.
+				h.c.o.logf("%s: the backup of this database failed part way in this archive (%s); a later archive of the chain continues it", c.task.Target, s.Error)
 			}
 		}
 		if winners != nil && !(chain != nil && c.task.Later) {
@@ -153,10 +160,12 @@ func (restoreHooks) failed(c *dbCopy, err error) error {
 // uses them.
 func systemDB(name string) bool { return name == "_users" || name == "_replicator" }
 
-// recreate deletes tdb and creates it again with its partitioned flag, q
-// and n (--q/--n win) and puts its _security back at once, so the new
-// database is never more open than the old one was.
-func (c *restorer) recreate(ctx context.Context, tdb *couch.DB) error {
+// recreate deletes tdb and creates it again with the archive's
+// partitioned flag (the database is rolled back to the archive: a flag of
+// its own would refuse the archive's documents, or leave out the
+// property), its own q and n (--q/--n win), and puts its _security back at
+// once, so the new database is never more open than the old one was.
+func (c *restorer) recreate(ctx context.Context, tdb *couch.DB, partitioned bool) error {
 	old, err := tdb.Metadata(ctx)
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
@@ -176,7 +185,7 @@ func (c *restorer) recreate(ctx context.Context, tdb *couch.DB) error {
 	if err := srv.DeleteDB(ctx, tdb.Name()); err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
-	if err := srv.CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: old.Partitioned, Q: q, N: n}); err != nil {
+	if err := srv.CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: partitioned, Q: q, N: n}); err != nil {
 		return fmt.Errorf("target: recreate after delete: %w", err)
 	}
 	if sec := bytes.TrimSpace(old.Security); len(sec) > 0 && !bytes.Equal(sec, []byte("{}")) {

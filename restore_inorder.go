@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/sofadb/sofa/archive"
@@ -36,7 +37,15 @@ func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selecte
 	o.progress().Start(total, nil)
 	for i, a := range archives {
 		st := &archiveRead{archiveDBs: selected[i], done: map[string]bool{}}
-		if err := c.restoreArchive(ctx, j, a, i, skip, tgt, filter, names, &sum, st); err != nil {
+		later := func(name string) bool {
+			for _, dbs := range selected[i+1:] {
+				if dbs.known && slices.Contains(dbs.names, name) {
+					return true
+				}
+			}
+			return false
+		}
+		if err := c.restoreArchive(ctx, j, a, i, skip, later, tgt, filter, names, &sum, st); err != nil {
 			fatalErr = err
 			// Every selected database the restore did not reach is
 			// listed: "not started" (from this archive on).
@@ -103,7 +112,8 @@ func (st *archiveRead) learn(c *restorer, rd *archive.Reader, filter fleet.Filte
 // the damage is used, and the database being restored is reported failed.
 //
 // index is the archive's place in the chain; fullFrom (from checkChain)
-// says from which archive each database is restored. names gives each
+// says from which archive each database is restored; later, whether a
+// later archive's manifest lists a database (dbTask.Later). names gives each
 // database's target name and refuses (an *OptionError, which stops the
 // restore) a database restored into the target database of another: an
 // archive read once (stdin) is checked as it goes, the database before
@@ -111,7 +121,7 @@ func (st *archiveRead) learn(c *restorer, rd *archive.Reader, filter fleet.Filte
 //
 // st.done receives the name of every database of the archive it started;
 // st learns the archive's databases where damage stops the read.
-func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, index int, fullFrom map[string]int, tgt *couch.Endpoint, filter fleet.Filter, names *targetNames, sum *fleet.Summary, st *archiveRead) error {
+func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, index int, fullFrom map[string]int, later func(string) bool, tgt *couch.Endpoint, filter fleet.Filter, names *targetNames, sum *fleet.Summary, st *archiveRead) error {
 	path := a.archive
 	f, err := a.store.Open(ctx, path)
 	if err != nil {
@@ -159,7 +169,7 @@ func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, 
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		r, err := runTold(ctx, c.o.progress(), name, func(p DBProgress) (fleet.DBResult, error) {
-			return j.run(ctx, dbTask{Opened: dbr, Source: dbr.Name(), Target: name, Incremental: incremental}, p)
+			return j.run(ctx, dbTask{Opened: dbr, Source: dbr.Name(), Target: name, Incremental: incremental, Later: later(dbr.Name())}, p)
 		})
 		sum.Add(r)
 		if r.Status == fleet.StatusInterrupted {

@@ -140,3 +140,58 @@ func TestRestore_OlderBackupOverNewerData(t *testing.T) {
 		}
 	}
 }
+
+// TestRestore_ReplaceTakesArchivePartitioned: --replace rolls a database
+// back to the archive, its partitioned property included: an archive of
+// a plain database restored over a partitioned one (which would refuse
+// every id without a partition prefix) and an archive of a partitioned
+// database over a plain one both end with the archive's property and
+// every document.
+func TestRestore_ReplaceTakesArchivePartitioned(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "partitioned databases")
+	bin := sofaBin(t)
+	srv := couchtest.Start(t)
+	c := srv.Client()
+	partitioned := func(db string) bool {
+		t.Helper()
+		var info struct {
+			Props struct {
+				Partitioned bool `json:"partitioned"`
+			} `json:"props"`
+		}
+		if err := c.GetJSON(t.Context(), "/"+db, &info); err != nil {
+			t.Fatal(err)
+		}
+		return info.Props.Partitioned
+	}
+	create := func(db string, part bool, docs ...json.RawMessage) {
+		t.Helper()
+		path := "/" + db
+		if part {
+			path += "?partitioned=true"
+		}
+		if err := c.PutJSON(t.Context(), path, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		arWrite(t, srv, db, true, docs...)
+	}
+	create("flat", false, arRaw(`{"_id":"a","v":1}`), arRaw(`{"_id":"b","v":2}`))
+	create("parted", true, arRaw(`{"_id":"p:a","v":1}`), arRaw(`{"_id":"q:b","v":2}`))
+	path := filepath.Join(t.TempDir(), "a.sofa")
+	arSofa(t, bin, nil, "backup", srv.URL, path, "-q", "--include", "flat", "--include", "parted").want(t, exitOK)
+	for db, part := range map[string]bool{"flat": false, "parted": true} {
+		if err := c.DeleteDB(t.Context(), db); err != nil {
+			t.Fatal(err)
+		}
+		create(db, !part, arRaw(`{"_id":"p:other","v":3}`))
+	}
+	arSofa(t, bin, nil, "restore", path, srv.URL, "--include", "flat", "--include", "parted", "--replace").want(t, exitOK)
+	for db, part := range map[string]bool{"flat": false, "parted": true} {
+		if got := partitioned(db); got != part {
+			t.Errorf("%s after --replace: partitioned %v, want the archive's %v", db, got, part)
+		}
+		if n := arDocCount(t, srv, db); n != 2 {
+			t.Errorf("%s after --replace: %d documents, want the archive's 2", db, n)
+		}
+	}
+}
