@@ -157,7 +157,7 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 		return err
 	}
 	o := finishDBs(sum, err, bc.out, "backed up")
-	o.interrupted = "interrupted: no archive was written (a backup starts over when run again)"
+	o.interrupted = interruptedArchive(path, "a backup")
 	if code, _ := exitFor(o, ctx.Err() != nil); code == exitInterrupted || code == exitFatal {
 		return o
 	}

@@ -94,8 +94,13 @@ func finishDBs(sum *sofa.Summary, err error, out outputFlags, verb string) *outc
 	o := &outcome{sum: sum, err: err, verb: verb}
 	if sum != nil {
 		if out.jsonOut {
-			code, _ := exitFor(o, false)
-			printJSON(os.Stdout, summaryDoc{Summary: sum, ExitCode: code})
+			code, msg := exitFor(o, false)
+			doc := summaryDoc{Summary: sum, ExitCode: code}
+			if err != nil && code != exitOK {
+				// stopped by an error: said as a failureDoc says it
+				doc.Status, doc.Error = failureStatus(code), msg
+			}
+			printJSON(os.Stdout, doc)
 		} else {
 			printFleetSummary(os.Stderr, sum, out.quiet)
 		}
@@ -104,10 +109,14 @@ func finishDBs(sum *sofa.Summary, err error, out outputFlags, verb string) *outc
 }
 
 // summaryDoc is a many-database run's --json document: its summary and
-// the process's exit code.
+// the process's exit code; a run stopped by an error (a damaged archive,
+// a lost server, an interrupt) adds Status and Error as failureDoc has
+// them.
 type summaryDoc struct {
 	*sofa.Summary
-	ExitCode int `json:"exit_code"`
+	Status   string `json:"status,omitempty"`
+	Error    string `json:"error,omitempty"`
+	ExitCode int    `json:"exit_code"`
 }
 
 func registerOutput(fs *pflag.FlagSet, o *outputFlags) {

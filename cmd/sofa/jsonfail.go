@@ -45,14 +45,19 @@ func printFailureJSONLocked(w io.Writer, cmd *cobra.Command, args []string, code
 	if code == exitOK || jsonPrinted.Load() || !wantsJSON(cmd, args) {
 		return
 	}
-	status := "failed"
+	writeJSON(w, failureDoc{Status: failureStatus(code), Error: msg, ExitCode: code})
+}
+
+// failureStatus is the status of a run stopped with exit code code:
+// "usage" (2), "interrupted" (130), else "failed".
+func failureStatus(code int) string {
 	switch code {
 	case exitUsage:
-		status = "usage"
+		return "usage"
 	case exitInterrupted:
-		status = "interrupted"
+		return "interrupted"
 	}
-	writeJSON(w, failureDoc{Status: status, Error: msg, ExitCode: code})
+	return "failed"
 }
 
 // wantsJSON says whether cmd runs with --json: its flag as parsed (from

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,6 +42,16 @@ func TestJSON_FatalPrintsOneDocument(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.sofa")
 	cliRun(t, bin, "backup", srv.AdminURL(), good, "-q").wantCode(t, exitOK)
+	// cut short inside its footer: restored in order up to the damage,
+	// which stops the run with a summary
+	raw, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(dir, "cut.sofa")
+	if err := os.WriteFile(cut, raw[:len(raw)-300], 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	cases := []struct {
 		name   string
@@ -53,6 +64,7 @@ func TestJSON_FatalPrintsOneDocument(t *testing.T) {
 		{"wrong password", nil, []string{"backup", srv.UserURL("admin", "wrong-pw"), filepath.Join(dir, "x.sofa"), "--json"}, exitFatal, "failed", "authentication failed"},
 		{"missing archive", nil, []string{"restore", filepath.Join(dir, "none.sofa"), srv.AdminURL(), "--json"}, exitFatal, "failed", "does not exist"},
 		{"unknown flag", nil, []string{"restore", good, srv.AdminURL(), "--json", "--bogus"}, exitUsage, "usage", "unknown flag: --bogus"},
+		{"damaged archive after a summary", nil, []string{"restore", cut, srv.AdminURL() + "/copy", "--include", "app", "--json"}, exitFatal, "failed", "truncated archive"},
 		{"from the environment", []string{"SOFA_JSON=true"}, []string{"restore", filepath.Join(dir, "none.sofa"), srv.AdminURL()}, exitFatal, "failed", "does not exist"},
 	}
 	for _, tc := range cases {

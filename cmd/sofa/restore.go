@@ -11,6 +11,7 @@ import (
 	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/replicate"
+	"github.com/sofadb/sofa/storage"
 )
 
 type restoreCmd struct {
@@ -235,7 +236,7 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 	prog.Stop()
 	o := finishDBs(sum, err, c.out, "restored")
 	if tgt.Kind() == sofa.KindArchive {
-		o.interrupted = "interrupted: no archive was written (the restore starts over when run again)"
+		o.interrupted = interruptedArchive(tgtURL, "the restore")
 		if code, _ := exitFor(o, ctx.Err() != nil); code != exitInterrupted && code != exitFatal && sum != nil && !c.out.quiet && tgtURL != "-" {
 			if st, err := tgt.Store().Stat(ctx, tgt.Archive()); err == nil {
 				fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", tgt, humanBytes(st.Size))
@@ -243,4 +244,15 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 		}
 	}
 	return o
+}
+
+// interruptedArchive is the line of a run writing an archive at path
+// that was interrupted (what names the run: "a backup"): a file or an
+// object is never written in part; stdout carries what was written
+// before the interrupt, which is no archive.
+func interruptedArchive(path, what string) string {
+	if path == storage.Stdio {
+		return "interrupted: the archive on stdout is cut short: discard what was written (" + what + " starts over when run again)"
+	}
+	return "interrupted: no archive was written (" + what + " starts over when run again)"
 }
