@@ -53,6 +53,7 @@ func newWinnerLog(dbr *archive.DBReader, couchOrder bool) (*winnerLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("temporary file: %w", err)
 	}
+	_ = os.Remove(f.Name()) // unlinked: nothing left behind, even by a killed run
 	w := bufio.NewWriter(f)
 	return &winnerLog{DBReader: dbr, f: f, w: w, enc: json.NewEncoder(w), couchOrder: couchOrder}, nil
 }
@@ -300,11 +301,8 @@ type winnersReader interface {
 	Winners(ctx context.Context, ids []string) (map[string]string, error)
 }
 
-// Close removes the temporary file.
-func (l *winnerLog) Close() {
-	l.f.Close()
-	os.Remove(l.f.Name())
-}
+// Close closes the temporary file (unlinked when created).
+func (l *winnerLog) Close() { l.f.Close() }
 
 // wins reports whether leaf a beats leaf b by CouchDB's rule for the
 // winning revision: a live leaf beats a deleted one, then the longer

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/sofadb/sofa/archive"
@@ -134,5 +135,23 @@ func TestWins_RevisionIDOrder(t *testing.T) {
 	}
 	if !wins(&replicate.Doc{Rev: "1-a"}, &replicate.Doc{Rev: "3-b", Deleted: true}, true) {
 		t.Error("a live leaf beats a deleted one")
+	}
+}
+
+// TestWinnerLog_LeavesNoFile: the winner log's temporary file is unlinked
+// as soon as it is created, so a restore killed with it open leaves
+// nothing behind in the temp dir.
+func TestWinnerLog_LeavesNoFile(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	l, err := newWinnerLog(nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := os.Stat(l.f.Name()); !os.IsNotExist(err) {
+		t.Errorf("%s is on disk while the log is open (%v): a killed restore leaves it", l.f.Name(), err)
+	}
+	if err := l.enc.Encode(noted{"a", "1-x", false, 0}); err != nil || l.w.Flush() != nil {
+		t.Fatalf("the unlinked log takes no writes: %v", err)
 	}
 }
