@@ -34,7 +34,11 @@ func Catalog(r io.Reader) (Header, []DBSummary, error) {
 	// What follows the manifest is read too: a second archive appended
 	// (cat a.sofa b.sofa, whose footer is b's) is refused as the
 	// in-order reader refuses it, not listed as a.
-	return rd.hdr, dbs, rd.readEnd()
+	byDir := make(map[string]DBSummary, len(dbs))
+	for _, d := range dbs {
+		byDir[d.Dir] = d
+	}
+	return rd.hdr, dbs, rd.readEnd(byDir)
 }
 
 // Skim returns the databases the archive holds, for a Reader stopped

@@ -46,20 +46,19 @@ func (r *Reader) finish(m *member) error {
 		return memberErr(m.name, ErrManifest, fmt.Sprintf("lists %d databases, archive holds %d", len(man.Databases), len(r.summaries)))
 	}
 	for _, s := range man.Databases {
-		got, ok := r.summaries[s.Dir]
-		if !ok || got.Name != s.Name || got.Revisions != s.Revisions || got.Chunks != s.Chunks || got.Blobs != s.Blobs ||
-			!bytes.Equal(got.Seq, s.Seq) {
+		if got, ok := r.summaries[s.Dir]; !ok || !sameEnd(got, s) {
 			return memberErr(m.name, ErrManifest, fmt.Sprintf("database %q differs from its end member", s.Name))
 		}
 	}
-	return r.readEnd()
+	return r.readEnd(r.summaries)
 }
 
 // readEnd reads what follows the manifest: the index and footer (version
-// 2), the tar trailer, and what is past it (checkTail).
-func (r *Reader) readEnd() error {
+// 2), whose databases must agree with dbs (by Dir: those read, or the
+// manifest's), the tar trailer, and what is past it (checkTail).
+func (r *Reader) readEnd(dbs map[string]DBSummary) error {
 	if r.hdr.Version >= 2 {
-		if err := r.readIndexMembers(); err != nil {
+		if err := r.readIndexMembers(dbs); err != nil {
 			return err
 		}
 	}
@@ -70,6 +69,13 @@ func (r *Reader) readEnd() error {
 		return &Error{Err: &detailErr{ErrFormat, "member after " + manifestName}}
 	}
 	return r.checkTail()
+}
+
+// sameEnd reports whether the summary s a manifest or an index gives of a
+// database agrees with got, its end member's.
+func sameEnd(got, s DBSummary) bool {
+	return got.Name == s.Name && got.Revisions == s.Revisions && got.Chunks == s.Chunks && got.Blobs == s.Blobs &&
+		bytes.Equal(got.Seq, s.Seq) && got.Error == s.Error
 }
 
 // memberList is the manifest's member list folded as it streams: a count
@@ -152,9 +158,9 @@ func checkStoredSum(name string, h hash.Hash, want string) error {
 }
 
 // readIndexMembers reads and checks the members a version 2 archive has
-// after its manifest: index.json (its archive id) and footer.json
-// (pointing at it, FooterSize bytes).
-func (r *Reader) readIndexMembers() error {
+// after its manifest: index.json (its archive id, and its databases those
+// of dbs) and footer.json (pointing at it, FooterSize bytes).
+func (r *Reader) readIndexMembers(dbs map[string]DBSummary) error {
 	members := r.members
 	defer func() { r.members = members }() // they are not the manifest's
 	im, err := r.readMember()
@@ -167,8 +173,18 @@ func (r *Reader) readIndexMembers() error {
 	if im.p.kind != kindIndex {
 		return memberErr(im.name, ErrFormat, "member after "+manifestName+" is not "+indexName)
 	}
-	if _, err := parseIndex(im.raw, r.hdr.ID); err != nil {
+	idx, err := parseIndex(im.raw, r.hdr.ID)
+	if err != nil {
 		return err
+	}
+	// what ls and a restore at offsets read: the databases as read
+	if len(idx.Databases) != len(dbs) {
+		return memberErr(im.name, ErrManifest, fmt.Sprintf("lists %d databases, archive holds %d", len(idx.Databases), len(dbs)))
+	}
+	for _, d := range idx.Databases {
+		if got, ok := dbs[d.Summary.Dir]; !ok || !sameEnd(got, d.Summary) || got.DocCount != d.Summary.DocCount || got.DelCount != d.Summary.DelCount {
+			return memberErr(im.name, ErrManifest, fmt.Sprintf("database %q differs from its end member", d.Summary.Name))
+		}
 	}
 	fm, err := r.readMember()
 	if errors.Is(err, io.EOF) {
