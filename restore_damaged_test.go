@@ -202,3 +202,71 @@ func damagedEndpoint(t *testing.T, data []byte, stdin bool) *sofa.Endpoint {
 	}
 	return ar
 }
+
+// TestRestore_ManifestListsMissingGroup: an archive whose manifest lists
+// a database it holds no group of (its members taken out) fails the
+// restore on the manifest, and that database is listed not started
+// because the archive lacks it, not because the restore stopped before
+// it.
+func TestRestore_ManifestListsMissingGroup(t *testing.T) {
+	ctx := t.Context()
+	srv := couchtest.Start(t)
+	manyDBs(t, srv, 3)
+	path := filepath.Join(t.TempDir(), "all.sofa")
+	backupAll(t, srv, storage.Local{}, path)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toc, err := archive.ReadTOC(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := toc.Databases[1].Summary
+	tr := tar.NewReader(bytes.NewReader(data))
+	var out bytes.Buffer
+	tw := tar.NewWriter(&out)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(h.Name, "db/"+gone.Dir+"/") {
+			continue
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dst := openAt(t, couchtest.StartKind(t, srv.Kind).URL, nil)
+	sum, err := sofa.Restore(ctx, []*sofa.Endpoint{damagedEndpoint(t, out.Bytes(), false)}, dst, sofa.RestoreOptions{})
+	if !errors.Is(err, archive.ErrManifest) || sum == nil {
+		t.Fatalf("restore: %v; want a manifest mismatch", err)
+	}
+	listed := false
+	for _, r := range sum.DBs {
+		if r.Name != gone.Name {
+			continue
+		}
+		listed = true
+		if r.Status != fleet.StatusNotStarted || !strings.Contains(r.Error, "holds no group of it") {
+			t.Errorf("%s: %s %q; want not started, the archive holding no group of it", r.Name, r.Status, r.Error)
+		}
+	}
+	if !listed {
+		t.Errorf("%s, which the manifest lists, is not in the summary: %+v", gone.Name, sum.DBs)
+	}
+}

@@ -65,8 +65,13 @@ func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selecte
 					if from, ok := skip[name]; ok && k < from {
 						continue
 					}
+					why := "the restore stopped before it"
+					if k == i && errors.Is(err, archive.ErrManifest) {
+						// the read reached the manifest: no group of it
+						why = "its manifest lists it, but the archive holds no group of it"
+					}
 					sum.Add(fleet.DBResult{Name: c.targetName(name, tgt.DBName), Status: fleet.StatusNotStarted,
-						Error: fmt.Sprintf("not restored from %s: the restore stopped before it", archives[k].archive)})
+						Error: fmt.Sprintf("not restored from %s: %s", archives[k].archive, why)})
 				}
 			}
 			break
