@@ -135,7 +135,7 @@ func (o *CopyOptions) job(ssrv, tsrv *couch.Server, budget *replicate.Budget, on
 	engine := o.Engine
 	engine.CopyMetadata = true
 	return &pairJob{src: ssrv, tgt: tsrv, engine: engine, budget: budget, verify: o.Verify,
-		q: o.Q, n: o.N, reuse: o.ReuseExisting, sourceReadOnly: !o.SourceCheckpoints, batchInfo: true,
+		q: o.Q, n: o.N, reuse: o.ReuseExisting, sourceReadOnly: !o.SourceCheckpoints, batchInfo: true, warnReplaced: true,
 		lenientRevpos: tsrv.Vendor == couch.VendorPouchDB, onTarget: onTarget, rc: &o.RunControl,
 		rules: func(t dbTask, r *targetRules) { r.Reuse = r.Reuse || t.Target == couch.UsersDB }}
 }

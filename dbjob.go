@@ -65,6 +65,10 @@ type pairJob struct {
 	rules func(t dbTask, r *targetRules)
 	// hooks, if set, wrap each copy (Restore's: restoreHooks).
 	hooks dbHooks
+	// warnReplaced warns when a copy into a database that held documents
+	// before, and that it did not create or claim, replaced its
+	// `_security` or lowered its `_revs_limit` (see metaBefore).
+	warnReplaced bool
 	// observer, if set, gives each database's replicate.Observer (Sync's
 	// metrics).
 	observer func(db string) replicate.Observer
@@ -191,6 +195,10 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 		c.warn(partitionedWarning(c.sinfo.Partitioned))
 	}
 	opts := j.options(c)
+	var before *replicate.Metadata
+	if j.warnReplaced && opts.CopyMetadata {
+		before = metaBefore(ctx, c)
+	}
 	stop := dbcopy.FeedProgress(opts.Counters, p)
 	err = j.copyOnce(ctx, c, src, opts, false)
 	stop()
@@ -199,6 +207,9 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 	}
 	if err == nil {
 		warnUserConflicts(ctx, c)
+		if before != nil {
+			warnMetaReplaced(ctx, c, *before)
+		}
 	}
 	if err == nil && len(r.Failures) == 0 {
 		// The check's own copy warns to the log only.
