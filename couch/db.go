@@ -187,6 +187,10 @@ func (d *DB) PutLocal(ctx context.Context, id string, body []byte) error {
 	}
 	resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.localDocPath(id), Body: body, ContentType: "application/json"})
 	if err != nil {
+		var he *Error
+		if errors.As(err, &he) && he.Status == 401 && badCredentials(he.Reason) {
+			return d.fail("write checkpoint", d.srv.Client.authErr(err)) // no rights issue: a wrong password
+		}
 		if st := StatusOf(err); st == 401 || st == 403 {
 			return fmt.Errorf("%w: %w", replicate.ErrReadOnly, err)
 		}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/sofadb/sofa/replicate"
 )
 
 // Error is an HTTP error answer from CouchDB: the status and the
@@ -157,6 +159,12 @@ func (e *Error) denied() bool {
 	}
 	s := strings.ToLower(e.Name + " " + e.Reason)
 	return strings.Contains(s, "forbidden") || strings.Contains(s, "unauthorized")
+}
+
+// Is makes an HTTP 401 or 403 answer (a refusal of the whole request
+// for lack of rights) match replicate.ErrDenied.
+func (e *Error) Is(target error) bool {
+	return target == replicate.ErrDenied && (e.Status == 401 || e.Status == 403)
 }
 
 // Denied reports whether err is a refusal for lack of rights (see

@@ -134,6 +134,14 @@ var ErrNotFound = errors.New("not found")
 // writes (read-only credentials or a source that must never be written).
 var ErrReadOnly = errors.New("read-only endpoint")
 
+// ErrDenied is matched (errors.Is) by an endpoint's error when the
+// server refused a request for lack of rights: wrong credentials, or a
+// user without access to the database (CouchDB: HTTP 401 or 403 for the
+// whole request, not a document's refusal). Retrying does not help: a
+// continuous run stops on it rather than try again (and lock the account
+// on a server that locks it after failed logins).
+var ErrDenied = errors.New("access denied")
+
 // ErrUnreadable is wrapped by Source methods when one revision (or one of
 // its attachments) cannot be read while the source itself is fine (gone
 // meanwhile, a name too long for any URL): the engine reports that

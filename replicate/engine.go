@@ -450,9 +450,10 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer, tr *tra
 				return
 			case <-t.C:
 				if err := r.checkpoint(wctx, cp, tr); err != nil {
-					if r.opts.Continuous && wctx.Err() == nil {
+					if r.opts.Continuous && wctx.Err() == nil && !errors.Is(err, ErrDenied) {
 						// A continuous run outlives a target that is
-						// away for a while: the next tick tries again.
+						// away for a while: the next tick tries again
+						// (not a refusal for lack of rights: it stops).
 						r.logf("checkpoint failed: %v; trying again in %s", err, r.opts.CheckpointInterval)
 						continue
 					}
@@ -466,7 +467,9 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer, tr *tra
 	err := g.Wait()
 	close(stop)
 	cpWG.Wait()
-	if err == nil {
+	if cpErr != nil && (err == nil || errors.Is(err, context.Canceled) && ctx.Err() == nil) {
+		// the failed checkpoint cancelled the workers: its error, not
+		// theirs, is why the run stopped
 		err = cpErr
 	}
 	// Final checkpoint: all acknowledged batches, with a fresh context

@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 )
@@ -153,7 +154,8 @@ const maxBatchAttempts = 8
 
 // runBatch copies one batch and reports it; in a continuous run a batch
 // that fails (target or source unreachable beyond the client's own
-// retries) is tried again after a backoff, since writes are idempotent.
+// retries) is tried again after a backoff, since writes are idempotent,
+// but for a refusal for lack of rights (ErrDenied), which stops the run.
 func (r *run) runBatch(ctx context.Context, b *batch, tr *tracker) error {
 	if err := r.pace(ctx, nil); err != nil {
 		return err
@@ -171,7 +173,7 @@ func (r *run) runBatch(ctx context.Context, b *batch, tr *tracker) error {
 			}
 			return nil
 		}
-		if !r.opts.Continuous || ctx.Err() != nil || attempt >= maxBatchAttempts {
+		if !r.opts.Continuous || ctx.Err() != nil || attempt >= maxBatchAttempts || errors.Is(err, ErrDenied) {
 			return err
 		}
 		// The documents the feed delivered had their bytes released
