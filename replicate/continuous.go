@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 )
 
@@ -68,23 +69,31 @@ func (r *run) feedLoop(ctx context.Context, f Follower, since Seq, rows chan<- f
 			lostAt, attempts = time.Time{}, 0
 		}
 	}
+	var lastMu sync.Mutex // last, read by watchSeq meanwhile
 	for {
 		got := 0
-		err := f.Follow(ctx, last, FollowOptions{Heartbeat: r.opts.Heartbeat, Docs: true, Connected: back}, func(c Change) error {
+		cctx, stop := r.watchSeq(ctx, func() Seq { lastMu.Lock(); defer lastMu.Unlock(); return last })
+		err := f.Follow(cctx, last, FollowOptions{Heartbeat: r.opts.Heartbeat, Docs: true, Connected: back}, func(c Change) error {
 			back() // a Follower that does not call Connected
 			select {
 			case rows <- feedRow{c: c, at: time.Now()}:
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-cctx.Done():
+				return cctx.Err()
 			}
 			if len(c.Seq) > 0 {
+				lastMu.Lock()
 				last = c.Seq
+				lastMu.Unlock()
 			}
 			got++
 			return nil
 		})
+		stop()
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if cause := context.Cause(cctx); errors.Is(cause, errSeqBehind) {
+			err = cause
 		}
 		if err == nil {
 			err = errors.New("the feed ended")
@@ -107,7 +116,97 @@ func (r *run) feedLoop(ctx context.Context, f Follower, since Seq, rows chan<- f
 		case <-t.C:
 		}
 		r.opts.Observer.Reconnected(err)
+		for {
+			recreated, missing := r.recreatedWhileFollowed(ctx, last)
+			if recreated {
+				r.warn("the source database was deleted and created again while followed: its changes are read again from the beginning" + keptNote)
+				last = nil
+				failures = 0
+			}
+			if !missing {
+				break
+			}
+			// Deleted: no feed until it exists again, and then it is
+			// judged before it is followed from the old one's seq.
+			failures++
+			t := time.NewTimer(reconnectWait(failures))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
 	}
+}
+
+// errSeqBehind ends a feed whose source's update_seq fell below the seq
+// the run reached (see watchSeq).
+var errSeqBehind = errors.New("the source's update_seq is below the seq reached (the database deleted and created again?)")
+
+// watchSeq returns ctx for one connection of the feed, cancelled with
+// errSeqBehind when the source's update_seq, asked every three
+// heartbeats, falls below last() (integer seqs only). PouchDB Server
+// keeps the feed of a deleted database open, and answers the feed of
+// the database created again in its place from the old seq with nothing:
+// only its update_seq tells. stop ends the watch.
+func (r *run) watchSeq(ctx context.Context, last func() Seq) (cctx context.Context, stop func()) {
+	if !integerSeq(last()) {
+		return ctx, func() {}
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(3 * r.opts.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-cctx.Done():
+				return
+			case <-t.C:
+				if info, err := r.src.Info(cctx); err == nil && seqAhead(last(), info.UpdateSeq) {
+					cancel(errSeqBehind)
+					return
+				}
+			}
+		}
+	}()
+	return cctx, func() { close(done); cancel(nil) }
+}
+
+// recreatedWhileFollowed reports whether the source database, whose feed
+// was lost (a deleted database ends it), is another one now: an integer
+// seq the run had reached is ahead of its update_seq (PouchDB Server,
+// whose new database's seqs start again from 0: following on from the
+// old one's would skip its first changes), or the revisions of the run's
+// anchor and of its last checkpoint are gone. missing: the database does
+// not exist (deleted, not created again yet). A source that cannot be
+// asked (unreachable) is not judged; the next reconnect asks again. When
+// it is another, the run's anchor and tail are dropped for the new
+// database's.
+func (r *run) recreatedWhileFollowed(ctx context.Context, last Seq) (recreated, missing bool) {
+	if r.cp == nil {
+		return false, false
+	}
+	info, err := r.src.Info(ctx)
+	if errors.Is(err, ErrNotFound) {
+		return false, true
+	}
+	if err != nil {
+		return false, false
+	}
+	if !integerSeq(last) || !seqAhead(last, info.UpdateSeq) {
+		a, err := anchorGone(ctx, r.src, r.cp.getAnchor(), r.cp.getTail())
+		if err != nil || a == nil {
+			return false, false
+		}
+	}
+	r.cp.anchorMu.Lock()
+	r.cp.anchor, r.cp.tail = nil, nil
+	r.cp.anchorMu.Unlock()
+	return true, false
 }
 
 // reconnectWait is the wait before reconnect attempt n (1-based): 1 s,
