@@ -103,7 +103,12 @@ func (l *Loader) Load(ctx context.Context, serverURL string, db DB) (Result, err
 	if err != nil {
 		return res, fmt.Errorf("dataset: parse server URL: %w", redactErr(err))
 	}
-	dbURL := base.JoinPath(db.Name)
+	// the name as one path segment ("/" and "+" escaped, as CouchDB
+	// needs them)
+	dbURL, err := url.Parse(base.String() + "/" + strings.ReplaceAll(url.PathEscape(db.Name), "+", "%2B"))
+	if err != nil {
+		return res, fmt.Errorf("dataset: database URL: %w", redactErr(err))
+	}
 	if err := l.createDB(ctx, dbURL); err != nil {
 		return res, err
 	}

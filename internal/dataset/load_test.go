@@ -157,3 +157,26 @@ func TestLoader_LoadAll(t *testing.T) {
 		}
 	}
 }
+
+// TestLoader_NameEscaped: a database name with "/" and "+" is one path
+// segment of the requests ("%2F", "%2B"), as CouchDB needs it.
+func TestLoader_NameEscaped(t *testing.T) {
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths = append(paths, r.Method+" "+r.URL.EscapedPath())
+		if r.Method == "PUT" {
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte(`{"ok":true}`))
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`[]`))
+	}))
+	defer srv.Close()
+	if _, err := (&Loader{}).Load(context.Background(), srv.URL, Synth{Name: "m/db+$(0)", Docs: 1, MinSize: 10}.DB()); err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) < 2 || paths[0] != "PUT /m%2Fdb%2B$%280%29" && paths[0] != "PUT /m%2Fdb%2B$(0)" || !strings.HasPrefix(paths[1], "POST /m%2Fdb%2B") {
+		t.Errorf("requests %q, want the name as one escaped path segment", paths)
+	}
+}
