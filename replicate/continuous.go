@@ -144,12 +144,17 @@ func (r *run) feedLoop(ctx context.Context, f Follower, since Seq, rows chan<- f
 // the run reached (see watchSeq).
 var errSeqBehind = errors.New("the source's update_seq is below the seq reached (the database deleted and created again?)")
 
+// seqCheckHeartbeats is how many heartbeats apart watchSeq asks the
+// source's update_seq: about 8 minutes at DefaultHeartbeat, so that an
+// idle source is asked almost nothing.
+const seqCheckHeartbeats = 50
+
 // watchSeq returns ctx for one connection of the feed, cancelled with
-// errSeqBehind when the source's update_seq, asked every three
-// heartbeats, falls below last() (integer seqs only). PouchDB Server
-// keeps the feed of a deleted database open, and answers the feed of
-// the database created again in its place from the old seq with nothing:
-// only its update_seq tells. stop ends the watch.
+// errSeqBehind when the source's update_seq, asked every
+// seqCheckHeartbeats heartbeats, falls below last() (integer seqs only).
+// PouchDB Server keeps the feed of a deleted database open, and answers
+// the feed of the database created again in its place from the old seq
+// with nothing: only its update_seq tells. stop ends the watch.
 func (r *run) watchSeq(ctx context.Context, last func() Seq) (cctx context.Context, stop func()) {
 	if !integerSeq(last()) {
 		return ctx, func() {}
@@ -157,7 +162,7 @@ func (r *run) watchSeq(ctx context.Context, last func() Seq) (cctx context.Conte
 	cctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	go func() {
-		t := time.NewTicker(3 * r.opts.Heartbeat)
+		t := time.NewTicker(seqCheckHeartbeats * r.opts.Heartbeat)
 		defer t.Stop()
 		for {
 			select {
