@@ -62,6 +62,9 @@ func (c *ArchivesCheck) Worst() string {
 // archive (an *OptionError) or a cancelled ctx; what was found is in the
 // summary.
 func CheckArchives(ctx context.Context, archives ...*Endpoint) (*ArchivesCheck, error) {
+	if err := opened(archives...); err != nil {
+		return nil, err
+	}
 	sum := &ArchivesCheck{Status: ArchivesSound}
 	for _, ep := range archives {
 		if ep.Kind() != KindArchive {
@@ -102,6 +105,9 @@ func CheckArchives(ctx context.Context, archives ...*Endpoint) (*ArchivesCheck, 
 // chain (CheckChain: an *OptionError names the broken link, and no
 // archive is read), then each archive alone (CheckArchives).
 func VerifyChain(ctx context.Context, archives ...*Endpoint) (*ArchivesCheck, error) {
+	if err := opened(archives...); err != nil {
+		return nil, err
+	}
 	if err := CheckChain(ctx, archives...); err != nil {
 		return nil, err
 	}

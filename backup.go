@@ -80,6 +80,9 @@ type BackupOptions struct {
 // a restore into an archive: RestorePlan.Run) and the same archive as
 // dst are refused with an *OptionError.
 func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary, error) {
+	if err := opened(src, dst); err != nil {
+		return nil, err
+	}
 	if src.Kind() == KindArchive {
 		return backupArchive(ctx, src, dst, o)
 	}

@@ -87,6 +87,9 @@ type CopyOptions struct {
 // Otherwise per-database outcomes are in the Summary: Complete reports
 // whether all are ok.
 func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, error) {
+	if err := opened(src, dst); err != nil {
+		return nil, err
+	}
 	if err := CheckDistinct(src, dst); err != nil {
 		return nil, err
 	}
@@ -208,6 +211,9 @@ func sameArchive(a, b *Endpoint) bool {
 // the engine, creating the target when asked. The Result holds the
 // replication id, the seqs, the counters and each revision not copied.
 func CopyDB(ctx context.Context, src, dst *Endpoint, o CopyDBOptions) (*replicate.Result, error) {
+	if err := opened(src, dst); err != nil {
+		return nil, err
+	}
 	if err := CheckDistinct(src, dst); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,9 @@ type DBListing struct {
 // the server's order (`_all_dbs`, then `GET /db` for each), or the one
 // database of a database endpoint.
 func List(ctx context.Context, ep *Endpoint) ([]DBListing, error) {
+	if err := opened(ep); err != nil {
+		return nil, err
+	}
 	if ep.couch == nil {
 		return nil, optionErr("list: %s is an archive: see ListArchive", ep)
 	}
@@ -47,6 +50,9 @@ func List(ctx context.Context, ep *Endpoint) ([]DBListing, error) {
 // (the manifest's summary of each database: counts, sizes, seq reached,
 // Error for one not backed up whole). Errors name the archive.
 func ListArchive(ctx context.Context, ep *Endpoint) (archive.Header, []archive.DBSummary, error) {
+	if err := opened(ep); err != nil {
+		return archive.Header{}, nil, err
+	}
 	if ep.Kind() != KindArchive {
 		return archive.Header{}, nil, optionErr("%s is not an archive", ep)
 	}
@@ -69,6 +75,9 @@ func ListArchive(ctx context.Context, ep *Endpoint) (archive.Header, []archive.D
 // one's databases not backed up whole have their Error set in the
 // report.
 func CheckArchive(ctx context.Context, ep *Endpoint) (*archive.Report, error) {
+	if err := opened(ep); err != nil {
+		return nil, err
+	}
 	if ep.Kind() != KindArchive {
 		return nil, optionErr("%s is not an archive", ep)
 	}

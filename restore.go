@@ -98,6 +98,9 @@ type restorer struct {
 // archive, an interruption: it then matches ctx.Err()), or that nothing
 // was selected.
 func Restore(ctx context.Context, archives []*Endpoint, dst *Endpoint, o RestoreOptions) (*Summary, error) {
+	if err := opened(append([]*Endpoint{dst}, archives...)...); err != nil {
+		return nil, err
+	}
 	p, err := PlanRestore(ctx, archives, o)
 	if err != nil {
 		return nil, err
@@ -130,6 +133,9 @@ type RestorePlan struct {
 // (and, for a chain, manifests): archives that do not form a chain are
 // refused (an *OptionError).
 func PlanRestore(ctx context.Context, archives []*Endpoint, o RestoreOptions) (*RestorePlan, error) {
+	if err := opened(archives...); err != nil {
+		return nil, err
+	}
 	if len(archives) == 0 {
 		return nil, optionErr("restore: no archive")
 	}
@@ -205,6 +211,9 @@ func PlanRestoreSet(ctx context.Context, set *ArchiveSet, o RestoreOptions) (*Re
 // consolidated into that one full archive (see runIntoArchive), whose
 // restore into a server gives what the chain's restore gives.
 func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) {
+	if err := opened(dst); err != nil {
+		return nil, err
+	}
 	if dst.Kind() == KindArchive {
 		return p.runIntoArchive(ctx, dst)
 	}

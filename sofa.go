@@ -72,6 +72,18 @@ type Endpoint struct {
 // String is the location without credentials.
 func (e *Endpoint) String() string { return e.location }
 
+// opened refuses, with an *OptionError, an endpoint that Open did not
+// return (nil, or a zero Endpoint): each call that takes endpoints checks
+// them first.
+func opened(eps ...*Endpoint) error {
+	for _, e := range eps {
+		if e == nil || e.couch == nil && e.store == nil {
+			return optionErr("an endpoint not opened with sofa.Open (nil or a zero Endpoint)")
+		}
+	}
+	return nil
+}
+
 // Close closes the endpoint's idle HTTP connections, for a program done
 // with it (they would close themselves after 90 s idle); an endpoint of
 // a server or database stays usable (a later call opens new ones). An

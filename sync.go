@@ -123,6 +123,9 @@ type SyncOptions struct {
 // matches ctx.Err(). An error before that
 // means nothing is running (bad options, the source cannot be listed).
 func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary, error) {
+	if err := opened(src, dst); err != nil {
+		return nil, err
+	}
 	if err := CheckDistinct(src, dst); err != nil {
 		return nil, err
 	}

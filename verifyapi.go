@@ -19,7 +19,10 @@ import (
 type VerifyOptions struct {
 	// Compare are the comparison's options (mode, metadata, differences
 	// listed). LenientRevpos and DoubleNumbers are set when either side
-	// is PouchDB Server.
+	// is PouchDB Server. Its zero value compares documents only: set
+	// Compare.Metadata (and Partitioned) to compare `_security`,
+	// `_revs_limit` (and the partitioned property) too, as the CLI does
+	// for server URLs.
 	Compare verify.Options
 	// Selection picks the databases of two servers (Skip: ReplicateSkip
 	// when nil; Shard: one part of the databases of a, and of those only
@@ -77,6 +80,9 @@ var ErrSeveralDatabases = errors.New("holds several databases: compare it with a
 // per-database outcomes (equal, different, failed, interrupted) are in
 // the summary.
 func Verify(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*VerifySummary, error) {
+	if err := opened(a, b); err != nil {
+		return nil, err
+	}
 	if b.Kind() == KindArchive {
 		return nil, optionErr("verify: %s is an archive: give it first", b)
 	}

@@ -62,9 +62,9 @@ type entry struct {
 // Compare compares database a with database b (see the package comment).
 // Differences go into the Report; the error is for failures to read
 // either side (context cancellation included), and a report that came
-// with an error is incomplete. A b that does not exist gives one
-// KindNoDatabase difference and no error; an a that does not exist is an
-// error wrapping replicate.ErrNotFound.
+// with an error is incomplete. A side that does not exist while the
+// other does gives one KindNoDatabase difference and no error; both
+// missing is an error wrapping replicate.ErrNotFound.
 func Compare(ctx context.Context, a, b replicate.Source, opts Options) (*Report, error) {
 	if opts.MaxDifferences <= 0 {
 		opts.MaxDifferences = DefaultMaxDifferences
@@ -74,6 +74,15 @@ func Compare(ctx context.Context, a, b replicate.Source, opts Options) (*Report,
 	}
 	r := &Report{Mode: opts.Mode.String(), max: opts.MaxDifferences, Differences: []Difference{}}
 	ai, err := a.Info(ctx)
+	if errors.Is(err, replicate.ErrNotFound) {
+		bi, berr := b.Info(ctx)
+		if berr != nil {
+			return r, fmt.Errorf("verify: a: %w", err)
+		}
+		r.B = Counts{DocCount: bi.DocCount, DelCount: bi.DelCount, DelCountUnknown: bi.DelCountUnknown}
+		r.addf(KindNoDatabase, "", "", "the database %q is compared with a database that does not exist: %v", bi.Name, err)
+		return r, nil
+	}
 	if err != nil {
 		return r, fmt.Errorf("verify: a: %w", err)
 	}

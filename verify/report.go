@@ -30,7 +30,7 @@ type Kind string
 // Kinds of difference. A is the first database given to Compare, B the
 // second.
 const (
-	KindNoDatabase  Kind = "no_database" // B does not exist
+	KindNoDatabase  Kind = "no_database" // one side does not exist
 	KindOnlyInB     Kind = "only_in_b"   // a whole database only B holds (server comparisons)
 	KindDocCount    Kind = "doc_count"   // doc_count or doc_del_count differ
 	KindMissing     Kind = "missing"     // document only in A

@@ -223,8 +223,13 @@ func TestCompare_MissingDatabase(t *testing.T) {
 	if r.Equal() || r.Differences[0].Kind != verify.KindNoDatabase || !strings.Contains(r.Differences[0].Detail, "no-such-db-here") {
 		t.Errorf("got %s, want a no_database difference naming no-such-db-here", dump(r))
 	}
-	if _, err := verify.Compare(t.Context(), p.adb.Server().DB("no-such-db-here"), p.adb, verify.Options{}); err == nil {
-		t.Error("missing a: no error")
+	// a missing, b there: the same difference the other way round
+	r, err = verify.Compare(t.Context(), p.adb.Server().DB("no-such-db-here"), p.adb, verify.Options{})
+	if err != nil || r.Equal() || r.Differences[0].Kind != verify.KindNoDatabase || !strings.Contains(r.Differences[0].Detail, "no-such-db-here") {
+		t.Errorf("missing a: %v, %s; want a no_database difference naming no-such-db-here", err, dump(r))
+	}
+	if _, err := verify.Compare(t.Context(), p.adb.Server().DB("no-such-db-here"), p.adb.Server().DB("nor-this-one"), verify.Options{}); err == nil {
+		t.Error("both missing: no error")
 	}
 }
 

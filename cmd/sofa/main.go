@@ -82,7 +82,7 @@ func interruptible(atExit func(msg string)) (context.Context, func()) {
 			return
 		}
 		cancel()
-		fmt.Fprintln(os.Stderr, "sofa: stopping: finishing the writes in flight and the final checkpoints (interrupt again to stop at once)")
+		fmt.Fprintln(os.Stderr, "sofa: "+stoppingLine())
 		select {
 		case <-sigs:
 			const msg = "interrupted again: stopped at once; run the same command again to resume from the last checkpoint written"
@@ -128,4 +128,14 @@ they never appear in output, logs or errors.
 		c.SetFlagErrorFunc(root.FlagErrorFunc())
 	}
 	return root
+}
+
+// stoppingLine is what the first interrupt prints: a verb that writes
+// finishes its writes in flight and its checkpoints; one that only reads
+// (verify, ls) just stops.
+func stoppingLine() string {
+	if c := runningCmd.Load(); c != nil && (c.Name() == "verify" || c.Name() == "ls") {
+		return "stopping (interrupt again to stop at once)"
+	}
+	return "stopping: finishing the writes in flight and the final checkpoints (interrupt again to stop at once)"
 }

@@ -125,7 +125,7 @@ refused unless --allow-partial, which checks the members present and exits
 	vc.s3.register(fs)
 	fs.BoolVar(&vc.full, "full", false, "also compare every leaf revision's body, history and attachment metadata")
 	fs.BoolVar(&vc.metadata, "metadata", false, "also compare _security, _revs_limit and the partitioned property (default: on for server URLs)")
-	fs.IntVar(&vc.maxDiffs, "max-differences", verify.DefaultMaxDifferences, "differences listed per database (all are counted)")
+	fs.IntVar(&vc.maxDiffs, "max-differences", verify.DefaultMaxDifferences, "differences listed per database (all are counted; 0 or less: the default)")
 	fs.BoolVar(&vc.jsonOut, "json", false, "print the result as JSON on stdout (a run stopped by an error prints {status, error, exit_code})")
 	fs.BoolVarP(&vc.quiet, "quiet", "q", false, "print nothing but errors and differences")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
