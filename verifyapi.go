@@ -83,6 +83,9 @@ func Verify(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*VerifySummar
 	if err := opened(a, b); err != nil {
 		return nil, err
 	}
+	if b.Kind() == KindArchive && a.Kind() == KindArchive {
+		return nil, optionErr("verify: %s and %s are both archives: check archives with CheckArchives or VerifyChain, or compare one with a server", a, b)
+	}
 	if b.Kind() == KindArchive {
 		return nil, optionErr("verify: %s is an archive: give it first", b)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -158,6 +159,9 @@ func (vc *verifyCmd) options(metadataDefault bool, cmd *cobra.Command) sofa.Veri
 }
 
 func (vc *verifyCmd) run(ctx context.Context, cmd *cobra.Command, aURL, bURL string) error {
+	if l := strings.ToLower(bURL); !strings.HasPrefix(l, "http://") && !strings.HasPrefix(l, "https://") {
+		return usageErr("%q is not a server or database URL: to compare an archive with a server, give the archive first (sofa verify ARCHIVE SERVER)", sofa.Redact(bURL))
+	}
 	sl, tl := vc.control.limiters(aURL, bURL)
 	copts := vc.client.options()
 	a, err := openEndpoint(ctx, aURL, "SOURCE", vc.client.forRole("SOURCE", copts), sl)
