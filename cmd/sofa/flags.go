@@ -38,7 +38,7 @@ func (f *engineFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&f.maxInflight, "max-inflight-bytes", replicate.DefaultMaxInflightBytes, "bytes of documents and attachments held in memory at once, shared by all databases in flight (the default is 256 MiB; 0 selects it)")
 	fs.DurationVar(&f.checkpointEvery, "checkpoint-interval", replicate.DefaultCheckpointInterval, "time between checkpoints while running")
 	fs.Int64Var(&f.streamThreshold, "stream-threshold", replicate.DefaultStreamThreshold, "attachments of at least this many bytes are piped from source to target, never held in memory (0: the default; -1: never)")
-	fs.BoolVar(&f.noCheckpoints, "no-checkpoints", false, "neither read nor write _local checkpoints (always start from the beginning)")
+	fs.BoolVar(&f.noCheckpoints, "no-checkpoints", false, "neither read nor write _local checkpoints (always start from the beginning; a database the run creates still gets its small claim document, so that a rerun takes it for its own)")
 }
 
 // validate refuses negative sizes and counts (zero selects the default).
