@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,7 +91,9 @@ func cliLoad(t *testing.T, srv *couchtest.Server, db string, n int) {
 	}
 }
 
-func closedPort(t *testing.T) int {
+// freePort returns a loopback port free a moment ago, for a server the
+// test starts on it.
+func freePort(t *testing.T) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -99,6 +102,28 @@ func closedPort(t *testing.T) int {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	return port
+}
+
+// closedPort returns a loopback port that refuses connections for the
+// rest of the test: a socket bound to it but not listening (nor
+// SO_REUSEADDR) holds it, so that no other process on a busy machine can
+// start listening there meanwhile (a port closed right after it was
+// picked could be taken by another test's server).
+func closedPort(t *testing.T) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
 }
 
 // fakeServer answers the welcome like PouchDB Server and routes the rest

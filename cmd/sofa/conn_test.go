@@ -120,7 +120,7 @@ func startTLSCouch(t *testing.T, ca *testCA, dir string, extra map[string]string
 		t.Skip("a CouchDB named by " + couchtest.EnvCouchURL + " cannot be given a TLS listener by the test")
 	}
 	certFile, keyFile := ca.issue(t, dir, "server", false)
-	port := closedPort(t)
+	port := freePort(t)
 	cfg := map[string]string{
 		"ssl/enable":    "true",
 		"ssl/port":      strconv.Itoa(port),
