@@ -8,10 +8,20 @@ import (
 
 // DBProgress receives the counters of one database as they grow.
 type DBProgress interface {
+	// SetDocsTotal gives the documents the source holds (doc_count plus
+	// doc_del_count; 0: unknown), an estimate of the work: the other
+	// counters count revisions, of which a document with conflicts (or
+	// changed during the copy) has more than one, so they can pass it.
 	SetDocsTotal(n int64)
+	// AddDocsRead adds revisions read (docs_read).
 	AddDocsRead(n int64)
+	// AddDocsWritten adds revisions written (docs_written); a negative n
+	// takes back ones counted before (refused in the end).
 	AddDocsWritten(n int64)
+	// AddDocWriteFailures adds revisions the target refused
+	// (doc_write_failures).
 	AddDocWriteFailures(n int64)
+	// AddBytes adds bytes of documents and attachments written.
 	AddBytes(n int64)
 }
 
