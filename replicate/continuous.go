@@ -160,8 +160,9 @@ func (r *run) watchSeq(ctx context.Context, last func() Seq) (cctx context.Conte
 		return ctx, func() {}
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
+	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(exited)
 		t := time.NewTicker(seqCheckHeartbeats * r.opts.Heartbeat)
 		defer t.Stop()
 		for {
@@ -178,7 +179,8 @@ func (r *run) watchSeq(ctx context.Context, last func() Seq) (cctx context.Conte
 			}
 		}
 	}()
-	return cctx, func() { close(done); cancel(nil) }
+	// stop returns once the watch has ended: last is not read after it
+	return cctx, func() { close(done); cancel(nil); <-exited }
 }
 
 // recreatedWhileFollowed reports whether the source database, whose feed
