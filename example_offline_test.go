@@ -193,5 +193,5 @@ func ExampleBackup_kinds() {
 	// 2 databases copied into copy.sofa, <nil>
 	// SOURCE and TARGET are the same archive (nightly.sofa)
 	// copy: nightly.sofa to copy.sofa: to copy an archive into a new archive use backup (sofa backup nightly.sofa copy.sofa)
-	// verify: copy.sofa is an archive: give it first
+	// verify: nightly.sofa and copy.sofa are both archives: check archives with CheckArchives or VerifyChain, or compare one with a server
 }
