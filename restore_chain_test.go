@@ -1,9 +1,12 @@
 package sofa_test
 
 import (
+	"context"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/internal/couchtest"
@@ -41,9 +44,7 @@ func TestRestore_ChainValidateDocUpdateRelaxed(t *testing.T) {
 	if _, err := c.PutDoc(ctx, "vdu", "_design/v", map[string]any{"_rev": rev, "validate_doc_update": `function(doc){}`}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PutDoc(ctx, "vdu", "fd", map[string]any{"forbidden": true}); err != nil {
-		t.Fatal(err)
-	}
+	putOnceRelaxed(t, c, "vdu", "fd", map[string]any{"forbidden": true})
 	inc := openAt(t, filepath.Join(dir, "inc.sofa"), nil)
 	if sum, err := sofa.Backup(ctx, server, inc, sofa.BackupOptions{Since: full.Archive()}); err != nil || !sum.Complete() {
 		t.Fatalf("incremental backup: %+v, %v", sum, err)
@@ -64,6 +65,34 @@ func TestRestore_ChainValidateDocUpdateRelaxed(t *testing.T) {
 		}
 	}
 	couchtest.AssertEqual(t, src.URL+"/vdu", dst.URL+"/vdu")
+}
+
+// putOnceRelaxed writes doc as id in db once the server applies a
+// relaxed validate_doc_update: CouchDB caches a database's validation
+// functions and drops the stale ones a moment after the design document
+// is written (its ddoc cache hears of the update asynchronously), so a
+// write right after it may still meet the strict function. It retries
+// while the answer is 403 forbidden, until the test's deadline.
+func putOnceRelaxed(t *testing.T, c *couchtest.Client, db, id string, doc any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := c.PutDoc(ctx, db, id, doc)
+		if couchtest.StatusOf(err) != http.StatusForbidden {
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the relaxed validate_doc_update never took effect: %v", err)
+		case <-tick.C:
+		}
+	}
 }
 
 // TestRestore_ChainRerunNotRolledBack: a chain restored again into the
