@@ -111,8 +111,15 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 				return nil, err
 			}
 		}
+		if err := notBoth(ctx, dst.store, name, name); err != nil {
+			return nil, err
+		}
 		name = ShardArchiveName(name, sh)
 		shard = &archive.Shard{Index: sh.Index, Count: sh.Count, SetID: o.SetID}
+	} else if name != storage.Stdio && !strings.HasSuffix(name, ".set.json") {
+		if err := notBoth(ctx, dst.store, SetManifestName(name), name); err != nil {
+			return nil, err
+		}
 	}
 	// The archive's name is checked (and its temporary file created)
 	// before the source is read: a name that cannot be written fails at

@@ -308,3 +308,21 @@ func incrementalWord(incremental bool) string {
 	}
 	return "a full backup"
 }
+
+// notBoth refuses a backup to ARCHIVE (name) when other exists: a plain
+// archive of that name beside a set's manifest for it (or the reverse)
+// makes restore, verify and ls of ARCHIVE take the plain archive and
+// leave the set unread (see IsSet). Either may be written, never both.
+func notBoth(ctx context.Context, st storage.Store, other, name string) error {
+	_, err := st.Stat(ctx, other)
+	if err == nil {
+		if other == name {
+			return optionErr("%s exists, an archive that is not sharded: a set of the same name would be left unread by restore, verify and ls of %s (they take the archive); give the sharded backup another name", Redact(name), Redact(name))
+		}
+		return optionErr("%s exists, the manifest of a sharded backup's set named %s: restore, verify and ls of %s would take this archive and leave the set unread; give the backup another name", Redact(other), Redact(name), Redact(name))
+	}
+	if !errors.Is(err, storage.ErrNotExist) {
+		return fmt.Errorf("%s: %w", Redact(other), err)
+	}
+	return nil
+}

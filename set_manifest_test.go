@@ -2,7 +2,9 @@ package sofa_test
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sofadb/sofa"
@@ -44,5 +46,46 @@ func TestBackup_ShardRefusesAnotherSetsManifest(t *testing.T) {
 	}
 	if err := backup(0, 4, "C", true); err != nil {
 		t.Errorf("with Overwrite: %v", err)
+	}
+}
+
+// TestBackup_PlainAndSetNotBoth: a plain archive and a set's manifest of
+// one ARCHIVE name are never both written (restore, verify and ls of the
+// name would take the plain archive and leave the set unread): a sharded
+// backup to the name of an existing archive is refused, and a plain
+// backup to the name of an existing set, each with an *OptionError
+// naming the file that exists, whatever Overwrite says.
+func TestBackup_PlainAndSetNotBoth(t *testing.T) {
+	ctx := t.Context()
+	src := couchtest.Start(t)
+	seed(t, src, "m1", 2)
+	dir := t.TempDir()
+	backup := func(path string, shard sofa.Shard, overwrite bool) error {
+		t.Helper()
+		_, err := sofa.Backup(ctx, openAt(t, src.URL, nil), openAt(t, path, nil),
+			sofa.BackupOptions{Selection: sofa.Selection{Shard: shard}, SetID: "s", Overwrite: overwrite})
+		return err
+	}
+	var oe *sofa.OptionError
+	plain := filepath.Join(dir, "plain.sofa")
+	if err := backup(plain, sofa.Shard{}, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, ow := range []bool{false, true} {
+		if err := backup(plain, sofa.Shard{Index: 0, Count: 2}, ow); !errors.As(err, &oe) || !strings.Contains(err.Error(), "plain.sofa exists") {
+			t.Errorf("sharded backup over a plain archive's name (overwrite %v): %v, want an OptionError naming it", ow, err)
+		}
+	}
+	set := filepath.Join(dir, "set.sofa")
+	if err := backup(set, sofa.Shard{Index: 0, Count: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, ow := range []bool{false, true} {
+		if err := backup(set, sofa.Shard{}, ow); !errors.As(err, &oe) || !strings.Contains(err.Error(), "set.set.json exists") {
+			t.Errorf("plain backup over a set's name (overwrite %v): %v, want an OptionError naming its manifest", ow, err)
+		}
+	}
+	if _, err := os.Stat(set); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused backup left %s: %v", set, err)
 	}
 }

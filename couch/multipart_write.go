@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/sofadb/sofa/replicate"
 )
@@ -56,18 +57,18 @@ func newRelatedBody(doc *replicate.Doc, boundary string) *RelatedBody {
 		h = append(h, "\r\n--"...)
 		h = append(h, boundary...)
 		h = append(h, "\r\nContent-Disposition: attachment; filename=\""...)
-		h = appendHeaderText(h, a.Name, true)
+		h = appendFilename(h, a.Name)
 		h = append(h, "\"\r\nContent-Type: "...)
 		if a.ContentType == "" {
 			h = append(h, "application/octet-stream"...)
 		} else {
-			h = appendHeaderText(h, a.ContentType, false)
+			h = appendHeaderText(h, a.ContentType)
 		}
 		h = append(h, "\r\nContent-Length: "...)
 		h = strconv.AppendInt(h, size, 10)
 		if a.Encoding != "" {
 			h = append(h, "\r\nContent-Encoding: "...)
-			h = appendHeaderText(h, a.Encoding, false)
+			h = appendHeaderText(h, a.Encoding)
 		}
 		h = append(h, "\r\n\r\n"...)
 		b.add(h)
@@ -99,15 +100,13 @@ func (b *RelatedBody) add(p []byte) {
 	b.length += int64(len(p))
 }
 
-// appendHeaderText appends s for use inside a part header: control
-// characters (CR, LF, ...) would end the header early and are
-// percent-encoded, as are `"`, `\` and `%` inside a quoted filename.
-// CouchDB matches parts to `follows` entries by order, so the filename is
-// informational.
-func appendHeaderText(dst []byte, s string, quoted bool) []byte {
+// appendHeaderText appends s for use inside a part header (a content
+// type, an encoding): control characters (CR, LF, ...) would end the
+// header early and are percent-encoded.
+func appendHeaderText(dst []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c < 0x20 || c == 0x7f || quoted && (c == '"' || c == '\\' || c == '%') {
+		if c < 0x20 || c == 0x7f {
 			dst = append(dst, '%', upperHex[c>>4], upperHex[c&15])
 			continue
 		}
@@ -115,6 +114,37 @@ func appendHeaderText(dst []byte, s string, quoted bool) []byte {
 	}
 	return dst
 }
+
+// appendFilename appends an attachment name for use between the quotes
+// of a part's `filename="..."`. CouchDB matches parts to `follows`
+// entries by order and ignores the filename; PouchDB Server matches them
+// by filename, as its multipart parser (multiparty) gives it: the quoted
+// text with `%22` and `\"` made `"`, then every `&#N;` made the character
+// of code N, then cut after its last backslash. So `"` goes as `%22`, and
+// `%`, `&`, control characters as `&#N;`: what multiparty decodes is
+// the name again, byte for byte, for any name without a backslash (see
+// filenameCarried).
+func appendFilename(dst []byte, name string) []byte {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '"':
+			dst = append(dst, "%22"...)
+		case c == '%' || c == '&' || c == '\\' || c < 0x20 || c == 0x7f:
+			dst = append(dst, "&#"...)
+			dst = strconv.AppendInt(dst, int64(c), 10)
+			dst = append(dst, ';')
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}
+
+// filenameCarried says whether PouchDB Server can match a part named
+// name to its attachment (see appendFilename): not when the name holds a
+// backslash, which its parser takes for the end of a Windows path.
+func filenameCarried(name string) bool { return !strings.ContainsRune(name, '\\') }
 
 // ContentType is the request's Content-Type header value.
 func (b *RelatedBody) ContentType() string {

@@ -152,6 +152,17 @@ func (d *DB) CanStream(att *replicate.Attachment) bool {
 // other attachment bytes are sent from doc without being copied. Per-document refusals come back as a
 // DocError, like WriteDocs.
 func (d *DB) WriteStreamed(ctx context.Context, doc *replicate.Doc, open func(*replicate.Attachment) (io.ReadCloser, error)) (*replicate.DocError, error) {
+	if d.srv.Vendor == VendorPouchDB {
+		// PouchDB Server stores a part's bytes as they come (gzip bytes
+		// as the content) and cannot match a part whose name holds a
+		// backslash (see appendFilename): such a revision goes inline.
+		if err := decodeGzipAtts(doc); err != nil {
+			return nil, err
+		}
+		if !namesCarried(doc) {
+			return d.writeInline(ctx, doc, open)
+		}
+	}
 	body := NewRelatedBody(doc)
 	r := &request{Method: "PUT", Path: d.path + "/" + EscapeDocID(doc.ID), Query: "new_edits=false",
 		ContentType: body.ContentType(), BodyLen: body.Len(),
@@ -181,4 +192,36 @@ func (d *DB) WriteStreamed(ctx context.Context, doc *replicate.Doc, open func(*r
 	}
 	resp.Body.Close()
 	return nil, nil
+}
+
+func namesCarried(doc *replicate.Doc) bool {
+	for _, a := range doc.Atts {
+		if !a.Stub && !filenameCarried(a.Name) {
+			return false
+		}
+	}
+	return true
+}
+
+// writeInline writes one revision in a `_bulk_docs` request with its
+// attachment bytes inline, reading those marked Stream from open first
+// (held whole: this is for the rare name a multipart part cannot carry).
+func (d *DB) writeInline(ctx context.Context, doc *replicate.Doc, open func(*replicate.Attachment) (io.ReadCloser, error)) (*replicate.DocError, error) {
+	for _, a := range doc.Atts {
+		if !a.Stream {
+			continue
+		}
+		l := &lazyAtt{att: a, open: open} // length and md5 checked
+		data, err := io.ReadAll(l)
+		l.close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", shortID(doc.ID), err)
+		}
+		a.Data, a.Stream = data, false
+	}
+	fails, err := d.bulkDocs(ctx, []*replicate.Doc{doc}, nil)
+	if err != nil || len(fails) == 0 {
+		return nil, err
+	}
+	return &fails[0], nil
 }

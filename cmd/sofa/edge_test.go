@@ -459,3 +459,40 @@ func TestEdge_MemberRestoreDesignRefused(t *testing.T) {
 		t.Errorf("target holds %d documents, want the 5 others", n)
 	}
 }
+
+// A member's `_security` PUT with no `_revs_limit` PUT before it (the
+// source, PouchDB Server, has none): CouchDB answers it 500 no_majority,
+// which a cluster also answers when nodes are down and was retried for
+// the whole retry time (about 2 minutes), then the database failed with
+// a message that did not name the account's rights. The account's rights
+// are read on that answer: the refusal is a warning at once.
+func TestEdge_MemberTargetSecurityNoMajority(t *testing.T) {
+	bin := sofaBin(t)
+	src := couchtest.StartKind(t, couchtest.PouchDB)
+	arCreate(t, src, "app", true, arSmallDocs("d", 5)...)
+	if err := src.Client().PutSecurity(t.Context(), "app", couchtest.Security{Members: couchtest.Group{Names: []string{"ann"}, Roles: []string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	tgt := couchtest.StartKind(t, couchtest.CouchDB)
+	if err := tgt.Client().CreateDB(t.Context(), "app"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.Client().CreateUser(t.Context(), "bob", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.Client().PutSecurity(t.Context(), "app", couchtest.Security{Members: couchtest.Group{Names: []string{"bob"}, Roles: []string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	r := arSofa(t, bin, nil, "replicate", src.DBURL("app"), tgt.UserURL("bob", "pw")+"/app", "--copy-security", "--json", "--retry-time", "20s")
+	var res resultDoc
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("output is not JSON (%v):\n%s\n%s", err, r.stdout, r.stderr)
+	}
+	w := strings.Join(res.Warnings, "\n")
+	if !strings.Contains(w, "_security") || !strings.Contains(w, "not an admin of the database") || strings.Contains(r.stderr, "attempts") {
+		t.Errorf("warnings should say _security was refused, the account not being an admin (exit %d):\n%s\n%s", r.code, w, r.stderr)
+	}
+	if res.Stats.DocsWritten != 5 {
+		t.Errorf("docs_written=%d, want 5", res.Stats.DocsWritten)
+	}
+}
