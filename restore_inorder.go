@@ -35,8 +35,12 @@ func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selecte
 		total += len(dbs.names)
 	}
 	o.progress().Start(total, nil)
+	// The databases of a damaged archive not restored whole, by name, with
+	// that archive: the later archives go on without them (see damaged);
+	// each has its result (failed, or not started) from that archive.
+	blocked := map[string]string{}
 	for i, a := range archives {
-		st := &archiveRead{archiveDBs: selected[i], done: map[string]bool{}}
+		st := &archiveRead{archiveDBs: selected[i], done: map[string]bool{}, blocked: blocked}
 		later := func(name string) bool {
 			for _, dbs := range selected[i+1:] {
 				if dbs.known && slices.Contains(dbs.names, name) {
@@ -46,7 +50,13 @@ func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selecte
 			return false
 		}
 		if err := c.restoreArchive(ctx, j, a, i, skip, later, tgt, filter, names, &sum, st); err != nil {
-			fatalErr = err
+			if fatalErr == nil {
+				fatalErr = err
+			}
+			if st.damaged(err) && i+1 < len(archives) {
+				c.goesOnWithout(st, a, skip, i, tgt, &sum)
+				continue
+			}
 			// Every selected database the restore did not reach is
 			// listed: "not started" (from this archive on).
 			for k := i; k < len(archives); k++ {
@@ -86,6 +96,40 @@ func (c *restorer) runInOrder(ctx context.Context, archives []*Endpoint, selecte
 type archiveRead struct {
 	archiveDBs
 	done map[string]bool
+	// failed is the database whose copy the damage stopped, if any.
+	failed string
+	// blocked is shared by the archives of one run (see runInOrder).
+	blocked map[string]string
+}
+
+// damaged: err is damage found in the archive (a checksum, a record, a
+// member: archive.Error), not a lost target or an interrupt, and the
+// archive's databases are known, so that the archives after it can go
+// on with the others: the members of a set hold other databases, and an
+// incremental archive continues only the databases restored whole.
+func (st *archiveRead) damaged(err error) bool {
+	var ae *archive.Error
+	return st.known && errors.As(err, &ae) && !errors.Is(err, context.Canceled)
+}
+
+// goesOnWithout lists the selected databases of the damaged archive a
+// (index i) that the restore did not reach as not started, and blocks
+// them and the one the damage stopped for the archives after it.
+func (c *restorer) goesOnWithout(st *archiveRead, a *Endpoint, skip map[string]int, i int, tgt *couch.Endpoint, sum *fleet.Summary) {
+	if st.failed != "" {
+		st.blocked[st.failed] = a.archive
+	}
+	for _, name := range st.names {
+		if st.done[name] {
+			continue
+		}
+		if from, ok := skip[name]; ok && i < from {
+			continue
+		}
+		st.blocked[name] = a.archive
+		sum.Add(fleet.DBResult{Name: c.targetName(name, tgt.DBName), Status: fleet.StatusNotStarted,
+			Error: fmt.Sprintf("not restored from %s: the archive is damaged before it", a.archive)})
+	}
 }
 
 // learn reads on past the damage that stopped rd to the archive's
@@ -161,6 +205,12 @@ func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, 
 		if from, ok := fullFrom[dbr.Name()]; ok && index < from {
 			continue // recreated at the source later in the chain
 		}
+		if _, ok := st.blocked[dbr.Name()]; ok {
+			// Its earlier part is in a damaged archive, whose result
+			// (failed, or not started) says so.
+			st.done[dbr.Name()] = true
+			continue
+		}
 		incremental := index > 0 && len(dbr.Since()) > 0
 		st.done[dbr.Name()] = true
 		picked++
@@ -186,6 +236,7 @@ func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, 
 			}
 			var ae *archive.Error
 			if errors.As(err, &ae) {
+				st.failed = dbr.Name()
 				st.learn(c, rd, filter)
 				return fmt.Errorf("%s: %w", path, err)
 			}

@@ -120,7 +120,16 @@ type SyncOptions struct {
 //
 // Sync returns when ctx ends: the running copies and every database
 // with unrecorded progress write their final checkpoints, and the error
-// matches ctx.Err(). An error before that
+// matches ctx.Err(). It also returns, stopping the run, when a server
+// refuses a whole request for lack of rights (an error matching
+// replicate.ErrDenied: a changed password, a member removed; at either
+// end, from a catch-up, the watch, a checkpoint or a `_security` read):
+// it is not retried, since every try would be one more failed login,
+// which a server that locks accounts answers by locking it. The error
+// then matches replicate.ErrDenied, and SyncSummary.Interrupted is
+// false. A document refused by a validate_doc_update (a 403 for one
+// document) is no such refusal: it is counted in DocWriteFailures and
+// tried again at the next wake. Any other error before that
 // means nothing is running (bad options, the source cannot be listed).
 func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary, error) {
 	if err := opened(src, dst); err != nil {
@@ -161,7 +170,10 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 	if o.Metrics == nil {
 		o.Metrics = metrics.New()
 	}
-	s := &syncer{o: o, src: src, dst: dst, ssrv: src.couch.Server, tsrv: dst.couch.Server,
+	// halt stops the run on a refusal for lack of rights (see refused).
+	ctx, halt := context.WithCancel(ctx)
+	defer halt()
+	s := &syncer{o: o, halt: halt, src: src, dst: dst, ssrv: src.couch.Server, tsrv: dst.couch.Server,
 		sel: o.Copy.Selection, dbs: map[string]*syncDB{}, wake: make(chan struct{}, 1),
 		budget: replicate.NewBudget(o.Copy.Engine.MaxInflightBytes), t0: time.Now()}
 	maxDBs := o.Copy.MaxDBs
@@ -198,7 +210,7 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 	case m := <-mode:
 		s.setMode(m)
 	case <-ctx.Done():
-		return s.finish(), ctx.Err()
+		return s.end(ctx.Err())
 	}
 	s.event(SyncEvent{Kind: EventWatching, Detail: s.sum.Mode})
 
@@ -206,6 +218,9 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 	sel.Sharded = true // none yet is fine: they are waited for
 	dbs, err := SelectDBs(ctx, src, sel, "source")
 	if err != nil {
+		if s.deniedErr() != nil {
+			return s.end(err)
+		}
 		return nil, err
 	}
 	if err := distinctTargets(s.tsrv, nil, "copied", dbs); err != nil {
@@ -243,7 +258,15 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 	}
 	if runErr != nil {
 		s.checkpointAll(ctx)
+		if s.deniedErr() != nil {
+			return s.end(runErr)
+		}
 		return s.finish(), fmt.Errorf("sync: %w", runErr)
+	}
+	if s.deniedErr() != nil {
+		// refused during the catch-up: nothing is followed
+		s.checkpointAll(ctx)
+		return s.end(ctx.Err())
 	}
 	o.Metrics.SetCaughtUp()
 	s.event(SyncEvent{Kind: EventCaughtUp})
@@ -255,7 +278,48 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 	bg.Go(func() { s.securityLoop(wctx) })
 	s.dispatch(ctx)
 	s.checkpointAll(ctx)
-	return s.finish(), ctx.Err()
+	return s.end(ctx.Err())
+}
+
+// end is what Sync returns once the run has started: the refusal that
+// stopped it (see refused), or err (ctx's end).
+func (s *syncer) end(err error) (*SyncSummary, error) {
+	sum := s.finish()
+	if denied := s.deniedErr(); denied != nil {
+		sum.Interrupted = false
+		return sum, denied
+	}
+	return sum, err
+}
+
+// refused stops the run, and reports true, when err is a refusal of a
+// whole request for lack of rights (replicate.ErrDenied: HTTP 401 or 403
+// for the request, a wrong password or a member removed, at either
+// end): retrying it would be one failed login after another, which a
+// server that locks accounts (CouchDB 3.4 and later) answers by locking
+// it. what names where it happened ("source", a database). A refusal of
+// one document (a validate_doc_update's 403) is a failure of that
+// document, not an error, and a refused `_revs_limit` or `_security`
+// (replicate.ErrMetadataRefused) a warning: neither is one. The first
+// refusal is the run's error.
+func (s *syncer) refused(what string, err error) bool {
+	if err == nil || !errors.Is(err, replicate.ErrDenied) || errors.Is(err, replicate.ErrMetadataRefused) {
+		return false
+	}
+	s.mu.Lock()
+	if s.denied == nil {
+		s.denied = fmt.Errorf("%s: %w (not retried: stopping)", what, err)
+	}
+	s.mu.Unlock()
+	s.halt()
+	return true
+}
+
+// deniedErr is the refusal that stopped the run (nil: none).
+func (s *syncer) deniedErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.denied
 }
 
 // copyDefaults checks and completes CopyOptions as Copy does.
@@ -284,12 +348,16 @@ type syncer struct {
 	budget     *replicate.Budget
 	slots      chan struct{} // databases in flight, all waves together
 	t0         time.Time
+	// halt ends the run (Sync's context) when a request is refused for
+	// lack of rights; denied (under mu) is that refusal.
+	halt func()
 
-	mu    sync.Mutex
-	dbs   map[string]*syncDB
-	queue []string
-	wake  chan struct{}
-	sum   SyncSummary
+	mu     sync.Mutex
+	dbs    map[string]*syncDB
+	queue  []string
+	wake   chan struct{}
+	sum    SyncSummary
+	denied error
 }
 
 func (s *syncer) observer(name string) replicate.Observer { return s.o.Metrics.DB(name) }

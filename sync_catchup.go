@@ -259,6 +259,9 @@ func (s *syncer) ended(ctx context.Context, name string, r fleet.DBResult, res *
 	case errors.Is(err, dbcopy.ErrNotEmpty):
 		// Not a passing fault: retried at its next change only.
 		s.o.Copy.logf("%s: %v; skipped until it changes again", name, err)
+	case s.refused(name, err):
+		// A wrong password or a member removed, at either end: the run
+		// stops with it rather than retry (each try a failed login).
 	case err != nil:
 		s.o.Copy.logf("%s: catch-up failed: %v; retrying in %s", name, err, retry)
 		time.AfterFunc(retry, func() {

@@ -2,6 +2,7 @@ package sofa
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,15 +37,17 @@ func (s *syncer) checkpointInterval() time.Duration {
 func (s *syncer) checkpointLoop(ctx context.Context) {
 	every := s.checkpointInterval()
 	everyTick(ctx, max(every/4, 10*time.Millisecond), func() {
-		s.checkpointDue(ctx, time.Now().Add(-every), timerCheckpointsAtOnce)
+		s.checkpointDue(ctx, time.Now().Add(-every), timerCheckpointsAtOnce, false)
 	})
 }
 
 // checkpointDue checkpoints the dirty Sessions last checkpointed before
 // cutoff (all dirty ones with a zero cutoff), atOnce at a time, and
 // returns how many it wrote of how many were dirty. A failed checkpoint is logged and tried
-// again at the next tick.
-func (s *syncer) checkpointDue(ctx context.Context, cutoff time.Time, atOnce int) (written, dirty int) {
+// again at the next tick, but for one refused for lack of rights
+// (replicate.ErrDenied), after which none is tried: it stops the run
+// (refused), unless final (the run's end, whatever ended it).
+func (s *syncer) checkpointDue(ctx context.Context, cutoff time.Time, atOnce int, final bool) (written, dirty int) {
 	type due struct {
 		name string
 		sess *replicate.Session
@@ -57,6 +60,8 @@ func (s *syncer) checkpointDue(ctx context.Context, cutoff time.Time, atOnce int
 		}
 	}
 	s.mu.Unlock()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	sem := make(chan struct{}, atOnce)
 	var wg sync.WaitGroup
 	var done atomic.Int64
@@ -71,6 +76,14 @@ func (s *syncer) checkpointDue(ctx context.Context, cutoff time.Time, atOnce int
 		wg.Go(func() {
 			defer func() { <-sem }()
 			if err := d.sess.Checkpoint(ctx); err != nil {
+				if ctx.Err() == nil && errors.Is(err, replicate.ErrDenied) {
+					// each further one would be one more failed login
+					stop()
+					if !final {
+						s.refused(d.name, err)
+					}
+					return
+				}
 				if ctx.Err() == nil {
 					s.o.Copy.logf("%s: checkpoint failed: %v; trying again in %s", d.name, err, s.checkpointInterval())
 				}
@@ -88,7 +101,11 @@ func (s *syncer) checkpointDue(ctx context.Context, cutoff time.Time, atOnce int
 func (s *syncer) checkpointAll(ctx context.Context) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	n, due := s.checkpointDue(fctx, time.Time{}, finalCheckpointsAtOnce)
+	atOnce := finalCheckpointsAtOnce
+	if s.deniedErr() != nil {
+		atOnce = 1 // a server that refused: one failed login at most
+	}
+	n, due := s.checkpointDue(fctx, time.Time{}, atOnce, true)
 	if n > 0 {
 		s.o.Copy.logf("final checkpoints of %d databases written", n)
 	}

@@ -21,7 +21,9 @@ func (s *syncer) securityLoop(ctx context.Context) {
 // of every database this run has copied and writes it to the target
 // where it differs from what the target was last seen or made to hold
 // (the first time: from the target's own). A failed read or write is
-// logged and tried again at the next sweep.
+// logged and tried again at the next sweep; one refused for lack of
+// rights (replicate.ErrDenied, but for a write refused to an account
+// that is not the database's admin) stops the run (refused).
 func (s *syncer) securitySweep(ctx context.Context) {
 	s.mu.Lock()
 	var names []string
@@ -40,6 +42,9 @@ func (s *syncer) securitySweep(ctx context.Context) {
 		if errors.Is(err, replicate.ErrNotFound) {
 			continue // deleted at the source: the watch handles it, the copy keeps its _security
 		}
+		if s.refused(name, err) {
+			return
+		}
 		if err != nil {
 			s.o.Copy.logf("%s: source: %v; trying again in %s", name, err, s.o.SecurityInterval)
 			continue
@@ -52,13 +57,17 @@ func (s *syncer) securitySweep(ctx context.Context) {
 		s.mu.Unlock()
 		tdb := s.tsrv.DB(name)
 		if last == nil {
-			if last, err = tdb.Security(ctx); err != nil {
+			if last, err = tdb.Security(ctx); s.refused(name, err) {
+				return
+			} else if err != nil {
 				s.o.Copy.logf("%s: target: %v; trying again in %s", name, err, s.o.SecurityInterval)
 				continue
 			}
 		}
 		if !jsonx.Same(sec, last) {
-			if err := tdb.SetMetadata(ctx, replicate.Metadata{Security: sec}, replicate.AfterDocs); err != nil {
+			if err := tdb.SetMetadata(ctx, replicate.Metadata{Security: sec}, replicate.AfterDocs); s.refused(name, err) {
+				return // not one refused as the account is not the database's admin (a warning)
+			} else if err != nil {
 				s.o.Copy.logf("%s: target: %v; trying again in %s", name, err, s.o.SecurityInterval)
 				s.event(SyncEvent{Kind: EventSecurity, DB: name, Err: err})
 				continue

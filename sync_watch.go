@@ -31,7 +31,7 @@ func (s *syncer) watch(ctx context.Context, ready chan<- string) {
 	} else if errors.Is(err, couch.ErrNoDBUpdates) {
 		s.poll(ctx, ready)
 		return
-	} else if ctx.Err() != nil {
+	} else if ctx.Err() != nil || s.refused("source", err) {
 		return
 	}
 	wait := 250 * time.Millisecond
@@ -61,7 +61,7 @@ func (s *syncer) watch(ctx context.Context, ready chan<- string) {
 			s.note(u.DBName, change{at: time.Now(), stale: u.Type == "deleted" || u.Type == "created", gone: u.Type == "deleted"})
 			return nil
 		})
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || s.refused("source", err) {
 			return
 		}
 		if errors.Is(err, couch.ErrNoDBUpdates) {
@@ -94,7 +94,7 @@ func (s *syncer) watch(ctx context.Context, ready chan<- string) {
 func (s *syncer) poll(ctx context.Context, ready chan<- string) {
 	prev, err := s.snapshot(ctx)
 	for err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || s.refused("source", err) {
 			return
 		}
 		s.o.Metrics.FeedReconnected(err)
@@ -116,7 +116,7 @@ func (s *syncer) poll(ctx context.Context, ready chan<- string) {
 		}
 		cur, err := s.snapshot(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || s.refused("source", err) {
 				return
 			}
 			s.o.Metrics.FeedReconnected(err)
