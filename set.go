@@ -222,7 +222,8 @@ func IsSet(ctx context.Context, ep *Endpoint) bool {
 // the same n with the same set id, all of one source server, and all
 // full backups or all incremental ones (ArchiveSet.Incremental; a chain
 // of sets is checked by ChainSets). Missing members are an error
-// wrapping ErrPartialSet that names them, unless o.AllowPartial.
+// wrapping ErrPartialSet that names them, unless o.AllowPartial; a set
+// none of whose members is present always is.
 func OpenSet(ctx context.Context, ep *Endpoint, o SetOptions) (*ArchiveSet, error) {
 	if ep.Kind() != KindArchive || ep.archive == storage.Stdio {
 		return nil, optionErr("%s is not an archive set", ep)
@@ -294,6 +295,11 @@ func OpenSet(ctx context.Context, ep *Endpoint, o SetOptions) (*ArchiveSet, erro
 		mep := &Endpoint{scheme: ep.scheme, location: Redact(loc), archive: loc, store: ep.store}
 		set.Members = append(set.Members, mep)
 		set.byShard[i], set.headers[i] = mep, h
+	}
+	if len(set.Members) == 0 {
+		// --allow-partial or not: nothing would be restored, checked or
+		// listed but the manifest.
+		return nil, fmt.Errorf("%w: none of the %d members of set %s is present (%s)", ErrPartialSet, m.Count, name, strings.Join(set.Missing, ", "))
 	}
 	if len(set.Missing) > 0 && !o.AllowPartial {
 		return nil, fmt.Errorf("%w: %d of %d members are missing (%s): their databases would not be restored or checked; give --allow-partial to use the %d present",

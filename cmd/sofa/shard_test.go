@@ -174,6 +174,28 @@ func TestShard_Processes(t *testing.T) {
 	}
 	os.Rename(missing+".away", missing)
 
+	// Every member missing: nothing to check, list or restore, whatever
+	// --allow-partial says (a new user found verify "the 0 members
+	// present of 3 are sound", exit 3, and ls exit 0).
+	for i := range n {
+		m := sofa.ShardArchiveName(base, sofa.Shard{Index: i, Count: n})
+		if err := os.Rename(m, m+".away"); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Rename(m+".away", m)
+	}
+	for _, args := range [][]string{{"verify", manifest, "--allow-partial"}, {"ls", manifest}, {"restore", manifest, tgt2.URL, "--allow-partial"}} {
+		r := arSofa(t, bin, nil, args...)
+		r.want(t, exitFatal)
+		if line := r.errLine(t); !strings.Contains(line, "none of the") {
+			t.Errorf("%v with every member missing: last line %q", args, line)
+		}
+	}
+	for i := range n {
+		m := sofa.ShardArchiveName(base, sofa.Shard{Index: i, Count: n})
+		os.Rename(m+".away", m)
+	}
+
 	// Replicate and verify: n processes each.
 	rep := couchtest.Start(t)
 	argss = nil
