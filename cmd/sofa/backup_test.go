@@ -442,6 +442,17 @@ func TestBackup_FailedDatabaseMarked(t *testing.T) {
 	if ls := arSofa(t, bin, nil, "ls", path); !strings.Contains(ls.stdout, "INCOMPLETE") {
 		t.Errorf("ls does not flag the incomplete database:\n%s", ls.stdout)
 	}
+	// verify of a chain says each archive's state once (the worst is
+	// the last line; a new user saw it twice)
+	inc := filepath.Join(filepath.Dir(path), "inc.sofa")
+	arSofa(t, bin, nil, "backup", px.URL, inc, "--since", path, "--exclude", "_*", "--retry-time", "1s", "-q").want(t, exitPartial)
+	r = arSofa(t, bin, nil, "verify", path, inc)
+	r.want(t, exitPartial)
+	for _, a := range []string{path, inc} {
+		if n := strings.Count(r.stderr, "archive "+a+" is intact but incomplete"); n != 1 {
+			t.Errorf("verify of the chain says %s is incomplete %d times, want once:\n%s", a, n, r.stderr)
+		}
+	}
 	tgt := couchtest.Start(t)
 	r = arSofa(t, bin, nil, "restore", path, tgt.URL, "--json")
 	r.want(t, exitPartial)

@@ -121,6 +121,9 @@ func (vc *verifyCmd) printChecks(checks []sofa.ArchiveCheck, inChain bool) {
 	if vc.jsonOut {
 		return
 	}
+	// The worst one's error is the run's last line (see outcome): it is
+	// not printed twice.
+	last := (&sofa.ArchivesCheck{Archives: checks}).Worst()
 	for _, c := range checks {
 		if c.Report != nil {
 			for _, db := range c.Report.Databases {
@@ -129,7 +132,7 @@ func (vc *verifyCmd) printChecks(checks []sofa.ArchiveCheck, inChain bool) {
 				}
 			}
 		}
-		if inChain && c.Error != "" {
+		if inChain && c.Error != "" && c.Error != last {
 			fmt.Fprintf(os.Stderr, "sofa: %s\n", c.Error)
 		}
 	}
