@@ -11,8 +11,9 @@ import (
 )
 
 // resolveAttachments decides, per revision, which attachments travel:
-// those the target already holds (introduced at or before a revision the
-// target has, per the atts_since rule) become stubs; the bytes of the
+// those the target already holds (at a revision it has that the revision
+// descends from: by revpos, checked against the digests that revision
+// holds there, see targetHeldAtts) become stubs; the bytes of the
 // others are read from the source, once for the leaves of one document
 // that share them (same name, revpos and digest: inherited from one
 // ancestor). Then each revision joins the write buffer.
@@ -27,7 +28,7 @@ func (r *run) resolveAttachments(ctx context.Context, docs []*Doc, reqs []RevReq
 	if err != nil {
 		return err
 	}
-	held, err := r.targetZeroAtts(ctx, docs, have)
+	held, err := r.targetHeldAtts(ctx, docs, have)
 	if err != nil {
 		return err
 	}
@@ -89,25 +90,24 @@ type readBytes struct {
 	encodedLength int64
 }
 
-// readAttachments turns the attachments introduced at or before
-// generation g (which the target holds) into stubs, and those of revpos 0
-// that the target holds at generation g (held: same name, digest and
-// revpos), and reads the others, or takes them from read (what this batch
-// read already), adding what it reads. An attachment the source cannot
-// serve (ErrUnreadable) makes the revision a reported failure: readable is
-// false and the run goes on.
+// readAttachments turns the attachments the target holds at generation g
+// into stubs (asStub; held: that revision's attachments as the target
+// holds them, same name, digest and revpos), and reads the others, or
+// takes them from read (what this batch read already), adding what it
+// reads. An attachment the source cannot serve (ErrUnreadable) makes the
+// revision a reported failure: readable is false and the run goes on.
 func (r *run) readAttachments(ctx context.Context, d *Doc, g int, held map[string]*Attachment, w *writeBuf, read map[attKey]readBytes) (readable bool, err error) {
 	for _, a := range d.Atts {
 		if a.Data != nil {
 			// delivered with the revision: kept for a missing_stub
 			// rewrite, sent as a stub when the target holds it
-			a.Stub = a.RevPos > 0 && a.RevPos <= g
+			a.Stub = r.asStub(a, g, held)
 			if a.Stub {
 				r.c.attsSkip.Add(1)
 			}
 			continue
 		}
-		if a.RevPos > 0 && a.RevPos <= g || a.RevPos <= 0 && sameStored(a, held[a.Name]) {
+		if r.asStub(a, g, held) {
 			a.Stub = true
 			r.c.attsSkip.Add(1)
 			continue
@@ -170,90 +170,6 @@ type LeafReader interface {
 // revpos 0, which any ancestor may hold.
 const zeroDepth = 8
 
-// sameStored: the target holds attachment t with the content of a (same
-// digest) and the revpos a's stub will name (CouchDB merges a stub only
-// when its revpos equals the stored one).
-func sameStored(a, t *Attachment) bool {
-	return t != nil && a.Digest != "" && t.Digest == a.Digest && t.RevPos == a.RevPos
-}
-
-// targetZeroAtts reads back from the target, for each revision with
-// attachments of revpos 0 whose generation-g ancestor the target holds,
-// that ancestor's attachment stubs, by name. CouchDB stores revpos 0 for
-// attachments written with new_edits=false without revpos and keeps it
-// through later edits: revpos then says nothing about where the content
-// was introduced (CouchDB's own atts_since sends every such attachment as
-// a stub, changed or not). The target's digest says whether it holds the
-// same content, so only changed attachments are read. One request per
-// batch, none when no revision has such an attachment; a target that
-// cannot read its revisions back (an archive, a wrapped target) gets
-// every revpos-0 attachment's bytes.
-func (r *run) targetZeroAtts(ctx context.Context, docs []*Doc, have map[string]int) (map[string]map[string]*Attachment, error) {
-	tr, ok := r.tgt.(interface {
-		FetchRevs(ctx context.Context, reqs []RevRequest) ([]*Doc, []DocError, error)
-	})
-	if !ok {
-		return nil, nil
-	}
-	var reqs []RevRequest
-	want := map[string]string{} // id + ancestor rev -> id + rev
-	for _, d := range docs {
-		key := d.ID + "\x00" + d.Rev
-		g := have[key]
-		i := d.Revisions.Start - g
-		if g <= 0 || !hasZeroRevpos(d) || i <= 0 || i >= len(d.Revisions.IDs) {
-			continue
-		}
-		anc := strconv.Itoa(g) + "-" + d.Revisions.IDs[i]
-		k := d.ID + "\x00" + anc
-		if _, ok := want[k]; !ok {
-			reqs = append(reqs, RevRequest{ID: d.ID, Rev: anc})
-		}
-		want[k] = key
-	}
-	if len(reqs) == 0 {
-		return nil, nil
-	}
-	got, _, err := tr.FetchRevs(ctx, reqs)
-	if err != nil {
-		return nil, fmt.Errorf("target: read back ancestors: %w", err)
-	}
-	byAnc := map[string]map[string]*Attachment{}
-	for _, t := range got {
-		if t.Deleted {
-			continue
-		}
-		m := map[string]*Attachment{}
-		for _, a := range t.Atts {
-			m[a.Name] = a
-		}
-		byAnc[t.ID+"\x00"+t.Rev] = m
-	}
-	out := map[string]map[string]*Attachment{}
-	for _, d := range docs {
-		key := d.ID + "\x00" + d.Rev
-		g := have[key]
-		i := d.Revisions.Start - g
-		if g <= 0 || i <= 0 || i >= len(d.Revisions.IDs) {
-			continue
-		}
-		if m, ok := byAnc[d.ID+"\x00"+strconv.Itoa(g)+"-"+d.Revisions.IDs[i]]; ok {
-			out[key] = m
-		}
-	}
-	return out, nil
-}
-
-// hasZeroRevpos: d has an attachment of revpos 0 still to resolve.
-func hasZeroRevpos(d *Doc) bool {
-	for _, a := range d.Atts {
-		if a.Data == nil && a.RevPos <= 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // targetGenerations returns, per revision with attachments to resolve,
 // the highest generation of its own history that the target holds (0 if
 // none). A target that reports possible_ancestors in _revs_diff (CouchDB:
@@ -263,9 +179,13 @@ func hasZeroRevpos(d *Doc) bool {
 // more _revs_diff over the revisions' histories, each revision once per
 // document: a revision listed twice is reported missing the second time.
 // An attachment of revpos 0 may be held at any generation: for it the
-// nearest zeroDepth ancestors count (see targetZeroAtts).
+// nearest zeroDepth ancestors count (see targetHeldAtts). A target
+// without the StubChecker ability takes no stub: it is asked nothing.
 func (r *run) targetGenerations(ctx context.Context, docs []*Doc, ancestors map[string][]string) (map[string]int, error) {
 	out := map[string]int{}
+	if _, ok := r.tgt.(StubChecker); !ok {
+		return out, nil
+	}
 	ask := map[string][]string{}
 	asked := map[string]bool{}
 	for _, d := range docs {

@@ -67,7 +67,7 @@ func (r *run) readSmallAttachments(ctx context.Context, docs []*Doc, have map[st
 		var total, size int64
 		for _, a := range d.Atts {
 			total += a.Length // the answer carries every attachment of the revision
-			if a.Data != nil || a.RevPos > 0 && a.RevPos <= g || a.RevPos <= 0 && sameStored(a, h[a.Name]) {
+			if a.Data != nil || r.asStub(a, g, h) {
 				continue // held already, or a stub for the target
 			}
 			if a.Encoding != "" || r.canStream(a) {

@@ -157,3 +157,20 @@ func (d *DesignLast) ReportsPossibleAncestors() bool {
 	t, ok := d.Target.(interface{ ReportsPossibleAncestors() bool })
 	return ok && t.ReportsPossibleAncestors()
 }
+
+// FillsStubsByName is the wrapped target's (StubChecker); true when it
+// cannot say, so that no stub goes unchecked.
+func (d *DesignLast) FillsStubsByName() bool {
+	sc, ok := d.Target.(StubChecker)
+	return !ok || sc.FillsStubsByName()
+}
+
+// ReadHeld reads back from the wrapped target (StubChecker); a target
+// without the ability answers nothing, so every attachment travels.
+func (d *DesignLast) ReadHeld(ctx context.Context, reqs []RevRequest) ([]*Doc, error) {
+	sc, ok := d.Target.(StubChecker)
+	if !ok {
+		return nil, nil
+	}
+	return sc.ReadHeld(ctx, reqs)
+}

@@ -17,8 +17,9 @@ type Attachment struct {
 	Encoding      string // "" (identity) or "gzip"
 	RevPos        int    // revpos: generation that introduced this content
 	// Stub is true when the bytes do not travel: the target already holds
-	// them (an ancestor has the same revpos). A stub is written as
-	// {"stub":true}.
+	// them (the ancestor it fills the stub from has the same revpos, and
+	// the same digest where it fills stubs by name, see asStub). A stub
+	// is written as {"stub":true}.
 	Stub bool
 	// Data holds the stored bytes once read; nil until fetched.
 	Data []byte

@@ -336,3 +336,30 @@ type StreamWriter interface {
 	CanStream(att *Attachment) bool
 	WriteStreamed(ctx context.Context, doc *Doc, open func(*Attachment) (io.ReadCloser, error)) (*DocError, error)
 }
+
+// StubChecker is an optional Target ability: what the engine needs to
+// send an attachment as a stub (its bytes left out) only where the
+// target holds those bytes. An attachment's revpos alone does not say
+// so: CouchDB gives an attachment put on a document recreated after its
+// deletion revpos 1 (its revision 3-z over 2-y, deleted, over 1-x), and
+// a target holding 1-x, whose attachment of that name holds the old
+// bytes, fills a stub from there. A target without this ability is sent
+// every attachment's bytes.
+type StubChecker interface {
+	// FillsStubsByName says whether the target fills a stub from the
+	// nearest ancestor of the revision it holds a body of, by the
+	// attachment's name and revpos, whatever digest the stub names
+	// (CouchDB): the engine then reads that ancestor back (ReadHeld) and
+	// sends as a stub only an attachment held there with the same digest
+	// and revpos. A target that finds a stub's bytes by the digest the
+	// stub names, and refuses a stub whose digest it lacks (PouchDB
+	// Server: 412 missing_stub), says false: an attachment introduced at
+	// or below an ancestor it holds (revpos) goes as a stub unchecked.
+	FillsStubsByName() bool
+	// ReadHeld reads revisions the target holds, with `_revisions` and
+	// attachment stubs (name, revpos, digest; no bytes), as
+	// Source.FetchRevs reads them. A revision it does not hold, or no
+	// longer as a leaf, may be missing from the answer or answered with
+	// its newer leaves; the engine matches the answer by revision.
+	ReadHeld(ctx context.Context, reqs []RevRequest) ([]*Doc, error)
+}
