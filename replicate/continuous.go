@@ -53,7 +53,8 @@ type feedRow struct {
 
 // feedLoop follows the source from since, sending each row to rows, and
 // reconnects with backoff whenever the feed fails, from the last row read,
-// until ctx is done.
+// until ctx is done, or the source refuses the feed for lack of rights
+// (ErrDenied: returned).
 func (r *run) feedLoop(ctx context.Context, f Follower, since Seq, rows chan<- feedRow) error {
 	last := since
 	failures := 0
@@ -97,6 +98,11 @@ func (r *run) feedLoop(ctx context.Context, f Follower, since Seq, rows chan<- f
 		}
 		if err == nil {
 			err = errors.New("the feed ended")
+		}
+		if errors.Is(err, ErrDenied) {
+			// A changed password or a removed member: every reconnect
+			// would be one more failed login (CouchDB locks the account).
+			return fmt.Errorf("source: changes feed: %w (not retried: stopping)", err)
 		}
 		if got > 0 {
 			failures = 0
