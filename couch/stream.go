@@ -170,7 +170,9 @@ func (d *DB) WriteStreamed(ctx context.Context, doc *replicate.Doc, open func(*r
 	resp, err := d.srv.do(ctx, r)
 	if err != nil {
 		var e *Error
-		if asError(err, &e) {
+		if asError(err, &e) && !(e.Status == 401 && badCredentials(e.Reason)) {
+			// (a wrong password is the request's refusal, not the
+			// document's: a validate_doc_update's 401 has its own reason)
 			switch e.Status {
 			case 400, 401, 403, 409, 412, 413, 415:
 				name := e.Name
