@@ -300,7 +300,7 @@ func (d *DBWriter) startLocked() error {
 		return nil
 	}
 	d.started = true
-	d.summary.DocCount, d.summary.DelCount = d.info.DocCount, d.info.DelCount
+	d.summary.DocCount, d.summary.DelCount, d.summary.DelCountUnknown = d.info.DocCount, d.info.DelCount, d.info.DelCountUnknown
 	d.summary.InstanceStart = d.info.InstanceStart
 	d.summary.Since = d.sinceLocked()
 	m := dbMeta{

@@ -102,6 +102,10 @@ type DBSummary struct {
 	// DocCount and DelCount are the source's doc_count and doc_del_count
 	// when the backup started (0 when unknown).
 	DocCount, DelCount int64
+	// DelCountUnknown: the source did not report doc_del_count (PouchDB
+	// Server); DelCount is 0. Archives written before this field say
+	// nothing (false).
+	DelCountUnknown bool
 	// Revisions counts the revisions stored (records): every leaf, and
 	// for a document changed while the backup ran also the revision read
 	// before the change (the later record's history holds it; a restore
@@ -132,6 +136,7 @@ type dbSummaryJSON struct {
 	Dir           string                     `json:"dir"`
 	DocCount      int64                      `json:"doc_count"`
 	DelCount      int64                      `json:"doc_del_count"`
+	DelUnknown    bool                       `json:"doc_del_count_unknown,omitempty"`
 	Revisions     int64                      `json:"revisions"`
 	Tombstones    int64                      `json:"tombstones"`
 	Attachments   int64                      `json:"attachments"`
@@ -151,7 +156,7 @@ type dbSummaryJSON struct {
 // MarshalJSON writes seqs and the security object as raw JSON.
 func (s DBSummary) MarshalJSON() ([]byte, error) {
 	return json.Marshal(dbSummaryJSON{
-		Name: s.Name, Dir: s.Dir, DocCount: s.DocCount, DelCount: s.DelCount,
+		Name: s.Name, Dir: s.Dir, DocCount: s.DocCount, DelCount: s.DelCount, DelUnknown: s.DelCountUnknown,
 		Revisions: s.Revisions, Tombstones: s.Tombstones, Attachments: s.Attachments,
 		Blobs: s.Blobs, Chunks: s.Chunks, DocBytes: s.DocBytes, BlobBytes: s.BlobBytes,
 		StoredBytes: s.StoredBytes, Seq: rawSeq(s.Seq), InstanceStart: s.InstanceStart,
@@ -167,7 +172,7 @@ func (s *DBSummary) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*s = DBSummary{
-		Name: w.Name, Dir: w.Dir, DocCount: w.DocCount, DelCount: w.DelCount,
+		Name: w.Name, Dir: w.Dir, DocCount: w.DocCount, DelCount: w.DelCount, DelCountUnknown: w.DelUnknown,
 		Revisions: w.Revisions, Tombstones: w.Tombstones, Attachments: w.Attachments,
 		Blobs: w.Blobs, Chunks: w.Chunks, DocBytes: w.DocBytes, BlobBytes: w.BlobBytes,
 		StoredBytes: w.StoredBytes, Seq: seqOf(w.Seq), InstanceStart: w.InstanceStart,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"syscall"
 	"text/tabwriter"
 
@@ -87,7 +88,11 @@ func lsArchive(ctx context.Context, s3f *s3Flags, path string, jsonOut bool) err
 		if d.Error != "" {
 			name += " (INCOMPLETE: " + d.Error + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t %s\n", name, d.DocCount, d.DelCount, d.Revisions, d.Tombstones, d.Attachments, humanBytes(d.StoredBytes), d.Seq.String())
+		deleted := strconv.FormatInt(d.DelCount, 10)
+		if d.DelCountUnknown {
+			deleted = "?" // the source (PouchDB Server) did not say
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t %s\n", name, d.DocCount, deleted, d.Revisions, d.Tombstones, d.Attachments, humanBytes(d.StoredBytes), d.Seq.String())
 	}
 	return listed(tw.Flush())
 }
