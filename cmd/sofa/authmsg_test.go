@@ -102,6 +102,28 @@ func TestAuth_Messages(t *testing.T) {
 				t.Errorf("sofa %s: exit %d, want 2, \"no password given\" and %s:\n%s", strings.Join(c.args, " "), r.code, c.env, r.stderr)
 			}
 		}
+		// A password and no user (SOFA_SOURCE_PASSWORD alone, or
+		// http://:pw@host) was dropped without a word: the run went on
+		// anonymous and failed on authentication.
+		for _, c := range []struct {
+			url string
+			env []string
+		}{
+			{srv.URL, []string{"SOFA_SOURCE_PASSWORD=pw-alone-s3cret"}},
+			{strings.Replace(srv.URL, "://", "://:pw-alone-s3cret@", 1), nil},
+		} {
+			cmd := exec.CommandContext(t.Context(), bin, "ls", c.url)
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "SOFA_SOURCE_") && !strings.HasPrefix(kv, "SOFA_TARGET_") {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
+			cmd.Env = append(cmd.Env, c.env...)
+			out, _ := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != exitUsage || !strings.Contains(string(out), "no user name") || !strings.Contains(string(out), "SOFA_SOURCE_USER") || strings.Contains(string(out), "pw-alone-s3cret") {
+				t.Errorf("a password without a user (%v): exit %d, want 2 saying there is no user name, without the password:\n%s", c.env, code, out)
+			}
+		}
 		// Said before any request (an empty password costs the account a
 		// failed login): a server that is not there is not even tried.
 		r := runNoEnv(t, bin, "ls", "http://someone@127.0.0.1:1")

@@ -76,6 +76,11 @@ func withCredentials(raw, role string) (string, error) {
 		return "", usageErr("no password given for user %q of the %s URL %q: put it in the URL, set SOFA_%s_PASSWORD, or run on a terminal to be asked",
 			user, strings.ToLower(role), couch.RedactURL(raw), role)
 	}
+	if user == "" && hasPass && pass != "" {
+		// A password alone would be dropped: no request could use it.
+		return "", usageErr("a password is given for the %s URL %q but no user name: put the user in the URL (http://USER@host) or set SOFA_%s_USER",
+			strings.ToLower(role), couch.RedactURL(raw), role)
+	}
 	if user != "" {
 		if hasPass {
 			u.User = url.UserPassword(user, pass)
