@@ -32,6 +32,9 @@ func (e *Error) Error() string {
 	if e.Reason != "" && e.Reason != e.Name {
 		msg += ": " + e.Reason
 	}
+	if e.Status == http.StatusProxyAuthRequired {
+		msg += proxyAuthHint
+	}
 	return msg
 }
 
@@ -51,7 +54,17 @@ type NetError struct {
 	Err error
 }
 
-func (e *NetError) Error() string { return e.Op + ": " + e.Err.Error() }
+func (e *NetError) Error() string {
+	msg := e.Op + ": " + e.Err.Error()
+	if strings.Contains(msg, "Proxy Authentication Required") {
+		msg += proxyAuthHint
+	}
+	return msg
+}
+
+// proxyAuthHint follows an HTTP proxy's 407 answer (to a request, or to
+// the CONNECT of an https one).
+const proxyAuthHint = " (the HTTP proxy wants credentials: give them in HTTP_PROXY or HTTPS_PROXY, http://USER:PASSWORD@PROXY:PORT)"
 func (e *NetError) Unwrap() error { return e.Err }
 
 func readError(r *request, resp *http.Response) *Error {
