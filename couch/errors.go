@@ -65,6 +65,7 @@ func (e *NetError) Error() string {
 // proxyAuthHint follows an HTTP proxy's 407 answer (to a request, or to
 // the CONNECT of an https one).
 const proxyAuthHint = " (the HTTP proxy wants credentials: give them in HTTP_PROXY or HTTPS_PROXY, http://USER:PASSWORD@PROXY:PORT)"
+
 func (e *NetError) Unwrap() error { return e.Err }
 
 func readError(r *request, resp *http.Response) *Error {
