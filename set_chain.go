@@ -162,7 +162,7 @@ func shardSince(ctx context.Context, st storage.Store, name string, sh Shard) (s
 		}
 		m := set.Member(sh.Index)
 		if m == nil {
-			return "", fmt.Errorf("--since %s: its member of shard %d (%s) is missing: there is nothing for this shard to continue; take a full backup", Redact(name), sh.Index, Redact(set.locs[sh.Index]))
+			return "", fmt.Errorf("--since %s: its member of shard %d (%s) is missing: there is nothing for this shard to continue: put it back, or start a new chain with a full sharded backup of every shard (a set's members are all full or all incremental)", Redact(name), sh.Index, Redact(set.locs[sh.Index]))
 		}
 		return m.archive, nil
 	}

@@ -142,6 +142,12 @@ func TestShard_Processes(t *testing.T) {
 		t.Errorf("a refused partial restore created databases: %v", dbs)
 	}
 	arSofa(t, bin, nil, "verify", manifest).want(t, exitFatal)
+	// an incremental of the missing member's shard cannot continue it,
+	// and a full member cannot join an incremental set: the advice says so
+	r = arSofa(t, bin, nil, "backup", src.URL, filepath.Join(dir, "inc.sofa"), "--shard", fmt.Sprintf("1/%d", n), "--set-id", "inc", "--since", manifest)
+	if line := r.errLine(t); r.code == exitOK || !strings.Contains(line, "is missing") || !strings.Contains(line, "full sharded backup of every shard") {
+		t.Errorf("an incremental of the missing member's shard: exit %d, %q", r.code, line)
+	}
 	// checked as far as present: not "sound" with exit 0 (a new user
 	// found that), but exit 3 naming what was not checked, alone and
 	// against a server
