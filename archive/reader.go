@@ -430,6 +430,9 @@ func (r *Reader) tarErr(err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return &Error{Err: &detailErr{ErrTruncated, "archive ends " + where}}
 	}
+	if readFailed(err) {
+		return fmt.Errorf("archive: read the tar header %s: %w", where, err)
+	}
 	return &Error{Err: &detailErr{ErrFormat, "bad tar header " + where + ": " + err.Error()}}
 }
 
@@ -474,5 +477,16 @@ func (r *Reader) dataErr(name string, err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return memberErr(name, ErrTruncated, "archive ends inside this member")
 	}
+	if readFailed(err) {
+		return fmt.Errorf("archive: read member %q: %w", name, err)
+	}
 	return memberErr(name, ErrFormat, err.Error())
+}
+
+// readFailed: err is the archive's storage failing to give its bytes (a
+// file's I/O error, a lost S3 connection: the error chain is kept), not
+// bytes that are not an archive's. Such an error is no *Error: nothing
+// says the archive is damaged, and a rerun may read it whole.
+func readFailed(err error) bool {
+	return !errors.Is(err, tar.ErrHeader) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF)
 }

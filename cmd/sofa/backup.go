@@ -87,7 +87,7 @@ sofa restore FULL INC... NEW.sofa.
 	bc.client.register(fs)
 	bc.control.register(fs)
 	registerOutput(fs, &bc.out)
-	bc.s3.register(fs)
+	bc.s3.register(fs, &bc.client.retryTime)
 	fs.StringArrayVar(&bc.include, "include", nil, "back up only databases matching this glob (repeatable; * does not match /)")
 	fs.StringArrayVar(&bc.exclude, "exclude", nil, "skip databases matching this glob (repeatable; wins over --include)")
 	fs.StringVar(&bc.since, "since", "", "previous archive of the chain: store only what changed after it (it is checked whole first, as sofa verify ARCHIVE does: a damaged one is refused); every database of it that the source still holds must be selected again (a restore of the chain takes one left out for deleted)")

@@ -56,7 +56,7 @@ database URL (doc_count, doc_del_count, update_seq).
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON on stdout (a run stopped by an error prints {status, error, exit_code})")
 	client.register(cmd.Flags())
-	s3f.register(cmd.Flags())
+	s3f.register(cmd.Flags(), &client.retryTime)
 	cmd.Flags().String("config", "", "TOML file of flag values (keys are flag names)")
 	return cmd
 }

@@ -139,7 +139,7 @@ ignored (each database is checked by the revisions stored).
 	c.client.register(fs)
 	c.control.register(fs)
 	registerOutput(fs, &c.out)
-	c.s3.register(fs)
+	c.s3.register(fs, &c.client.retryTime)
 	fs.StringArrayVar(&c.include, "include", nil, "restore only databases matching this glob (repeatable; * does not match /)")
 	fs.StringArrayVar(&c.exclude, "exclude", nil, "skip databases matching this glob (repeatable; wins over --include)")
 	fs.StringArrayVar(&c.renames, "rename", nil, "restore database OLD under the name NEW (OLD=NEW, repeatable; two selected databases restored into one target database are refused)")

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sofadb/sofa"
+	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/storage/s3"
 )
 
@@ -20,9 +21,13 @@ type s3Flags struct {
 	transfers int
 	partSize  int64
 	idle      time.Duration
+	// retry is the verb's --retry-time: S3 requests are retried about as
+	// long as CouchDB ones.
+	retry *time.Duration
 }
 
-func (f *s3Flags) register(fs *pflag.FlagSet) {
+func (f *s3Flags) register(fs *pflag.FlagSet, retry *time.Duration) {
+	f.retry = retry
 	fs.StringVar(&f.endpoint, "s3-endpoint", "", "URL of the S3-compatible service of s3:// archives (default: AWS, or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)")
 	fs.StringVar(&f.region, "s3-region", "", "region of s3:// buckets (default: AWS_REGION or the profile's, else us-east-1)")
 	fs.BoolVar(&f.pathStyle, "s3-path-style", false, "address s3:// buckets as ENDPOINT/BUCKET/KEY, not BUCKET.ENDPOINT/KEY (most S3-compatible servers need it)")
@@ -32,7 +37,14 @@ func (f *s3Flags) register(fs *pflag.FlagSet) {
 }
 
 func (f *s3Flags) options() s3.Options {
-	return s3.Options{Endpoint: f.endpoint, Region: f.region, PathStyle: f.pathStyle, Transfers: f.transfers, PartSize: f.partSize, IdleTimeout: f.idle}
+	o := s3.Options{Endpoint: f.endpoint, Region: f.region, PathStyle: f.pathStyle, Transfers: f.transfers, PartSize: f.partSize, IdleTimeout: f.idle}
+	if f.retry != nil {
+		o.RetryTime = *f.retry
+		if o.RetryTime <= 0 {
+			o.RetryTime = couch.DefaultRetryTime
+		}
+	}
+	return o
 }
 
 // openOptions are the sofa.OpenOptions of an archive location.

@@ -123,7 +123,7 @@ refused unless --allow-partial, which checks the members present and exits
 	fs := cmd.Flags()
 	vc.client.register(fs, "source", "target")
 	vc.control.register(fs)
-	vc.s3.register(fs)
+	vc.s3.register(fs, &vc.client.retryTime)
 	fs.BoolVar(&vc.full, "full", false, "also compare every leaf revision's body, history and attachment metadata")
 	fs.BoolVar(&vc.metadata, "metadata", false, "also compare _security, _revs_limit and the partitioned property (default: on for server URLs)")
 	fs.IntVar(&vc.maxDiffs, "max-differences", verify.DefaultMaxDifferences, "differences listed per database (all are counted; 0 or less: the default)")

@@ -81,7 +81,7 @@ func roundTrip(t *testing.T, ctx context.Context, st *s3.Store, name string, dat
 // the key, no upload in progress.
 func TestPersistentFailureAborts(t *testing.T) {
 	srv, p, bucket := proxied(t)
-	st := newStore(t, p.URL, s3.Options{PartSize: s3.MinPartSize, MaxAttempts: 3, MaxBackoff: 20 * time.Millisecond})
+	st := newStore(t, p.URL, s3.Options{PartSize: s3.MinPartSize, MaxAttempts: 3, MaxBackoff: 20 * time.Millisecond, RetryTime: 2 * time.Second})
 	// the first CreateMultipartUpload's answer lost too: its upload is
 	// aborted with the writer's
 	if err := p.SetRules(faultproxy.Rule{Name: "down", Method: "PUT", Fault: faultproxy.Status, Status: http.StatusServiceUnavailable, Body: slowDown},
@@ -171,5 +171,25 @@ func TestRetriedCreateLeavesNoUpload(t *testing.T) {
 	}
 	if ids := uploadIDs(t, srv.URL, bucket, "retried.sofa"); len(ids) != 0 {
 		t.Errorf("uploads of the key still in progress after the archive was completed: %v", ids)
+	}
+}
+
+// TestRetryTimeOutlastsAttempts: an outage of more attempts than
+// DefaultMaxAttempts (every request of the upload and of the read back
+// reset, 25 times in a row, as while an S3 service restarts) is carried
+// through when RetryTime leaves room for them: MaxAttempts grows with
+// RetryTime (a new user saw a 15 s outage fail the backup whatever
+// --retry-time said).
+func TestRetryTimeOutlastsAttempts(t *testing.T) {
+	_, p, bucket := proxied(t)
+	const outage = 2*s3.DefaultMaxAttempts + 5
+	st := newStore(t, p.URL, s3.Options{PartSize: s3.MinPartSize, Transfers: 1, MaxBackoff: 20 * time.Millisecond, RetryTime: 2 * time.Second})
+	rule := faultproxy.Rule{Name: "down", After: 2, Times: outage, Fault: faultproxy.Reset}
+	if err := p.SetRules(rule); err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, context.Background(), st, "s3://"+bucket+"/outage.sofa", pattern(2*s3.MinPartSize+5))
+	if s := p.Rule("down"); s.Fired != outage {
+		t.Errorf("the outage reset %d requests, want %d", s.Fired, outage)
 	}
 }

@@ -105,6 +105,12 @@ type Options struct {
 	MaxAttempts int
 	// MaxBackoff caps the wait between two attempts; 0: 10 s.
 	MaxBackoff time.Duration
+	// RetryTime is about how long one request may go on being retried
+	// (an S3 service restarting, a network outage): MaxAttempts is raised
+	// to as many attempts as fit in it at the backoff's pace (attempts
+	// spaced by up to MaxBackoff, half of it on average once the backoff
+	// has grown); 0: MaxAttempts alone.
+	RetryTime time.Duration
 	// Heartbeat is how often a writer uploads its upload's marker part
 	// again (see Create); 0: DefaultHeartbeat (1 min). Create takes an
 	// upload of its key whose marker is older than 5 heartbeats as left
@@ -141,6 +147,7 @@ func (o Options) withDefaults() Options {
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 10 * time.Second
 	}
+	o.MaxAttempts = max(o.MaxAttempts, attemptsFor(o.RetryTime, o.MaxBackoff))
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultHeartbeat
 	}
@@ -392,4 +399,15 @@ func (s *Store) Remove(ctx context.Context, name string) error {
 		return s.fail(ctx, "remove", bucket, key, err)
 	}
 	return nil
+}
+
+// attemptsFor is how many attempts fit in retryTime when the waits
+// between them grow to maxBackoff with full jitter (half of it on
+// average): the first few, shorter, waits are the slack. 0 for no
+// retryTime.
+func attemptsFor(retryTime, maxBackoff time.Duration) int {
+	if retryTime <= 0 {
+		return 0
+	}
+	return int(retryTime/(maxBackoff/2)) + 4
 }
