@@ -327,8 +327,7 @@ func notBoth(ctx context.Context, st storage.Store, other, name string) error {
 		}
 		return optionErr("%s exists, the manifest of a sharded backup's set named %s: restore, verify and ls of %s would take this archive and leave the set unread; give the backup another name", Redact(other), Redact(name), Redact(name))
 	}
-	if !errors.Is(err, storage.ErrNotExist) {
-		return fmt.Errorf("%s: %w", Redact(other), err)
-	}
+	// Not there, or not to be known (access denied, the store down):
+	// writing the archive says what is wrong, naming it, not other.
 	return nil
 }

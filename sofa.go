@@ -266,6 +266,9 @@ func openS3(ctx context.Context, location string, o OpenOptions) (*Endpoint, err
 		return nil, &OptionError{Err: err}
 	}
 	st, err := s3.New(ctx, o.S3)
+	if errors.Is(err, s3.ErrBadOption) {
+		return nil, &OptionError{Err: err}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -232,6 +232,7 @@ func TestS3_BadInput(t *testing.T) {
 		{"unknown access key", []string{"AWS_ACCESS_KEY_ID=AKIANOSUCHKEY0000000"}, []string{"verify", good}, exitFatal, "access denied"},
 		{"wrong credentials", []string{"AWS_SECRET_ACCESS_KEY=" + wrongSecret}, []string{"verify", good}, exitFatal, "access denied"},
 		{"wrong credentials backup", []string{"AWS_SECRET_ACCESS_KEY=" + wrongSecret}, []string{"backup", src.URL, "s3://" + bucket + "/y.sofa"}, exitFatal, "access denied"},
+		{"wrong credentials backup names its key", []string{"AWS_SECRET_ACCESS_KEY=" + wrongSecret}, []string{"backup", src.URL, "s3://" + bucket + "/y.sofa"}, exitFatal, "s3://" + bucket + "/y.sofa:"},
 		{"missing object", nil, []string{"restore", "s3://" + bucket + "/none.sofa", src.URL}, exitFatal, "does not exist"},
 		{"not an archive", nil, []string{"verify", "s3://" + bucket + "/notes.txt"}, exitFatal, "s3://" + bucket + "/notes.txt"},
 		{"not an archive ls", nil, []string{"ls", "s3://" + bucket + "/notes.txt"}, exitFatal, "s3://" + bucket + "/notes.txt"},
@@ -242,6 +243,9 @@ func TestS3_BadInput(t *testing.T) {
 		{"not an archive since", nil, []string{"backup", src.URL, "s3://" + bucket + "/z.sofa", "--since", "s3://" + bucket + "/notes.txt"}, exitFatal, "notes.txt"},
 		{"not an archive restore", nil, []string{"restore", "s3://" + bucket + "/notes.txt", src.URL}, exitFatal, "notes.txt"},
 		{"no key", nil, []string{"verify", "s3://" + bucket}, exitUsage, "not an s3://BUCKET/KEY location"},
+		{"endpoint not a URL", nil, []string{"ls", good, "--s3-endpoint", "not a url"}, exitUsage, "is not an http(s)://HOST[:PORT] URL"},
+		{"endpoint without its scheme", nil, []string{"ls", good, "--s3-endpoint", "127.0.0.1:9000"}, exitUsage, "is not an http(s)://HOST[:PORT] URL"},
+		{"part size below the minimum", nil, []string{"backup", src.URL, "s3://" + bucket + "/p.sofa", "--part-size", "1000"}, exitUsage, "below S3's minimum"},
 		{"exists", nil, []string{"backup", src.URL, good}, exitUsage, "--force"},
 		{"s3 since, local archive", nil, []string{"backup", src.URL, filepath.Join(t.TempDir(), "y.sofa"), "--since", good}, exitUsage, "needs an s3:// archive to write"},
 	}

@@ -32,7 +32,7 @@ func (f *s3Flags) register(fs *pflag.FlagSet, retry *time.Duration) {
 	fs.StringVar(&f.region, "s3-region", "", "region of s3:// buckets (default: AWS_REGION or the profile's, else us-east-1)")
 	fs.BoolVar(&f.pathStyle, "s3-path-style", false, "address s3:// buckets as ENDPOINT/BUCKET/KEY, not BUCKET.ENDPOINT/KEY (most S3-compatible servers need it)")
 	fs.IntVar(&f.transfers, "transfers", s3.DefaultTransfers, "s3:// archives: parts uploaded, or ranges read ahead, at once (0: the default)")
-	fs.Int64Var(&f.partSize, "part-size", s3.DefaultPartSize, "s3:// archives: bytes per uploaded part and per ranged read (0: the default, 16 MiB; at least 5 MiB; doubles every 1,000 parts); memory is part size x (transfers + 1)")
+	fs.Int64Var(&f.partSize, "part-size", s3.DefaultPartSize, "s3:// archives: bytes per uploaded part and per ranged read (0: the default, 16 MiB; at least 5 MiB, 5242880; doubles every 1,000 parts); memory is part size x (transfers + 1)")
 	fs.DurationVar(&f.idle, "s3-idle-timeout", s3.DefaultIdleTimeout, "s3:// archives: how long a connection may move no data, either way, before its request is retried (0: the default, 2m; negative: never)")
 }
 

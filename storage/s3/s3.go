@@ -95,7 +95,8 @@ type Options struct {
 	// at once; 0: DefaultTransfers.
 	Transfers int
 	// PartSize is the size of each uploaded part and of each ranged GET
-	// in bytes; 0: DefaultPartSize; at least MinPartSize (5 MiB). An
+	// in bytes; 0: DefaultPartSize; at least MinPartSize (5 MiB: New
+	// refuses less with ErrBadOption). An
 	// upload doubles it every 1,000 parts, so a
 	// stream of any length fits in the 9,999 data parts (see stale.go).
 	PartSize int64
@@ -174,6 +175,9 @@ var (
 // New makes a Store. It loads the SDK's configuration (credentials are
 // resolved at the first request) and sends nothing.
 func New(ctx context.Context, o Options) (*Store, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
 	o = o.withDefaults()
 	var hc config.HTTPClient = o.HTTPClient
 	if o.HTTPClient == nil {
@@ -245,6 +249,24 @@ func (s *Store) Parallelism() (int, int64) { return s.o.Transfers, s.o.PartSize 
 
 // ErrBadLocation: a name that is not s3://BUCKET/KEY.
 var ErrBadLocation = errors.New("not an s3://BUCKET/KEY location")
+
+// ErrBadOption is what New answers to Options it cannot use (an
+// Endpoint that is no http(s) URL, a PartSize below MinPartSize).
+var ErrBadOption = errors.New("bad S3 option")
+
+// check refuses options no request could use.
+func (o Options) check() error {
+	if o.Endpoint != "" {
+		u, err := url.Parse(o.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%w: endpoint %q is not an http(s)://HOST[:PORT] URL", ErrBadOption, o.Endpoint)
+		}
+	}
+	if o.PartSize > 0 && o.PartSize < MinPartSize {
+		return fmt.Errorf("%w: part size %d bytes is below S3's minimum of %d (5 MiB)", ErrBadOption, o.PartSize, MinPartSize)
+	}
+	return nil
+}
 
 // ErrAccess: the store refused the credentials or the operation.
 var ErrAccess = errors.New("access denied (check the credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, and the bucket's permissions)")
