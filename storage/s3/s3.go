@@ -348,10 +348,17 @@ func (s *Store) fail(ctx context.Context, op, bucket, key string, err error) err
 		return fmt.Errorf("archive %s %w", loc, storage.ErrNotExist)
 	case isAccess(err):
 		return fmt.Errorf("%s archive %s: %w", op, loc, ErrAccess)
+	case noCredentials(err):
+		return fmt.Errorf("%s archive %s: %w: none were found", op, loc, ErrAccess)
 	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
-		return fmt.Errorf("%s archive %s: %s: %s", op, loc, ae.ErrorCode(), oneLine(ae.ErrorMessage()))
+		hint := ""
+		switch ae.ErrorCode() {
+		case "AuthorizationHeaderMalformed", "BadRequest", "PermanentRedirect", "IllegalLocationConstraintException":
+			hint = " (is the bucket's region the one given? --s3-region, AWS_REGION)"
+		}
+		return fmt.Errorf("%s archive %s: %s: %s%s", op, loc, ae.ErrorCode(), oneLine(ae.ErrorMessage()), hint)
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -362,6 +369,13 @@ func (s *Store) fail(ctx context.Context, op, bucket, key string, err error) err
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// noCredentials: the SDK's credential chain found none (no keys in the
+// environment, no profile, no instance role): its error is a long chain
+// ending in the instance metadata service's refusal.
+func noCredentials(err error) bool {
+	return strings.Contains(err.Error(), "get credentials") || strings.Contains(err.Error(), "failed to refresh cached credentials")
 }
 
 // isAccess: the store refused the credentials or the operation.

@@ -198,7 +198,7 @@ func (s *Store) sweep(ctx context.Context, bucket, key string, onStale func(stri
 			}
 			os.Remove(registryName(bucket, key, id))
 			if onStale != nil {
-				onStale(fmt.Sprintf("%s%s/%s's multipart upload %s (%s)", Scheme, bucket, key, id, why))
+				onStale(fmt.Sprintf("%s%s/%s's multipart upload %s, %s", Scheme, bucket, key, id, why))
 			}
 		}
 		if !aws.ToBool(out.IsTruncated) {
