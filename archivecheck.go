@@ -2,9 +2,11 @@ package sofa
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sofadb/sofa/archive"
+	"github.com/sofadb/sofa/storage"
 )
 
 // Statuses of an ArchivesCheck, worst last.
@@ -75,6 +77,9 @@ func CheckArchives(ctx context.Context, archives ...*Endpoint) (*ArchivesCheck, 
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("check %s: %w", ep, ctx.Err())
+			}
+			if errors.Is(err, storage.ErrNotReadable) {
+				return nil, &OptionError{Err: err} // a directory, a pipe: no archive to judge
 			}
 			c.Status, c.Error = ArchivesDamaged, err.Error()
 			sum.Status = ArchivesDamaged

@@ -305,6 +305,16 @@ func (l Local) Open(ctx context.Context, path string) (Reader, error) {
 		}
 		return stdinReader{bufio.NewReaderSize(in, 1<<20)}, nil
 	}
+	if st, err := os.Stat(path); err == nil {
+		if m := st.Mode(); m.IsDir() {
+			return nil, fmt.Errorf("%s is a directory, %w", path, ErrNotReadable)
+		} else if !m.IsRegular() {
+			// opening a named pipe would block until a writer comes, and
+			// a second open (a restore reads an archive more than once)
+			// wait for another
+			return nil, fmt.Errorf("%s is not a regular file (a named pipe, socket or device), %w: give - and pipe the archive to stdin", path, ErrNotReadable)
+		}
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {

@@ -30,6 +30,10 @@ var (
 	// with or without Overwrite, wrapped after what it is ("x is a
 	// symbolic link, not an archive file").
 	ErrNotFile = errors.New("not an archive file")
+	// ErrNotReadable: Open of a name that is no file (a directory), or
+	// one that can be read only once (a named pipe, a socket: a restore
+	// reads an archive more than once; stdin, "-", is the stream to give).
+	ErrNotReadable = errors.New("not an archive file")
 	// ErrNotExist: Open, Stat or Remove of a name that does not exist.
 	ErrNotExist = errors.New("does not exist")
 	// ErrNotSeekable: ReadAt on a reader that can only be read in order

@@ -113,7 +113,7 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 		return exitInterrupted, "interrupted"
 	case o.err == nil:
 		// the run ended: its summary decides, below
-	case errors.As(o.err, &u):
+	case errors.As(o.err, &u), errors.Is(o.err, storage.ErrNotReadable):
 		return exitUsage, msg
 	case o.res != nil, errors.As(o.err, &f):
 		// a one-database copy's own error is a failure whatever it wraps

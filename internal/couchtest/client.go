@@ -237,10 +237,30 @@ func (c *Client) clearShardCache(ctx context.Context) {
 // RecreateDB deletes database db (a missing one is no error) and creates
 // it again, empty (see CreateDB for CouchDB's 412 after a DELETE).
 func (c *Client) RecreateDB(ctx context.Context, db string) error {
-	if err := c.DeleteDB(ctx, db); err != nil {
-		return err
+	for attempt := 1; ; attempt++ {
+		if err := c.DeleteDB(ctx, db); err != nil {
+			return err
+		}
+		err := c.createOnce(ctx, db)
+		// PouchDB Server opens a database again for a request still in
+		// flight on it (a feed of a process killed a moment before),
+		// which makes it exist again: it is deleted once more.
+		if StatusOf(err) != http.StatusPreconditionFailed || attempt == 5 {
+			return err
+		}
 	}
-	return c.CreateDB(ctx, db)
+}
+
+// createOnce is CreateDB with a short patience for 412: RecreateDB
+// deletes the database again rather than wait for it to go.
+func (c *Client) createOnce(ctx context.Context, db string) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := c.CreateDB(cctx, db)
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil && StatusOf(err) == 0 {
+		return &HTTPError{Method: http.MethodPut, Path: "/" + EscapeDB(db), Status: http.StatusPreconditionFailed}
+	}
+	return err
 }
 
 // DeleteDB deletes database db; a missing one is not an error.
