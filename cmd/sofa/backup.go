@@ -153,7 +153,11 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	prog.Stop()
 	if sum == nil {
 		// nothing ran (the archive or the selection was refused), or the
-		// archive could not be written: one line, no summary
+		// archive could not be written: one line, no summary; an
+		// interrupt says so as after a summary (no checkpoints to resume)
+		if err != nil && ctx.Err() != nil {
+			return &outcome{err: err, interrupted: interruptedArchive(path, "a backup")}
+		}
 		return err
 	}
 	o := finishDBs(sum, err, bc.out, "backed up")

@@ -51,3 +51,48 @@ func TestCLI_InterruptBackupToStdout(t *testing.T) {
 		t.Errorf("stderr %q, want it to say the archive on stdout is cut short", line)
 	}
 }
+
+// TestCLI_InterruptBackupBeforeSummary: SIGINT while an incremental
+// backup still lists the source (before any database is read) says that
+// no archive was written, as later, not that checkpoints were written
+// and a rerun resumes (a new user saw that wording).
+func TestCLI_InterruptBackupBeforeSummary(t *testing.T) {
+	bin := sofaBin(t)
+	src := couchtest.Start(t)
+	arCreate(t, src, "app", true, arSmallDocs("x", 3)...)
+	dir := t.TempDir()
+	full := dir + "/full.sofa"
+	arSofa(t, bin, nil, "backup", src.URL, full, "-q").want(t, exitOK)
+	p := faultproxy.StartT(t, src.URL)
+	held := faultproxy.Rule{Name: "held", Path: `^/_all_dbs$`, Delay: 10 * time.Minute}
+	if err := p.SetRules(held); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "backup", p.URL, dir+"/inc.sofa", "--since", full, "-q")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for p.Rule(held.Name).Matched == 0 { // the backup lists the source
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the source was never listed\n%s", stderr.String())
+		case <-tick.C:
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, stderr.String())
+	}
+	if line := strings.TrimSpace(stderr.String()); !strings.Contains(line, "no archive was written") || strings.Contains(line, "resume") {
+		t.Errorf("stderr %q, want it to say no archive was written", line)
+	}
+}
