@@ -136,6 +136,9 @@ they never appear in output, logs or errors.
 func stoppingLine() string {
 	if c := runningCmd.Load(); c != nil && (c.Name() == "verify" || c.Name() == "ls") {
 		return "stopping (interrupt again to stop at once)"
+	} else if c != nil && c.Name() == "backup" {
+		// nothing to resume from: the archive is not written
+		return "stopping: the archive is not written (interrupt again to stop at once)"
 	}
 	return "stopping: finishing the writes in flight and the final checkpoints (interrupt again to stop at once)"
 }
