@@ -2,6 +2,7 @@ package sofa
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -199,7 +200,7 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	}
 	committed = true // Commit removes what it leaves on failure
 	if err := sink.Commit(); err != nil {
-		return nil, err
+		return nil, commitErr(name, err)
 	}
 	if shard != nil {
 		if err := writeSetManifest(ctx, dst.store, dst.archive, shard.Count, o.SetID); err != nil {
@@ -282,4 +283,21 @@ func (o *BackupOptions) job(srv *couch.Server, w *archive.Writer, onTarget *targ
 	engine.CopyMetadata = true
 	return &pairJob{src: srv, tgt: w, engine: engine, budget: replicate.NewBudget(o.Engine.MaxInflightBytes),
 		verify: VerifyCheap, sourceReadOnly: true, warnLogOnly: true, onTarget: onTarget, rc: &o.RunControl, batchInfo: true}
+}
+
+// ErrWrittenMeanwhile: the archive's name was taken, by another run, while
+// this one wrote it: this run's archive was discarded (nothing was
+// overwritten; the work is lost). Not a usage error: the name was free
+// when the run began.
+var ErrWrittenMeanwhile = errors.New("was written by another run while this one ran: this run's archive is discarded (nothing was overwritten)")
+
+// commitErr is the error of committing the archive name: a name that
+// appeared since the run began is ErrWrittenMeanwhile, not
+// storage.ErrExist (which says the name was taken before anything was
+// done).
+func commitErr(name string, err error) error {
+	if errors.Is(err, storage.ErrExist) {
+		return fmt.Errorf("%s %w", Redact(name), ErrWrittenMeanwhile)
+	}
+	return err
 }

@@ -313,6 +313,7 @@ func (archiveHooks) failed(c *dbCopy, err error) error { return err }
 
 // newArchive is an archive being written by a copy of archives.
 type newArchive struct {
+	name string // the archive's name
 	sink storage.Writer
 	w    *archive.Writer
 	verb string
@@ -345,7 +346,7 @@ func createArchive(ctx context.Context, dst *Endpoint, o ArchiveOutput, source, 
 		sink.Abort()
 		return nil, fmt.Errorf("write archive: %w", err)
 	}
-	return &newArchive{sink: sink, w: w, verb: verb}, nil
+	return &newArchive{name: dst.archive, sink: sink, w: w, verb: verb}, nil
 }
 
 func (a *newArchive) abort() { a.sink.Abort() }
@@ -368,7 +369,7 @@ func (a *newArchive) finish(sum *fleet.Summary, runErr error) error {
 	}
 	if err := a.sink.Commit(); err != nil {
 		a.unwritten = true
-		return err
+		return commitErr(a.name, err)
 	}
 	return nil
 }
