@@ -448,3 +448,33 @@ func (c *Client) MakeReadOnly(ctx context.Context, db string, members ...string)
 	sec := Security{Admins: Group{Names: []string{}, Roles: []string{}}, Members: Group{Names: members, Roles: []string{}}}
 	return c.PutSecurity(ctx, db, sec)
 }
+
+// ChangeUserPassword gives the `_users` account user the password
+// newPw, then waits until the server refuses oldPw for a read of db (its
+// cache of users follows `_users` on its own time), polling until ctx
+// ends.
+func (c *Client) ChangeUserPassword(ctx context.Context, user, oldPw, newPw, db string) error {
+	id := "/_users/org.couchdb.user:" + url.PathEscape(user)
+	var doc map[string]any
+	if err := c.GetJSON(ctx, id, &doc); err != nil {
+		return err
+	}
+	doc["password"] = newPw
+	if err := c.PutJSON(ctx, id, doc, nil); err != nil {
+		return err
+	}
+	old := &Client{BaseURL: c.BaseURL, User: user, Password: oldPw, HTTP: c.HTTP}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var info map[string]any
+		if err := old.GetJSON(ctx, "/"+EscapeDB(db), &info); err != nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the old password of %s is still accepted: %w", user, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
