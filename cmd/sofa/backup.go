@@ -100,6 +100,7 @@ sofa restore FULL INC... NEW.sofa.
 }
 
 func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
+	bc.s3.log = bc.out.logf
 	comp, err := archive.ParseCompression(bc.compression)
 	if err != nil {
 		return usageErr("--compression: %w", err)

@@ -157,6 +157,7 @@ ignored (each database is checked by the revisions stored).
 }
 
 func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) error {
+	c.s3.log = c.out.logf
 	if c.replace && c.reuseExisting {
 		return usageErr("--replace and --reuse-existing exclude each other: --replace deletes and recreates existing databases, --reuse-existing writes into them")
 	}

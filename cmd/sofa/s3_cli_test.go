@@ -117,7 +117,13 @@ func TestS3_BackupRestoreChainThroughFaults(t *testing.T) {
 			t.Errorf("sofa %s -q printed:\n%s", args[0], r.stderr)
 		}
 	}
-	quiet("backup", src.URL, full, "-q")
+	// -v logs the S3 requests retried (the PUTs answered 500 and 503),
+	// never the secret key
+	r := s3Sofa(t, bin, env, append([]string{"backup", src.URL, full, "-v"}, flags...)...)
+	r.want(t, exitOK)
+	if !strings.Contains(r.stderr, "sofa: s3: retry ") || strings.Contains(r.stderr, s3test.SecretKey) {
+		t.Errorf("sofa backup -v: want the S3 retries logged, without the secret key:\n%s", r.stderr)
+	}
 	quiet("verify", full, src.URL, "-q")
 
 	arWrite(t, src, "notes", true, arSmallDocs("later", 50)...)
@@ -126,7 +132,7 @@ func TestS3_BackupRestoreChainThroughFaults(t *testing.T) {
 	for _, a := range []string{full, inc} {
 		quiet("verify", a, "-q")
 	}
-	r := s3Sofa(t, bin, env, "ls", "--json", inc)
+	r = s3Sofa(t, bin, env, "ls", "--json", inc)
 	r.want(t, exitOK)
 	var l lsJSON
 	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil {
@@ -247,6 +253,8 @@ func TestS3_BadInput(t *testing.T) {
 		{"no key", nil, []string{"verify", "s3://" + bucket}, exitUsage, "not an s3://BUCKET/KEY location"},
 		{"endpoint not a URL", nil, []string{"ls", good, "--s3-endpoint", "not a url"}, exitUsage, "is not an http(s)://HOST[:PORT] URL"},
 		{"endpoint without its scheme", nil, []string{"ls", good, "--s3-endpoint", "127.0.0.1:9000"}, exitUsage, "is not an http(s)://HOST[:PORT] URL"},
+		{"endpoint with credentials", nil, []string{"ls", good, "--s3-endpoint", "http://key:" + wrongSecret + "@127.0.0.1:9000"}, exitUsage, "carries credentials"},
+		{"unparsable endpoint with credentials", nil, []string{"ls", good, "--s3-endpoint", "http://key:" + wrongSecret + "@127.0.0.1:bad port"}, exitUsage, "(not shown: it holds an @)"},
 		{"part size below the minimum", nil, []string{"backup", src.URL, "s3://" + bucket + "/p.sofa", "--part-size", "1000"}, exitUsage, "below S3's minimum"},
 		{"exists", nil, []string{"backup", src.URL, good}, exitUsage, "--force"},
 		{"s3 since, local archive", nil, []string{"backup", src.URL, filepath.Join(t.TempDir(), "y.sofa"), "--since", good}, exitUsage, "needs an s3:// archive to write"},

@@ -24,6 +24,9 @@ type s3Flags struct {
 	// retry is the verb's --retry-time: S3 requests are retried about as
 	// long as CouchDB ones.
 	retry *time.Duration
+	// log receives a line per retried S3 request (the verb's --verbose);
+	// nil: none.
+	log func(format string, args ...any)
 }
 
 func (f *s3Flags) register(fs *pflag.FlagSet, retry *time.Duration) {
@@ -37,7 +40,7 @@ func (f *s3Flags) register(fs *pflag.FlagSet, retry *time.Duration) {
 }
 
 func (f *s3Flags) options() s3.Options {
-	o := s3.Options{Endpoint: f.endpoint, Region: f.region, PathStyle: f.pathStyle, Transfers: f.transfers, PartSize: f.partSize, IdleTimeout: f.idle}
+	o := s3.Options{Endpoint: f.endpoint, Region: f.region, PathStyle: f.pathStyle, Transfers: f.transfers, PartSize: f.partSize, IdleTimeout: f.idle, Log: f.log}
 	if f.retry != nil {
 		o.RetryTime = *f.retry
 		if o.RetryTime <= 0 {

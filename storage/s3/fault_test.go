@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -183,7 +186,14 @@ func TestRetriedCreateLeavesNoUpload(t *testing.T) {
 func TestRetryTimeOutlastsAttempts(t *testing.T) {
 	_, p, bucket := proxied(t)
 	const outage = 2*s3.DefaultMaxAttempts + 5
-	st := newStore(t, p.URL, s3.Options{PartSize: s3.MinPartSize, Transfers: 1, MaxBackoff: 20 * time.Millisecond, RetryTime: 2 * time.Second})
+	var mu sync.Mutex
+	var logged []string
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		logged = append(logged, fmt.Sprintf(format, args...))
+	}
+	st := newStore(t, p.URL, s3.Options{PartSize: s3.MinPartSize, Transfers: 1, MaxBackoff: 20 * time.Millisecond, RetryTime: 2 * time.Second, Log: logf})
 	rule := faultproxy.Rule{Name: "down", After: 2, Times: outage, Fault: faultproxy.Reset}
 	if err := p.SetRules(rule); err != nil {
 		t.Fatal(err)
@@ -191,5 +201,18 @@ func TestRetryTimeOutlastsAttempts(t *testing.T) {
 	roundTrip(t, context.Background(), st, "s3://"+bucket+"/outage.sofa", pattern(2*s3.MinPartSize+5))
 	if s := p.Rule("down"); s.Fired != outage {
 		t.Errorf("the outage reset %d requests, want %d", s.Fired, outage)
+	}
+	// Options.Log: one line per retry, naming the operation, without the
+	// secret key
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logged) < outage/2 || len(logged) > outage {
+		t.Errorf("%d retries logged, want about one per reset (%d): %q", len(logged), outage, logged)
+	}
+	secret := s3test.SecretKey
+	for _, l := range logged {
+		if !strings.HasPrefix(l, "s3: retry ") || !strings.Contains(l, bucket) || strings.Contains(l, secret) {
+			t.Errorf("retry line %q: want the bucket named, no secret", l)
+		}
 	}
 }

@@ -39,6 +39,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,6 +133,10 @@ type Options struct {
 	// HTTPClient sends the requests; nil: one with connect and
 	// answer-header timeouts.
 	HTTPClient *http.Client
+	// Log, if set, receives one line per retry of a request: its
+	// operation, the wait before the next attempt and the error
+	// (credentials never included). Nil: retries are silent.
+	Log func(format string, args ...any)
 }
 
 func (o Options) withDefaults() Options {
@@ -204,11 +209,15 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		// drop the idle timeout
 		config.WithDefaultsMode(aws.DefaultsModeLegacy),
 		config.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(so *retry.StandardOptions) {
+			r := retry.NewStandard(func(so *retry.StandardOptions) {
 				so.MaxAttempts = o.MaxAttempts
 				so.MaxBackoff = o.MaxBackoff
 				so.RateLimiter = ratelimit.None // every failed request may retry
 			})
+			if o.Log == nil {
+				return r
+			}
+			return loggingRetryer{RetryerV2: r, log: o.Log}
 		}),
 	}
 	if o.Region != "" {
@@ -259,13 +268,31 @@ func (o Options) check() error {
 	if o.Endpoint != "" {
 		u, err := url.Parse(o.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("%w: endpoint %q is not an http(s)://HOST[:PORT] URL", ErrBadOption, o.Endpoint)
+			return fmt.Errorf("%w: endpoint %s is not an http(s)://HOST[:PORT] URL", ErrBadOption, shownEndpoint(o.Endpoint, u, err))
+		}
+		if u.User != nil {
+			return fmt.Errorf("%w: endpoint %s carries credentials: S3 credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE", ErrBadOption, u.Redacted())
 		}
 	}
 	if o.PartSize > 0 && o.PartSize < MinPartSize {
 		return fmt.Errorf("%w: part size %d bytes is below S3's minimum of %d (5 MiB)", ErrBadOption, o.PartSize, MinPartSize)
 	}
 	return nil
+}
+
+// shownEndpoint is an endpoint as an error may show it: with its
+// password masked, and not at all when it does not parse and holds an
+// "@" (it may then hold credentials no parser can find).
+func shownEndpoint(raw string, u *url.URL, err error) string {
+	switch {
+	case err == nil && u.User != nil:
+		return strconv.Quote(u.Redacted())
+	case err == nil:
+		return strconv.Quote(raw)
+	case strings.Contains(raw, "@"):
+		return "(not shown: it holds an @)"
+	}
+	return strconv.Quote(raw)
 }
 
 // ErrAccess: the store refused the credentials or the operation.
