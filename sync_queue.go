@@ -2,7 +2,6 @@ package sofa
 
 import (
 	"context"
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -123,7 +122,7 @@ func (s *syncer) owns(name string) bool { return s.sel.holds(name) }
 // names the system database name.
 func (s *syncer) includesSystem(name string) bool {
 	for _, p := range s.sel.Include {
-		if ok, _ := path.Match(p, name); ok && strings.HasPrefix(p, "_") {
+		if fleet.MatchPattern(p, name) && strings.HasPrefix(p, "_") {
 			return true
 		}
 	}

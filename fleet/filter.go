@@ -19,11 +19,13 @@ var BackupSkip = []string{"_global_changes"}
 
 // Filter selects databases by name.
 //
-// Patterns use path.Match syntax on the whole name: `*` matches any run of
-// characters except `/`, `?` one character except `/`, `[a-z]` a class,
-// `\` escapes. CouchDB database names may contain `/` (e.g. "org/users"),
-// so `org/*` matches "org/users" but `*` does not; write `*/*` for names
-// with one slash.
+// Patterns are shell-style globs on the whole name: `*` matches any run
+// of characters except `/`, `?` one character except `/`, `[a-z]` a
+// class, `[!a-z]` (or `[^a-z]`) any character not in it, a `-` first or
+// last in a class and a `]` first stand for themselves, `\` escapes.
+// CouchDB database names may contain `/` (e.g. "org/users"), so `org/*`
+// matches "org/users" but `*` does not; write `*/*` for names with one
+// slash.
 type Filter struct {
 	// Include keeps only names that match at least one pattern. Empty
 	// means every name.
@@ -39,7 +41,7 @@ type Filter struct {
 // Validate reports the first malformed pattern.
 func (f Filter) Validate() error {
 	for _, p := range append(append([]string(nil), f.Include...), f.Exclude...) {
-		if _, err := path.Match(p, ""); err != nil {
+		if _, err := path.Match(pathPattern(p), ""); err != nil {
 			return fmt.Errorf("bad pattern %q: %w", p, err)
 		}
 	}
@@ -91,7 +93,53 @@ func (f Filter) Apply(names []string) []string {
 	return out
 }
 
+// MatchPattern reports whether the glob pattern (see Filter) matches
+// name; a malformed pattern matches nothing.
+func MatchPattern(pattern, name string) bool { return match(pattern, name) }
+
 func match(pattern, name string) bool {
-	ok, err := path.Match(pattern, name)
+	ok, err := path.Match(pathPattern(pattern), name)
 	return err == nil && ok
+}
+
+// pathPattern is the shell-style glob p in path.Match syntax: `[!` is
+// `[^`, and a class's first `]` and its first or last `-` are escaped.
+// An unterminated class stays so (path.Match refuses it).
+func pathPattern(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c == '\\' && i+1 < len(p) {
+			b.WriteString(p[i : i+2])
+			i++
+			continue
+		}
+		b.WriteByte(c)
+		if c != '[' {
+			continue
+		}
+		if i+1 < len(p) && (p[i+1] == '!' || p[i+1] == '^') {
+			b.WriteByte('^')
+			i++
+		}
+		start := i + 1
+	class:
+		for i++; i < len(p); i++ {
+			d := p[i]
+			switch {
+			case d == '\\' && i+1 < len(p):
+				b.WriteString(p[i : i+2])
+				i++
+			case d == ']' && i > start:
+				b.WriteByte(']')
+				break class
+			case d == ']', d == '-' && (i == start || i+1 < len(p) && p[i+1] == ']'):
+				b.WriteByte('\\')
+				b.WriteByte(d)
+			default:
+				b.WriteByte(d)
+			}
+		}
+	}
+	return b.String()
 }

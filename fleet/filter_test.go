@@ -22,6 +22,10 @@ func TestFilter_Match(t *testing.T) {
 		{"exclude wins", Filter{Include: []string{"*", "*/*"}, Exclude: []string{"b*", "org/u*"}, Skip: ReplicateSkip}, []string{"alpha"}},
 		{"exclude system", Filter{Include: []string{"_*"}, Exclude: []string{"_r*"}, Skip: ReplicateSkip}, []string{"_global_changes", "_users"}},
 		{"class and escape", Filter{Include: []string{"[ab]lph?", `bet\a`}}, []string{"alpha", "beta"}},
+		{"shell negation", Filter{Include: []string{"[!a]*"}, Skip: ReplicateSkip}, []string{"beta"}},
+		{"caret negation", Filter{Include: []string{"[^a]*"}, Skip: ReplicateSkip}, []string{"beta"}},
+		{"exclude negated", Filter{Exclude: []string{"[!ab]*", "*/*", "*/*/*"}, Skip: ReplicateSkip}, []string{"alpha", "beta"}},
+		{"dash first or last", Filter{Include: []string{"org[-/]*", "[b-]eta", "[!-]lpha"}}, []string{"alpha", "beta", "org/users"}},
 	}
 	for _, tt := range tests {
 		if got := tt.f.Apply(all); !slices.Equal(got, tt.want) {
@@ -36,6 +40,19 @@ func TestFilter_Validate(t *testing.T) {
 	}
 	if err := (Filter{Exclude: []string{"[a-"}}).Validate(); err == nil {
 		t.Error("Validate([a-) = nil, want error")
+	}
+	for _, p := range []string{"syn[-/]*", "[]a]", "[!]a]", "[a-]", "[!a]"} {
+		if err := (Filter{Include: []string{p}}).Validate(); err != nil {
+			t.Errorf("Validate(%s): %v", p, err)
+		}
+	}
+	for _, c := range []struct{ p, name string }{{"[]a]", "]"}, {"[!]a]", "b"}, {"[a-]", "-"}, {`a\*`, "a*"}} {
+		if !MatchPattern(c.p, c.name) {
+			t.Errorf("%s does not match %q", c.p, c.name)
+		}
+	}
+	if MatchPattern("[!]a]", "]") || MatchPattern("[!a]", "a") {
+		t.Error("a negated class matched what it names")
 	}
 	if (Filter{Include: []string{"[a-"}}).Match("a") {
 		t.Error("malformed pattern matched")

@@ -88,7 +88,7 @@ sofa restore FULL INC... NEW.sofa.
 	bc.control.register(fs)
 	registerOutput(fs, &bc.out)
 	bc.s3.register(fs, &bc.client.retryTime)
-	fs.StringArrayVar(&bc.include, "include", nil, "back up only databases matching this glob (repeatable; * does not match /)")
+	fs.StringArrayVar(&bc.include, "include", nil, "back up only databases matching this glob (repeatable; shell-style: * and ? do not match /, [!a-c] negates a class)")
 	fs.StringArrayVar(&bc.exclude, "exclude", nil, "skip databases matching this glob (repeatable; wins over --include)")
 	fs.StringVar(&bc.since, "since", "", "previous archive of the chain: store only what changed after it (it is checked whole first, as sofa verify ARCHIVE does: a damaged one is refused); every database of it that the source still holds must be selected again (a restore of the chain takes one left out for deleted)")
 	bc.shard.register(fs, "back up")

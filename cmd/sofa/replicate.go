@@ -126,7 +126,7 @@ JSON status (/status).
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
 	rc.control.register(fs)
 	rc.cont.register(fs)
-	fs.StringArrayVar(&rc.include, "include", nil, "server mode: copy only databases matching this glob (repeatable; * does not match /)")
+	fs.StringArrayVar(&rc.include, "include", nil, "server mode: copy only databases matching this glob (repeatable; shell-style: * and ? do not match /, [!a-c] negates a class)")
 	fs.StringArrayVar(&rc.exclude, "exclude", nil, "server mode: skip databases matching this glob (repeatable; wins over --include)")
 	rc.shard.register(fs, "copy")
 	fs.BoolVar(&rc.withUsers, "with-users", false, "server mode: also copy _users (skipped by default: it holds password hashes and the target may have its own users); _replicator and _global_changes are always skipped unless named by --include")

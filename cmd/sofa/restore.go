@@ -140,7 +140,7 @@ ignored (each database is checked by the revisions stored).
 	c.control.register(fs)
 	registerOutput(fs, &c.out)
 	c.s3.register(fs, &c.client.retryTime)
-	fs.StringArrayVar(&c.include, "include", nil, "restore only databases matching this glob (repeatable; * does not match /)")
+	fs.StringArrayVar(&c.include, "include", nil, "restore only databases matching this glob (repeatable; shell-style: * and ? do not match /, [!a-c] negates a class)")
 	fs.StringArrayVar(&c.exclude, "exclude", nil, "skip databases matching this glob (repeatable; wins over --include)")
 	fs.StringArrayVar(&c.renames, "rename", nil, "restore database OLD under the name NEW (OLD=NEW, repeatable; two selected databases restored into one target database are refused)")
 	fs.BoolVar(&c.reuseExisting, "reuse-existing", false, "write into existing non-empty target databases (adds revisions; newer ones stay the winners)")

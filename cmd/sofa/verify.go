@@ -130,7 +130,7 @@ refused unless --allow-partial, which checks the members present and exits
 	fs.BoolVar(&vc.jsonOut, "json", false, "print the result as JSON on stdout (a run stopped by an error prints {status, error, exit_code})")
 	fs.BoolVarP(&vc.quiet, "quiet", "q", false, "print nothing but errors and differences")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
-	fs.StringArrayVar(&vc.include, "include", nil, "server mode, and ARCHIVE with a URL: compare only databases matching this glob (repeatable; * does not match /; an indexed archive is read only where they are)")
+	fs.StringArrayVar(&vc.include, "include", nil, "server mode, and ARCHIVE with a URL: compare only databases matching this glob (repeatable; shell-style: * and ? do not match /, [!a-c] negates a class; an indexed archive is read only where they are)")
 	fs.StringArrayVar(&vc.exclude, "exclude", nil, "server mode, and ARCHIVE with a URL: skip databases matching this glob (repeatable; wins over --include)")
 	vc.shard.register(fs, "compare")
 	fs.BoolVar(&vc.allowPartial, "allow-partial", false, "check the members of a sharded backup's set that are present when some are missing")
