@@ -161,8 +161,7 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 		}
 		return err
 	}
-	o := finishDBs(sum, err, bc.out, "backed up")
-	o.interrupted = interruptedArchive(path, "a backup")
+	o := finishDBs(sum, err, bc.out, "backed up", interruptedArchive(path, "a backup"))
 	if code, _ := exitFor(o, ctx.Err() != nil); code == exitInterrupted || code == exitFatal {
 		return o
 	}

@@ -89,9 +89,10 @@ func (p *displayProgress) Stop() {
 }
 
 // finishDBs prints the summary of a many-database run (when it has one)
-// and returns its outcome (verb names the work: "copied", "backed up").
-func finishDBs(sum *sofa.Summary, err error, out outputFlags, verb string) *outcome {
-	o := &outcome{sum: sum, err: err, verb: verb}
+// and returns its outcome (verb names the work: "copied", "backed up";
+// interrupted is what an interruption says, "" for resumeMsg).
+func finishDBs(sum *sofa.Summary, err error, out outputFlags, verb, interrupted string) *outcome {
+	o := &outcome{sum: sum, err: err, verb: verb, interrupted: interrupted}
 	if sum != nil {
 		if out.jsonOut {
 			code, msg := exitFor(o, false)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -94,5 +95,54 @@ func TestCLI_InterruptBackupBeforeSummary(t *testing.T) {
 	}
 	if line := strings.TrimSpace(stderr.String()); !strings.Contains(line, "no archive was written") || strings.Contains(line, "resume") {
 		t.Errorf("stderr %q, want it to say no archive was written", line)
+	}
+}
+
+// TestCLI_InterruptBackupJSON: an interrupted backup's --json document
+// says what its stderr line says (no archive was written), not that
+// checkpoints were written and a rerun resumes.
+func TestCLI_InterruptBackupJSON(t *testing.T) {
+	bin := sofaBin(t)
+	src := couchtest.Start(t)
+	arCreate(t, src, "app", true, arSmallDocs("x", 3)...)
+	p := faultproxy.StartT(t, src.URL)
+	held := faultproxy.Rule{Name: "held", Path: `^/app/(_changes|_bulk_get)$`, Delay: 10 * time.Minute}
+	if err := p.SetRules(held); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "backup", p.URL, t.TempDir()+"/a.sofa", "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for p.Rule(held.Name).Matched == 0 { // the backup is reading app
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the source was never read\n%s", stderr.String())
+		case <-tick.C:
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, stderr.String())
+	}
+	var doc struct {
+		Status   string `json:"status"`
+		Error    string `json:"error"`
+		ExitCode int    `json:"exit_code"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+		t.Fatalf("stdout is no JSON document: %v\n%s", err, stdout.String())
+	}
+	if doc.Status != "interrupted" || doc.ExitCode != exitInterrupted || !strings.Contains(doc.Error, "no archive was written") || strings.Contains(doc.Error, "resume") {
+		t.Errorf("--json %+v, want status interrupted, exit_code 130, error saying no archive was written", doc)
 	}
 }

@@ -235,9 +235,12 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 	setGCPercent(archiveGCPercent)
 	sum, err := plan.Run(ctx, tgt)
 	prog.Stop()
-	o := finishDBs(sum, err, c.out, "restored")
+	interrupted := "" // resumeMsg
 	if tgt.Kind() == sofa.KindArchive {
-		o.interrupted = interruptedArchive(tgtURL, "the restore")
+		interrupted = interruptedArchive(tgtURL, "the restore")
+	}
+	o := finishDBs(sum, err, c.out, "restored", interrupted)
+	if tgt.Kind() == sofa.KindArchive {
 		if code, _ := exitFor(o, ctx.Err() != nil); code != exitInterrupted && code != exitFatal && sum != nil && !c.out.quiet && tgtURL != "-" {
 			if st, err := tgt.Store().Stat(ctx, tgt.Archive()); err == nil {
 				fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", tgt, humanBytes(st.Size))

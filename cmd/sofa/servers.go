@@ -30,7 +30,7 @@ func (rc *replicateCmd) runServers(ctx context.Context, src, tgt *sofa.Endpoint)
 		RunControl:        rc.control.runControl(&out, prog),
 	})
 	prog.Stop()
-	return finishDBs(sum, err, out, "copied")
+	return finishDBs(sum, err, out, "copied", "")
 }
 
 // printFleetSummary prints a many-database run's closing line and every
