@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"sync"
 )
 
@@ -51,7 +52,14 @@ func (s *diffSkipper) observe(missing, checked int) {
 // process copies one batch: revs_diff, fetch, attachments, write.
 func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 	revs := make(map[string][]string, len(b.changes))
-	checked := 0
+	checked, found := 0, 0
+	if r.opts.Debug != nil {
+		t0 := time.Now()
+		defer func() {
+			r.debug("batch %d: %d changes to seq %s, %d revisions checked, %d missing, done in %s",
+				b.n, len(b.changes), b.seq.String(), checked, found, time.Since(t0).Round(time.Millisecond))
+		}()
+	}
 	// A new document read live with its row (generation 1, its only
 	// leaf) is taken as missing: the target can hold nothing older, and a
 	// write with new_edits=false of a revision it has is a no-op, so
@@ -115,7 +123,6 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 	for id, m := range known {
 		missing[id] = m
 	}
-	found := 0
 	for _, m := range missing {
 		found += len(m.Missing)
 	}
