@@ -29,8 +29,8 @@ const exitCodesHelp = `Exit codes:
        or nothing was done: every database failed and no document was written (each is
        listed; the closing line gives the first failure)
   2    usage error (bad flags or arguments)
-  3    finished, but some documents or databases were not copied (each is listed); databases
-       skipped or already up to date count as copied
+  3    finished, but some documents or databases were not copied (each is listed; an existing
+       non-empty target database left alone is one); databases already up to date count as copied
   4    verify found a difference
   130  interrupted (SIGINT or SIGTERM): a copy or restore wrote its checkpoints (rerun to
        resume); an interrupted backup leaves no archive (rerun to start over)`

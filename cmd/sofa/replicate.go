@@ -130,7 +130,7 @@ JSON status (/status).
 	fs.StringArrayVar(&rc.exclude, "exclude", nil, "server mode: skip databases matching this glob (repeatable; wins over --include)")
 	rc.shard.register(fs, "copy")
 	fs.BoolVar(&rc.withUsers, "with-users", false, "server mode: also copy _users (skipped by default: it holds password hashes and the target may have its own users); _replicator and _global_changes are always skipped unless named by --include")
-	fs.BoolVar(&rc.reuseExisting, "reuse-existing", false, "server mode: write into existing non-empty target databases (without it they are reported and skipped, unless they hold this job's checkpoint); their _revs_limit and _security become the source's (a warning names what was replaced)")
+	fs.BoolVar(&rc.reuseExisting, "reuse-existing", false, "server mode: write into existing non-empty target databases (without it each is left as it is and reported as failed, exit 3, unless it holds this job's checkpoint); their _revs_limit and _security become the source's (a warning names what was replaced)")
 	fs.IntVar(&rc.q, "q", 0, "server mode: shards (q) of created databases (0: the target's default)")
 	fs.IntVar(&rc.n, "n", 0, "server mode: replicas (n) of created databases (0: the target's default)")
 	fs.StringVar(&rc.checkpoints, "checkpoints", checkpointsTarget, "where checkpoints are written: target (only the target is written to; the source needs read access only) or both (source and target, as CouchDB's replicator does)")
