@@ -17,7 +17,7 @@ import (
 type Result struct {
 	ReplicationID string        `json:"replication_id"`
 	StartSeq      Seq           `json:"-"`
-	EndSeq        Seq           `json:"-"` // the seq checkpointed (all changes up to it copied)
+	EndSeq        Seq           `json:"-"` // the seq checkpointed (all changes up to it copied; with NoCheckpoints the seq reached, not recorded)
 	Stats         Stats         `json:"stats"`
 	Failures      []DocError    `json:"failures,omitempty"` // revisions not copied, with reasons
 	Warnings      []string      `json:"warnings,omitempty"`
@@ -498,6 +498,9 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer, tr *tra
 	cp.mu.Lock()
 	last := cp.lastSeq
 	cp.mu.Unlock()
+	if s, _ := tr.throughTail(); r.opts.NoCheckpoints && len(s) > 0 {
+		last = s // no checkpoint moves: the seq every write covers
+	}
 	if ctx.Err() != nil && lostCP != nil {
 		return last, fmt.Errorf("%w: %w: %v", ctx.Err(), ErrFinalCheckpoint, lostCP)
 	}

@@ -183,3 +183,31 @@ func TestUnclaimed_InterruptedKeepsCheckpoint(t *testing.T) {
 		t.Errorf("checkpoint at seq %s after the interrupt, want the end of the feed", seq)
 	}
 }
+
+// With NoCheckpoints no checkpoint is read or written, and the result's
+// EndSeq is still the seq every write covers (the summary's "seq 0 ->
+// N"), not the start.
+func TestNoCheckpoints_EndSeqReached(t *testing.T) {
+	srv, src, _, sdb, tdb := pair(t)
+	var docs []json.RawMessage
+	for i := range 7 {
+		docs = append(docs, raw(`{"_id":"d%d"}`, i))
+	}
+	mustBulk(t, srv, src, true, docs...)
+	spy := &spyTarget{DB: tdb}
+	res := runInto(t, sdb, plainSpy{Target: spy, spy: spy}, replicate.Options{NoCheckpoints: true, BatchSize: 3})
+	for _, c := range spy.calls() {
+		if strings.HasPrefix(c, "put ") {
+			t.Errorf("NoCheckpoints wrote %q", c)
+		}
+	}
+	info, err := sdb.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// CouchDB's seqs are opaque beyond their number
+	num := func(s string) string { n, _, _ := strings.Cut(s, "-"); return n }
+	if res.Stats.DocsWritten != 7 || num(res.EndSeq.String()) != num(info.UpdateSeq.String()) {
+		t.Errorf("%d written, end seq %s; want 7 and the source's update seq %s", res.Stats.DocsWritten, res.EndSeq, info.UpdateSeq)
+	}
+}

@@ -84,6 +84,9 @@ sofa restore FULL INC... NEW.sofa.
 	}
 	fs := cmd.Flags()
 	bc.engine.register(fs)
+	// A backup writes nothing to the source: the seqs it reaches go into
+	// the archive, where an incremental backup continues from them.
+	_ = fs.MarkHidden("no-checkpoints")
 	bc.client.register(fs)
 	bc.control.register(fs)
 	registerOutput(fs, &bc.out)
@@ -101,6 +104,9 @@ sofa restore FULL INC... NEW.sofa.
 
 func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	bc.s3.log = bc.out.logf
+	if bc.engine.noCheckpoints {
+		return usageErr("--no-checkpoints: a backup writes no checkpoint to the source; the seqs it reaches are kept in the archive, for an incremental backup (--since) to continue from")
+	}
 	comp, err := archive.ParseCompression(bc.compression)
 	if err != nil {
 		return usageErr("--compression: %w", err)

@@ -65,6 +65,8 @@ func TestJSON_FatalPrintsOneDocument(t *testing.T) {
 		{"missing archive", nil, []string{"restore", filepath.Join(dir, "none.sofa"), srv.AdminURL(), "--json"}, exitFatal, "failed", "does not exist"},
 		{"unknown flag", nil, []string{"restore", good, srv.AdminURL(), "--json", "--bogus"}, exitUsage, "usage", "unknown flag: --bogus"},
 		{"damaged archive after a summary", nil, []string{"restore", cut, srv.AdminURL() + "/copy", "--include", "app", "--json"}, exitFatal, "failed", "truncated archive"},
+		{"backup --no-checkpoints", nil, []string{"backup", srv.AdminURL(), filepath.Join(dir, "nc.sofa"), "--no-checkpoints", "--json"}, exitUsage, "usage", "kept in the archive"},
+		{"--no-checkpoints --checkpoints both", nil, []string{"replicate", srv.AdminURL() + "/app", srv.AdminURL() + "/app2", "--no-checkpoints", "--checkpoints", "both", "--json"}, exitUsage, "usage", "give one of them"},
 		{"from the environment", []string{"SOFA_JSON=true"}, []string{"restore", filepath.Join(dir, "none.sofa"), srv.AdminURL()}, exitFatal, "failed", "does not exist"},
 	}
 	for _, tc := range cases {

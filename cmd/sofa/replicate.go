@@ -163,6 +163,9 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	if rc.checkpoints != checkpointsTarget && rc.checkpoints != checkpointsBoth {
 		return usageErr("--checkpoints %q: want target or both", rc.checkpoints)
 	}
+	if rc.checkpoints == checkpointsBoth && rc.engine.noCheckpoints {
+		return usageErr("--checkpoints both writes checkpoints that --no-checkpoints leaves out: give one of them")
+	}
 	if rc.cont.flushInterval < 0 {
 		return usageErr("--flush-interval must not be negative")
 	}
