@@ -155,6 +155,10 @@ func (s *Set) FeedReconnected(err error) {
 	s.mu.Unlock()
 }
 
+// ModeChanges is /status's mode of a continuous copy of one database:
+// its own `_changes` feed is watched.
+const ModeChanges = "changes"
+
 // SetMode records how the server is watched ("db_updates" or "poll").
 func (s *Set) SetMode(mode string) {
 	s.mu.Lock()
@@ -277,6 +281,7 @@ func (d *DB) CaughtUp(caughtUp bool) {
 func (s *Set) OneDB(name string) *DB {
 	d := s.DB(name)
 	s.mu.Lock()
+	s.run.Mode = ModeChanges
 	d.only = true
 	d.st.State = StateRunning
 	s.mu.Unlock()
@@ -385,7 +390,7 @@ type DBStatus struct {
 
 // RunStatus is the run's part of /status.
 type RunStatus struct {
-	Mode               string `json:"mode"` // db_updates or poll
+	Mode               string `json:"mode"` // db_updates or poll (server mode), changes (one database's feed)
 	InitialCatchUpDone bool   `json:"initial_catch_up_done"`
 	FeedReconnects     int64  `json:"feed_reconnects"`
 	LastFeedError      string `json:"last_feed_error,omitempty"`

@@ -124,8 +124,8 @@ func TestCatchUps(t *testing.T) {
 	}
 	one := New()
 	o := one.OneDB("b")
-	if st := one.Status(); st.InitialCatchUpDone || st.DBs["b"].State != StateRunning {
-		t.Errorf("before catching up: %+v", st)
+	if st := one.Status(); st.InitialCatchUpDone || st.DBs["b"].State != StateRunning || st.Mode != ModeChanges {
+		t.Errorf("before catching up: %+v (want the mode %q)", st, ModeChanges)
 	}
 	o.CaughtUp(false)
 	if one.Status().InitialCatchUpDone {

@@ -67,6 +67,7 @@ func TestJSON_FatalPrintsOneDocument(t *testing.T) {
 		{"damaged archive after a summary", nil, []string{"restore", cut, srv.AdminURL() + "/copy", "--include", "app", "--json"}, exitFatal, "failed", "truncated archive"},
 		{"backup --no-checkpoints", nil, []string{"backup", srv.AdminURL(), filepath.Join(dir, "nc.sofa"), "--no-checkpoints", "--json"}, exitUsage, "usage", "kept in the archive"},
 		{"--no-checkpoints --checkpoints both", nil, []string{"replicate", srv.AdminURL() + "/app", srv.AdminURL() + "/app2", "--no-checkpoints", "--checkpoints", "both", "--json"}, exitUsage, "usage", "give one of them"},
+		{"--metrics-addr without --continuous", nil, []string{"replicate", srv.AdminURL() + "/app", srv.AdminURL() + "/app2", "--metrics-addr", "127.0.0.1:0", "--json"}, exitUsage, "usage", "--metrics-addr applies to a continuous run only"},
 		{"from the environment", []string{"SOFA_JSON=true"}, []string{"restore", filepath.Join(dir, "none.sofa"), srv.AdminURL()}, exitFatal, "failed", "does not exist"},
 	}
 	for _, tc := range cases {

@@ -102,8 +102,20 @@ JSON status (/status).
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// continuous flags on the command line (a configuration
+			// file or the environment may hold them for the continuous
+			// runs it serves too)
+			var given []string
+			for _, f := range continuousFlagNames {
+				if cmd.Flags().Changed(f) {
+					given = append(given, f)
+				}
+			}
 			if err := configure(cmd, &rc.engine); err != nil {
 				return err
+			}
+			if len(given) > 0 && !rc.cont.continuous {
+				return usageErr("--%s applies to a continuous run only: give --continuous too", given[0])
 			}
 			for _, f := range serverModeFlags {
 				if cmd.Flags().Changed(f) {
@@ -148,6 +160,10 @@ func (rc *replicateCmd) logf(format string, args ...any) {
 // serverModeFlags are replicate's flags that choose or shape the
 // databases of a whole-server run.
 var serverModeFlags = []string{"include", "exclude", "with-users", "reuse-existing", "q", "n", "verify"}
+
+// continuousFlagNames are replicate's flags that shape a continuous run
+// alone (--delete-missing says more, in run).
+var continuousFlagNames = []string{"metrics-addr", "flush-interval", "poll-interval", "security-interval"}
 
 // Values of `replicate --checkpoints`. Target-only is the default: it
 // spares the source a write per checkpoint and lets read-only credentials
