@@ -25,7 +25,7 @@ const (
 	// older than this is reported behind.
 	DefaultBehindAfter = 10 * time.Second
 	// DefaultSecurityInterval is the time between two reads of each
-	// followed database's `_security` at the source (see
+	// followed database's `_security` and `_revs_limit` at the source (see
 	// SyncOptions.SecurityInterval).
 	DefaultSecurityInterval = 5 * time.Minute
 )
@@ -54,13 +54,13 @@ type SyncOptions struct {
 	// caught up once written. Zero: DefaultBehindAfter.
 	BehindAfter time.Duration
 	// SecurityInterval is the time between two reads of the `_security`
-	// of each database the run has copied, at the source (one GET per
-	// database per interval, one database at a time); a change is written
-	// to the target. CouchDB announces a `_security` change neither in
-	// `_db_updates` nor in the database's `_changes`, so nothing else
-	// carries it while the run follows. Zero: DefaultSecurityInterval;
-	// negative: never (`_security` is then copied only when a database
-	// is copied from the beginning).
+	// and `_revs_limit` of each database the run has copied, at the
+	// source (two GETs per database per interval, one database at a
+	// time); a change is written to the target. CouchDB announces a
+	// change of either neither in `_db_updates` nor in the database's
+	// `_changes`, so nothing else carries it while the run follows.
+	// Zero: DefaultSecurityInterval; negative: never (they are then
+	// copied only when a database is copied from the beginning).
 	SecurityInterval time.Duration
 	// DeleteMissing deletes the target's copy of a database deleted on
 	// the source (seen by the watch, or, for one deleted while no run

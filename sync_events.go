@@ -45,6 +45,10 @@ const (
 	// written to the target (Detail: the new `_security`), or that write
 	// failed (Err).
 	EventSecurity SyncEventKind = "security"
+	// EventRevsLimit: DB's `_revs_limit` changed at the source and was
+	// written to the target (Detail: the new limit), or that write
+	// failed (Err).
+	EventRevsLimit SyncEventKind = "revs_limit"
 )
 
 // SyncEvent is one thing a Sync run did.
@@ -82,6 +86,9 @@ type SyncSummary struct {
 	// SecurityUpdates counts the `_security` changes at the source
 	// written to the target while following (SecurityInterval).
 	SecurityUpdates int64 `json:"security_updates"`
+	// RevsLimitUpdates counts the `_revs_limit` changes at the source
+	// written to the target while following (SecurityInterval).
+	RevsLimitUpdates int64 `json:"revs_limit_updates"`
 	// Reconnects counts failures of the server's watch.
 	Reconnects int64          `json:"reconnects"`
 	Duration   fleet.Duration `json:"duration"`

@@ -37,6 +37,9 @@ type syncDB struct {
 	// security is the `_security` the target was last seen or made to
 	// hold (securitySweep); nil: not read yet.
 	security []byte
+	// revsLimit is the `_revs_limit` the target was last seen or made
+	// to hold (securitySweep); 0: not read yet, or a server without it.
+	revsLimit int
 }
 
 // change is what the watch says about a database: when it noticed, and

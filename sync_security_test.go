@@ -138,3 +138,48 @@ func readGone(ex []recproxy.Exchange, suffix string) bool {
 	}
 	return false
 }
+
+// TestSync_RevsLimitFollowed: a `_revs_limit` raised at the source while
+// the run follows reaches the target at the next sweep (CouchDB puts it
+// in no feed either), so edits after it keep their history there; one
+// left alone is not written again. PouchDB Server has no `_revs_limit`.
+func TestSync_RevsLimitFollowed(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "PouchDB Server has no _revs_limit")
+	ctx := context.Background()
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	ca, cb := couchtest.NewClient(a.URL), couchtest.NewClient(b.URL)
+	for _, db := range []string{"lim-a", "lim-b"} {
+		if err := ca.CreateDB(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		if err := ca.PutJSON(ctx, "/"+db+"/_revs_limit", 5, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ca.PutDoc(ctx, db, "d", map[string]any{"v": 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enableDBUpdates(t, a)
+	r := startSync(t, a.URL, b.URL, sofa.SyncOptions{SecurityInterval: 50 * time.Millisecond})
+	r.wait("the initial copy", func() bool { return r.caughtUp })
+	if err := ca.PutJSON(ctx, "/lim-a/_revs_limit", 1000, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("lim-a's _revs_limit written", func() bool { return r.revsLim["lim-a"] > 0 })
+	var got int
+	if err := cb.GetJSON(ctx, "/lim-a/_revs_limit", &got); err != nil {
+		t.Fatal(err)
+	}
+	if got != 1000 {
+		t.Errorf("target's _revs_limit %d, want the source's 1000", got)
+	}
+	sum, _ := r.stop()
+	if sum == nil || sum.RevsLimitUpdates != 1 {
+		t.Errorf("summary: %+v, want one _revs_limit update", sum)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.revsLim["lim-b"] != 0 || r.revsLim["lim-a"] != 1 {
+		t.Errorf("_revs_limit writes %v, want lim-a once and lim-b never (unchanged)", r.revsLim)
+	}
+}

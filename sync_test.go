@@ -45,6 +45,7 @@ type syncRun struct {
 	polls    int
 	events   int
 	security map[string]int // _security written to the target while following
+	revsLim  map[string]int // _revs_limit written to the target while following
 	// targetLines are the EventTargetLost and EventTargetBack details,
 	// in order.
 	targetLines []string
@@ -72,7 +73,7 @@ func startSyncOpen(t *testing.T, srcURL, dstURL string, o sofa.SyncOptions, srcO
 		t.Fatal(err)
 	}
 	r := &syncRun{t: t, cancel: cancel, done: make(chan struct{}), written: map[string]int64{},
-		synced: map[string]int{}, failed: map[string]int{}, deleted: map[string]string{}, security: map[string]int{}}
+		synced: map[string]int{}, failed: map[string]int{}, deleted: map[string]string{}, security: map[string]int{}, revsLim: map[string]int{}}
 	r.changed = sync.NewCond(&r.mu)
 	if o.Metrics == nil {
 		o.Metrics = metrics.New()
@@ -104,6 +105,10 @@ func startSyncOpen(t *testing.T, srcURL, dstURL string, o sofa.SyncOptions, srcO
 		case sofa.EventSecurity:
 			if e.Err == nil {
 				r.security[e.DB]++
+			}
+		case sofa.EventRevsLimit:
+			if e.Err == nil {
+				r.revsLim[e.DB]++
 			}
 		case sofa.EventTargetLost, sofa.EventTargetBack:
 			r.targetLines = append(r.targetLines, e.Detail)

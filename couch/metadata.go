@@ -187,6 +187,29 @@ func (d *DB) revsLimitIs(ctx context.Context, want int) bool {
 	return err == nil && n == want
 }
 
+// RevsLimit reads `_revs_limit`: 0 with no error from a server without
+// that route (PouchDB Server); a database that does not exist gives an
+// error wrapping replicate.ErrNotFound.
+func (d *DB) RevsLimit(ctx context.Context) (int, error) {
+	resp, err := d.readRevsLimit(ctx)
+	if StatusOf(err) == 404 && d.srv.noRevsLimit.Load() {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, d.fail("read _revs_limit", err)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64))
+	resp.Body.Close()
+	if err != nil {
+		return 0, d.fail("read _revs_limit", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("%s: _revs_limit %q is no number", d, b)
+	}
+	return n, nil
+}
+
 // defaultRevsLimit is the `_revs_limit` of a new CouchDB database (not
 // configurable).
 const defaultRevsLimit = 1000

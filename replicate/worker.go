@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"sync"
+	"time"
 )
 
 // diffSkipper decides when _revs_diff can be skipped: while nearly every

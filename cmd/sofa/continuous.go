@@ -32,7 +32,7 @@ func (c *continuousFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.continuous, "continuous", false, "keep replicating as writes arrive until SIGINT/SIGTERM (exit 130 after the final checkpoints); server mode: one catch-up of every database, then only the databases the source's _db_updates feed says changed (without it, such as PouchDB Server: polled every --poll-interval)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "continuous: serve Prometheus metrics on host:port/metrics and a JSON status on /status (e.g. 127.0.0.1:9464)")
 	fs.DurationVar(&c.pollInterval, "poll-interval", sofa.DefaultPollInterval, "continuous server mode: time between listings of a source without _db_updates (_all_dbs and each database's update_seq)")
-	fs.DurationVar(&c.securityEvery, "security-interval", sofa.DefaultSecurityInterval, "continuous: time between two reads of _security at the source, a change written to the target (CouchDB announces _security changes in no feed): server mode, of each copied database (one GET each); database mode, _security and _revs_limit where they are copied (--create-target, --copy-security); negative: never")
+	fs.DurationVar(&c.securityEvery, "security-interval", sofa.DefaultSecurityInterval, "continuous: time between two reads of _security and _revs_limit at the source, a change written to the target (CouchDB announces their changes in no feed): server mode, of each copied database (two GETs each); database mode, _security and _revs_limit where they are copied (--create-target, --copy-security); negative: never")
 	fs.BoolVar(&c.deleteMissing, "delete-missing", false, "continuous server mode: delete the target's copy of a database deleted on the source (also while sofa was stopped: a target database holding this source's checkpoint), or deleted and created again there (then the new one is copied afresh; default: report it and keep the copy)")
 }
 
@@ -95,8 +95,8 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 			if sum.CatchUp != nil {
 				printFleetSummary(os.Stderr, withoutWarnings(sum.CatchUp), false)
 			}
-			fmt.Fprintf(os.Stderr, "sofa: continuous (%s) for %s: %d catch-up copies (%d failed), docs_written=%d doc_write_failures=%d, _security updates %d; created %v, deleted on the source %v (deleted on the target %v)\n",
-				sum.Mode, time.Duration(sum.Duration).Round(time.Second), sum.Runs, sum.RunsFailed, sum.DocsWritten, sum.DocWriteFailures, sum.SecurityUpdates,
+			fmt.Fprintf(os.Stderr, "sofa: continuous (%s) for %s: %d catch-up copies (%d failed), docs_written=%d doc_write_failures=%d, _security updates %d, _revs_limit updates %d; created %v, deleted on the source %v (deleted on the target %v)\n",
+				sum.Mode, time.Duration(sum.Duration).Round(time.Second), sum.Runs, sum.RunsFailed, sum.DocsWritten, sum.DocWriteFailures, sum.SecurityUpdates, sum.RevsLimitUpdates,
 				eventNames(sum.Created), eventNames(sum.Deleted), eventNames(sum.DeletedOnTarget))
 			for db, e := range sum.Failing {
 				fmt.Fprintf(os.Stderr, "sofa: database %q: last copy failed: %s\n", db, e)
