@@ -24,3 +24,10 @@ func (d *DB) ReadHeld(ctx context.Context, reqs []replicate.RevRequest) ([]*repl
 }
 
 var _ replicate.StubChecker = (*DB)(nil)
+
+// DropsTombstoneAttachments says whether the server stores a deleted
+// revision without its attachments (PouchDB Server;
+// replicate.TombstoneAttachmentsDropper).
+func (d *DB) DropsTombstoneAttachments() bool { return d.srv.Vendor == VendorPouchDB }
+
+var _ replicate.TombstoneAttachmentsDropper = (*DB)(nil)

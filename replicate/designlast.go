@@ -165,6 +165,13 @@ func (d *DesignLast) FillsStubsByName() bool {
 	return !ok || sc.FillsStubsByName()
 }
 
+// DropsTombstoneAttachments is the wrapped target's
+// (TombstoneAttachmentsDropper).
+func (d *DesignLast) DropsTombstoneAttachments() bool {
+	t, ok := d.Target.(TombstoneAttachmentsDropper)
+	return ok && t.DropsTombstoneAttachments()
+}
+
 // ReadHeld reads back from the wrapped target (StubChecker); a target
 // without the ability answers nothing, so every attachment travels.
 func (d *DesignLast) ReadHeld(ctx context.Context, reqs []RevRequest) ([]*Doc, error) {

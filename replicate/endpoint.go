@@ -186,6 +186,20 @@ var ErrFinalCheckpoint = errors.New("the final checkpoint could not be written")
 // were not copied: its last checkpoint stays before the first of them.
 const WarnCheckpointHeld = "the checkpoint stays before the first revision not copied, so the next run tries those revisions again"
 
+// WarnTombstoneAttachments is the warning of a run that copied a deleted
+// revision with attachments to a target that keeps none on a deleted
+// revision (TombstoneAttachmentsDropper).
+const WarnTombstoneAttachments = "the target keeps no attachments of deleted revisions (PouchDB Server): the attachments of the tombstones copied are not on it"
+
+// TombstoneAttachmentsDropper is an optional Target ability: a target
+// that stores a deleted revision without its attachments (PouchDB
+// Server) says so, and a run that copies such a revision warns
+// (WarnTombstoneAttachments) instead of calling the copy whole in
+// silence.
+type TombstoneAttachmentsDropper interface {
+	DropsTombstoneAttachments() bool
+}
+
 // ErrMetadataRefused is wrapped by Target.SetMetadata when the target
 // permanently refuses a database property: the account is not an admin of
 // the database, or the server lets nobody write it (CouchDB's

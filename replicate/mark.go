@@ -85,6 +85,7 @@ func (r *run) writeDocs(ctx context.Context, docs []*Doc) ([]DocError, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer r.noteTombstoneAtts(docs)
 	lw, ok := r.tgt.(LocalWriter)
 	if !ride || !ok {
 		fails, err := r.tgt.WriteDocs(ctx, docs)
@@ -99,6 +100,21 @@ func (r *run) writeDocs(ctx context.Context, docs []*Doc) ([]DocError, error) {
 	}
 	done(stored)
 	return fails, err
+}
+
+// noteTombstoneAtts warns (WarnTombstoneAttachments) when docs hold a
+// deleted revision with attachments and the target keeps none on one.
+func (r *run) noteTombstoneAtts(docs []*Doc) {
+	t, ok := r.tgt.(TombstoneAttachmentsDropper)
+	if !ok || !t.DropsTombstoneAttachments() {
+		return
+	}
+	for _, d := range docs {
+		if d.Deleted && len(d.Atts) > 0 {
+			r.warn(WarnTombstoneAttachments)
+			return
+		}
+	}
 }
 
 // markStored records that the target stored the mark doc (under the

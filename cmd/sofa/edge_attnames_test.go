@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/sofadb/sofa/internal/couchtest"
@@ -39,4 +40,25 @@ func TestEdge_PipedAttachmentNamesIntoPouchDB(t *testing.T) {
 	arCreate(t, src, "names", true, docs...)
 	arSofa(t, bin, nil, "replicate", src.DBURL("names"), tgt.DBURL("names"), "--create-target", "--stream-threshold", "1024").want(t, exitOK)
 	edgeEqual(t, src, "names", tgt, "names")
+}
+
+// TestEdge_TombstoneAttachmentsIntoPouchDB: PouchDB Server stores a
+// deleted revision without its attachments; a copy of one from CouchDB
+// says so in a warning, not in silence (a tombstone without attachments
+// gets none).
+func TestEdge_TombstoneAttachmentsIntoPouchDB(t *testing.T) {
+	bin := sofaBin(t)
+	src := couchtest.StartKind(t, couchtest.CouchDB)
+	tgt := couchtest.StartKind(t, couchtest.PouchDB)
+	arCreate(t, src, "plain", false, arRaw(`{"_id":"gone","_rev":"1-a","_deleted":true,"kept":1}`), arRaw(`{"_id":"d","_rev":"1-b"}`))
+	arCreate(t, src, "tomb", false, arRaw(`{"_id":"gone","_rev":"1-a","_deleted":true,"_attachments":{"a.bin":{"content_type":"text/plain","data":"aGVsbG8="}}}`))
+	r := arSofa(t, bin, nil, "replicate", src.DBURL("plain"), tgt.DBURL("plain"), "--create-target")
+	r.want(t, exitOK)
+	if strings.Contains(r.stderr, "tombstones") {
+		t.Errorf("a tombstone without attachments: warned\n%s", r.stderr)
+	}
+	r = arSofa(t, bin, nil, "replicate", src.DBURL("tomb"), tgt.DBURL("tomb"), "--create-target")
+	if !strings.Contains(r.stderr, "keeps no attachments of deleted revisions") {
+		t.Errorf("no warning that PouchDB Server kept no attachment of the tombstone:\n%s", r.stderr)
+	}
 }
