@@ -50,7 +50,7 @@ func (o *outputFlags) logger() *slog.Logger {
 // stderr (bars on a terminal, lines otherwise) unless --quiet or --json.
 // Stop it once the run returns.
 func (o *outputFlags) progress() *displayProgress {
-	return &displayProgress{t: progress.NewTracker(), show: !o.quiet && !o.jsonOut, every: o.progressEvery}
+	return &displayProgress{t: progress.NewTracker(), show: !o.quiet && (!o.jsonOut || o.progressEvery > 0), every: o.progressEvery}
 }
 
 // displayProgress is a sofa.Progress over the progress tracker and its
@@ -121,7 +121,7 @@ type summaryDoc struct {
 }
 
 func registerOutput(fs *pflag.FlagSet, o *outputFlags) {
-	fs.BoolVar(&o.jsonOut, "json", false, "print the result as JSON on stdout (a run stopped by an error prints {status, error, exit_code})")
+	fs.BoolVar(&o.jsonOut, "json", false, "print the result as JSON on stdout (a run stopped by an error prints {status, error, exit_code}); no progress lines on stderr unless --progress-interval is given")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing but errors")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log retries, waits and controller decisions (--debug: also every batch and checkpoint)")
 	fs.BoolVar(&o.debug, "debug", false, "log every batch")

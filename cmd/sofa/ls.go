@@ -28,7 +28,10 @@ while the backup ran is stored at both revisions it read, so revisions may
 exceed the leaves), of each member of
 a sharded backup's set (its NAME.set.json, or the ARCHIVE the backup was
 given; missing members are named) or of a server or
-database URL (doc_count, doc_del_count, update_seq).
+database URL (doc_count, doc_del_count, update_seq). The doc_count of
+_users and _replicator leaves out the server's own design document there
+(_design/_auth, _design/_replicator), which sofa never copies: it is the
+count a copy holds.
 
 ` + exitCodesHelp,
 		Args: func(cmd *cobra.Command, args []string) error {

@@ -204,3 +204,29 @@ func TestProgress_RestoreReports(t *testing.T) {
 	}
 	checkWaiting(t, lines, `msg="progress waiting"`, pxURL.Host)
 }
+
+// --json keeps stderr free of progress lines unless --progress-interval
+// is given: then they come as without --json (a new user asked for them
+// and got none).
+func TestProgress_JSONWithInterval(t *testing.T) {
+	srv := couchtest.Start(t)
+	if err := srv.Client().CreateDB(t.Context(), "src"); err != nil {
+		t.Fatal(err)
+	}
+	cliLoad(t, srv, "src", 50)
+	px := faultproxy.StartT(t, srv.URL)
+	px2 := faultproxy.StartT(t, couchtest.Start(t).URL)
+	for _, c := range []struct {
+		px   *faultproxy.Proxy
+		args []string
+	}{
+		{px, []string{"replicate", srv.DBURL("src"), px.URL + "/tgt", "--create-target"}},
+		{px2, []string{"replicate", srv.URL, px2.URL, "--include", "src"}},
+	} {
+		args := c.args
+		out := stallRun(t, c.px, faultproxy.Rule{Method: "POST", Path: "/_bulk_docs$"}, 3, append(args, "--json", "--max-429-wait", "2m")...)
+		if !strings.Contains(out, "no change for") && !strings.Contains(out, `msg="progress waiting"`) {
+			t.Errorf("sofa %s --json --progress-interval: no progress line on stderr:\n%s", strings.Join(args, " "), out)
+		}
+	}
+}

@@ -130,7 +130,7 @@ JSON status (/status).
 	rc.client.register(fs, "source", "target")
 	fs.BoolVar(&rc.createTarget, "create-target", false, "create the target database if missing, with the source's properties, _revs_limit and _security")
 	fs.BoolVar(&rc.copySecurity, "copy-security", false, "copy _revs_limit (before documents) and _security (after) to an existing target")
-	fs.BoolVar(&rc.jsonOut, "json", false, "print the result as JSON on stdout (a run stopped by an error prints {status, error, exit_code})")
+	fs.BoolVar(&rc.jsonOut, "json", false, "print the result as JSON on stdout (a run stopped by an error prints {status, error, exit_code}); no progress lines on stderr unless --progress-interval is given")
 	fs.BoolVarP(&rc.quiet, "quiet", "q", false, "print nothing but errors")
 	fs.BoolVarP(&rc.verbose, "verbose", "v", false, "log retries, waits and controller decisions (--debug: also every batch and checkpoint)")
 	fs.BoolVar(&rc.debug, "debug", false, "log every batch")
@@ -288,7 +288,7 @@ func (rc *replicateCmd) progress(ctx context.Context, opts *replicate.Options, n
 	if opts.Counters == nil {
 		opts.Counters = &replicate.Counters{}
 	}
-	if rc.quiet || rc.jsonOut {
+	if rc.quiet || rc.jsonOut && rc.progressEvery <= 0 {
 		return func() {}
 	}
 	every := rc.progressEvery
