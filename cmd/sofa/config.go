@@ -30,9 +30,15 @@ func applyEnvAndConfig(cmd *cobra.Command) error {
 		if err := toml.Unmarshal(b, &file); err != nil {
 			return usageErr("config file %s: %w", path, err)
 		}
-		for k := range file {
+		for k, v := range file {
+			if k == "config" || k == "help" {
+				return usageErr("config file %s: %q is a command-line flag only", path, k)
+			}
 			if cmd.Flags().Lookup(k) == nil && !anyVerbHas(cmd.Root(), k) {
 				return usageErr("config file %s: unknown setting %q", path, k)
+			}
+			if _, table := v.(map[string]any); table {
+				return usageErr("config file %s: [%s] is a table; settings are top-level keys named as the flags (for example max-dbs = 16), one file for every verb", path, k)
 			}
 		}
 	}
@@ -43,7 +49,7 @@ func applyEnvAndConfig(cmd *cobra.Command) error {
 		}
 		env := "SOFA_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(env); ok {
-			if err := f.Value.Set(v); err != nil {
+			if err := setFromEnv(f, v); err != nil {
 				ferr = usageErr("%s=%q: %w", env, v, err)
 			}
 			return
@@ -58,6 +64,17 @@ func applyEnvAndConfig(cmd *cobra.Command) error {
 		return ferr
 	}
 	return checkFlagValues(cmd.Flags())
+}
+
+// setFromEnv sets flag f to an environment variable's value v: a
+// repeatable flag (--include, --exclude, --rename) takes a
+// comma-separated list (no database name holds a comma), any other the
+// value as it is.
+func setFromEnv(f *pflag.Flag, v string) error {
+	if sv, repeatable := f.Value.(pflag.SliceValue); repeatable {
+		return sv.Replace(strings.Split(v, ","))
+	}
+	return f.Value.Set(v)
 }
 
 // anyVerbHas says whether a command under root has the flag name: one

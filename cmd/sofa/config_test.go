@@ -42,9 +42,29 @@ func TestConfig_ListsForRepeatableFlags(t *testing.T) {
 			t.Errorf("%s: include %q (%v), want %q", tc.conf, *got, err, tc.want)
 		}
 	}
-	for _, conf := range []string{`checkpoints = ["target", "both"]`, `include = [["a"]]`} {
+	for _, conf := range []string{`checkpoints = ["target", "both"]`, `include = [["a"]]`,
+		"[checkpoints]\ninclude = [\"a\"]", `help = true`, `config = "other.toml"`} {
 		if _, _, err := run(conf); err == nil || !strings.Contains(err.Error(), "config file") {
 			t.Errorf("%s: %v, want a usage error naming the config file", conf, err)
 		}
+	}
+}
+
+// SOFA_INCLUDE (any repeatable flag's variable) takes a comma-separated
+// list, not one pattern with commas in it.
+func TestConfig_EnvListsForRepeatableFlags(t *testing.T) {
+	var include []string
+	var checkpoints string
+	cmd := &cobra.Command{Use: "x"}
+	cmd.Flags().String("config", "", "")
+	cmd.Flags().StringArrayVar(&include, "include", nil, "")
+	cmd.Flags().StringVar(&checkpoints, "checkpoints", "target", "")
+	t.Setenv("SOFA_INCLUDE", "a*,b")
+	t.Setenv("SOFA_CHECKPOINTS", "x,y")
+	if err := applyEnvAndConfig(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(include, []string{"a*", "b"}) || checkpoints != "x,y" {
+		t.Errorf("include %q, checkpoints %q; want [a* b] and the value as it is", include, checkpoints)
 	}
 }
