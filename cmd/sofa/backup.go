@@ -71,7 +71,7 @@ sofa restore FULL INC... NEW.sofa.
   sofa backup http://admin:pw@db:5984 backup.sofa --shard 2/8 --set-id nightly-42   # writes backup.shard-2-of-8.sofa and backup.set.json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
-				return usageErr("backup needs SOURCE and ARCHIVE (got %d arguments)", len(args))
+				return usageErr("backup needs SOURCE and ARCHIVE (got %s)", arguments(len(args)))
 			}
 			return nil
 		},
@@ -89,6 +89,7 @@ sofa restore FULL INC... NEW.sofa.
 	_ = fs.MarkHidden("no-checkpoints")
 	bc.client.register(fs)
 	bc.control.register(fs)
+	fs.Lookup("max-dbs").Usage = "most databases backed up at once (0: the default)"
 	registerOutput(fs, &bc.out)
 	bc.s3.register(fs, &bc.client.retryTime)
 	fs.StringArrayVar(&bc.include, "include", nil, "back up only databases matching this glob (repeatable; shell-style: * and ? do not match /, [!a-c] negates a class)")

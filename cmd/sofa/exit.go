@@ -39,6 +39,14 @@ const exitCodesHelp = `Exit codes:
 // otherwise.
 const resumeMsg = "interrupted: checkpoints written; run the same command again to resume"
 
+// arguments is "1 argument", "2 arguments" (usage errors).
+func arguments(n int) string {
+	if n == 1 {
+		return "1 argument"
+	}
+	return fmt.Sprintf("%d arguments", n)
+}
+
 // usageError is a bad flag or argument.
 type usageError struct{ err error }
 

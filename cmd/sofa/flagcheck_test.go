@@ -65,6 +65,9 @@ func TestFlagCheck_Negative(t *testing.T) {
 			if strings.Contains(msg, "\n") || !strings.Contains(msg, "--"+c.flag+" ") {
 				t.Errorf("sofa %s --%s=%s: want one line naming --%s, got %q", verb, c.flag, c.value, c.flag, r.stderr)
 			}
+			if c.value == "NaN" && !strings.Contains(msg, "is not a number") {
+				t.Errorf("sofa %s --%s=NaN: %q, want it to say it is not a number", verb, c.flag, msg)
+			}
 		}
 	}
 	// The same check applies to values from the environment.
@@ -133,4 +136,18 @@ func TestFlagUsageNamesNoValue(t *testing.T) {
 		}
 	}
 	walk(newRoot())
+}
+
+// Usage lines count arguments in good English, and a database copy given
+// server-mode flags is pointed at its own flags only where they stand in.
+func TestUsageWording(t *testing.T) {
+	if a, b := arguments(1), arguments(3); a != "1 argument" || b != "3 arguments" {
+		t.Errorf("arguments: %q, %q", a, b)
+	}
+	if h := oneDBHint([]string{"--verify"}); h != "" {
+		t.Errorf("--verify: hint %q, want none", h)
+	}
+	if h := oneDBHint([]string{"--include", "--reuse-existing"}); !strings.Contains(h, "--create-target") {
+		t.Errorf("--reuse-existing: hint %q, want --create-target named", h)
+	}
 }

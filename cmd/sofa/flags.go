@@ -262,7 +262,10 @@ func checkFlagValues(fs *pflag.FlagSet) error {
 		}
 		if !(v >= nf.min) { // also refuses NaN
 			what := "must not be negative"
-			if nf.min < 0 {
+			switch {
+			case v != v:
+				what = "is not a number"
+			case nf.min < 0:
 				what = fmt.Sprintf("must not be below %v", nf.min)
 			}
 			return usageErr("--%s %s (%s)", nf.name, what, nf.zero)

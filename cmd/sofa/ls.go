@@ -36,7 +36,7 @@ count a copy holds.
 ` + exitCodesHelp,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usageErr("ls needs one ENDPOINT (got %d arguments)", len(args))
+				return usageErr("ls needs one ENDPOINT (got %s)", arguments(len(args)))
 			}
 			return nil
 		},

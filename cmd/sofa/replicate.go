@@ -97,7 +97,7 @@ JSON status (/status).
   sofa replicate http://admin:pw@old:5984 http://admin:pw@new:5984 --shard 2/8   # worker 2 of 8`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
-				return usageErr("replicate needs SOURCE and TARGET URLs (got %d arguments)", len(args))
+				return usageErr("replicate needs SOURCE and TARGET URLs (got %s)", arguments(len(args)))
 			}
 			return nil
 		},
@@ -160,6 +160,19 @@ func (rc *replicateCmd) logf(format string, args ...any) {
 // serverModeFlags are replicate's flags that choose or shape the
 // databases of a whole-server run.
 var serverModeFlags = []string{"include", "exclude", "with-users", "reuse-existing", "q", "n", "verify"}
+
+// oneDBHint is what a copy of one database offers instead of the server
+// mode flags given: --create-target and --copy-security stand for
+// --reuse-existing, --q and --n.
+func oneDBHint(given []string) string {
+	for _, f := range given {
+		switch f {
+		case "--reuse-existing", "--q", "--n":
+			return "; for one database see --create-target and --copy-security"
+		}
+	}
+	return ""
+}
 
 // continuousFlagNames are replicate's flags that shape a continuous run
 // alone (--delete-missing says more, in run).
@@ -231,7 +244,7 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 	case rc.shard.raw != "":
 		return usageErr("--shard: a sharded run copies the databases of a server: give two server URLs")
 	case len(rc.serverFlags) > 0:
-		return usageErr("%s: server mode only (SOURCE and TARGET are databases); see --create-target and --copy-security for one database", strings.Join(rc.serverFlags, ", "))
+		return usageErr("%s: server mode only (SOURCE and TARGET are databases; give two server URLs%s)", strings.Join(rc.serverFlags, ", "), oneDBHint(rc.serverFlags))
 	}
 	rc.engine.setMemoryLimit(0)
 	res, err := rc.replicateDB(ctx, srcEP, tgtEP)

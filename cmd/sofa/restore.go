@@ -116,7 +116,7 @@ ignored (each database is checked by the revisions stored).
   sofa restore full.sofa inc1.sofa inc2.sofa merged.sofa   # one full archive of the chain`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
-				return usageErr("restore needs ARCHIVE... and TARGET (got %d arguments)", len(args))
+				return usageErr("restore needs ARCHIVE... and TARGET (got %s)", arguments(len(args)))
 			}
 			return nil
 		},
@@ -138,6 +138,7 @@ ignored (each database is checked by the revisions stored).
 	}
 	c.client.register(fs)
 	c.control.register(fs)
+	fs.Lookup("max-dbs").Usage = "most databases restored at once (0: the default)"
 	registerOutput(fs, &c.out)
 	c.s3.register(fs, &c.client.retryTime)
 	fs.StringArrayVar(&c.include, "include", nil, "restore only databases matching this glob (repeatable; shell-style: * and ? do not match /, [!a-c] negates a class)")

@@ -85,7 +85,7 @@ refused unless --allow-partial, which checks the members present and exits
   sofa verify http://admin:pw@old:5984 http://admin:pw@new:5984 --exclude 'tmp-*' --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 && slices.ContainsFunc(args, isURL) || len(args) == 1 && isURL(args[0]) {
-				return usageErr("verify needs two URLs A and B, an ARCHIVE, an ARCHIVE and a URL, or a chain of ARCHIVEs (got %d arguments)", len(args))
+				return usageErr("verify needs two URLs A and B, an ARCHIVE, an ARCHIVE and a URL, or a chain of ARCHIVEs (got %s)", arguments(len(args)))
 			}
 			return nil
 		},
@@ -123,6 +123,7 @@ refused unless --allow-partial, which checks the members present and exits
 	fs := cmd.Flags()
 	vc.client.register(fs, "source", "target")
 	vc.control.register(fs)
+	fs.Lookup("max-dbs").Usage = "most databases compared at once (0: the default)"
 	vc.s3.register(fs, &vc.client.retryTime)
 	fs.BoolVar(&vc.full, "full", false, "also compare every leaf revision's body, history and attachment metadata")
 	fs.BoolVar(&vc.metadata, "metadata", false, "also compare _security, _revs_limit and the partitioned property (default: on for server URLs)")
