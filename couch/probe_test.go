@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,10 +29,19 @@ func TestProbe_ServerBehindPathPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	rp := httputil.NewSingleHostReverseProxy(up)
+	var mu sync.Mutex
+	var outside []string // requests outside the prefix that carried credentials
+	rootStatus := http.StatusNotFound
 	px := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rest, ok := strings.CutPrefix(r.URL.Path, "/couch")
 		if !ok {
-			http.NotFound(w, r)
+			mu.Lock()
+			if r.Header.Get("Authorization") != "" || r.Header.Get("Cookie") != "" || r.URL.Path == "/_session" {
+				outside = append(outside, r.Method+" "+r.URL.Path)
+			}
+			st := rootStatus
+			mu.Unlock()
+			http.Error(w, "another application", st)
 			return
 		}
 		r.URL.Path = "/" + strings.TrimPrefix(rest, "/")
@@ -46,17 +56,43 @@ func TestProbe_ServerBehindPathPrefix(t *testing.T) {
 	pu.User = up.User // the server's credentials, if it has any
 	pu.Path = "/couch"
 	base := pu.String()
-	for _, u := range []string{base, base + "/"} {
-		ep, err := Probe(t.Context(), u, Options{})
-		if err != nil {
-			t.Fatalf("%s: %v", RedactURL(u), err)
+	// The host's root belongs to another application, answering 404 or
+	// asking for its own login (401): the server under the prefix is
+	// found either way, and no credentials go to the root (the proxy
+	// records any that do).
+	for _, st := range []int{http.StatusNotFound, http.StatusUnauthorized} {
+		mu.Lock()
+		rootStatus = st
+		mu.Unlock()
+		for _, auth := range []AuthMode{AuthBasic, AuthCookie} {
+			for _, u := range []string{base, base + "/"} {
+				ep, err := Probe(t.Context(), u, Options{Auth: auth})
+				if err != nil {
+					t.Fatalf("root answering %d, %s auth: %s: %v", st, auth, RedactURL(u), err)
+				}
+				if ep.DBName != "" {
+					t.Errorf("%s: taken as database %q", RedactURL(u), ep.DBName)
+				}
+				names, err := ep.Server.AllDBs(t.Context(), "", 100)
+				if err != nil || !slices.Contains(names, "app") {
+					t.Errorf("%s: databases %v (%v), want app among them", RedactURL(u), names, err)
+				}
+			}
 		}
-		if ep.DBName != "" {
-			t.Errorf("%s: taken as database %q", RedactURL(u), ep.DBName)
-		}
-		names, err := ep.Server.AllDBs(t.Context(), "", 100)
-		if err != nil || !slices.Contains(names, "app") {
-			t.Errorf("%s: databases %v (%v), want app among them", RedactURL(u), names, err)
+	}
+	mu.Lock()
+	if len(outside) > 0 {
+		t.Errorf("credentials sent outside the prefix: %v", outside)
+	}
+	mu.Unlock()
+	if up.User != nil {
+		// a wrong password says so, naming the URL given (not "GET /:
+		// 404" from the root)
+		wrong := *pu
+		wrong.User = url.UserPassword(up.User.Username(), "wrong-password")
+		_, err := Probe(t.Context(), wrong.String(), Options{})
+		if err == nil || !strings.Contains(err.Error(), "authentication failed") || !strings.Contains(err.Error(), "/couch") {
+			t.Errorf("wrong password through the prefix: %v, want authentication failed naming /couch", err)
 		}
 	}
 	ep, err := Probe(t.Context(), base+"/app", Options{})

@@ -84,6 +84,13 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 			return nil, fmt.Errorf("invalid URL %q: %w", RedactURL(rawURL), err)
 		}
 		serverURL.Path, serverURL.RawPath = dec, prefix
+		// The URL itself first: its credentials go to no path above it
+		// (a proxy's other applications) until it has shown itself a
+		// database of the server there (RFC 7617's protection space).
+		ep, err := probeSelf(ctx, u, opts)
+		if ep != nil || err != nil {
+			return ep, err
+		}
 	}
 	c, err := NewClient(serverURL.String(), opts)
 	if err != nil {
@@ -91,9 +98,6 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 	}
 	s := &Server{Client: c}
 	if err := s.welcome(ctx); err != nil {
-		if ep := probePrefix(ctx, u, dbEsc, opts, err); ep != nil {
-			return ep, nil
-		}
 		if hint := slashHint(serverURL.Path, dbEsc, err); hint != "" {
 			return nil, fmt.Errorf("%w (%s)", err, hint)
 		}
@@ -110,23 +114,45 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 	return ep, nil
 }
 
-// probePrefix: when the URL's parent did not answer as a server (err: 404,
-// or not a welcome), the URL itself may be a server behind a proxy's path
-// prefix (http://host/couch). It returns that server's Endpoint, or nil
-// (no further request when err is another failure).
-func probePrefix(ctx context.Context, u *url.URL, dbEsc string, opts Options, err error) *Endpoint {
-	if dbEsc == "" || StatusOf(err) != 404 && !errors.Is(err, errNotCouch) {
-		return nil
+// probeSelf asks the URL u, whose path has a last segment, what it is,
+// with basic authentication (a cookie login would post to a database's
+// path; with Options.Auth AuthCookie, whose password goes in the one
+// login only, anonymously): a server behind a proxy's path prefix (http://host/couch)
+// answers with its welcome, and is returned; a 401 is the credentials'
+// refusal whatever the URL is, and no answer at all (the parent is on
+// the same host) is the host's: both are returned as the error, naming
+// u; anything else (a database's info or CouchDB's error about one)
+// gives nil, nil: u is then taken for a database of the server at its
+// parent.
+func probeSelf(ctx context.Context, u *url.URL, opts Options) (*Endpoint, error) {
+	self, asked := opts, *u
+	self.Auth = AuthBasic
+	if opts.Auth == AuthCookie {
+		// no password but in the one login: asked anonymously (a
+		// server's welcome needs no login, unless require_valid_user)
+		asked.User = nil
 	}
-	c, cerr := NewClient(u.String(), opts)
-	if cerr != nil {
-		return nil
+	c, err := NewClient(asked.String(), self)
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{Client: c}
-	if s.welcome(ctx) != nil {
-		return nil
+	err = s.welcome(ctx)
+	switch {
+	case err == nil:
+		// the server proper, with the caller's authentication mode
+		c, err := NewClient(u.String(), opts)
+		if err != nil {
+			return nil, err
+		}
+		ps := &Server{Client: c, Vendor: s.Vendor, Version: s.Version, UUID: s.UUID}
+		return &Endpoint{Server: ps}, nil
+	case StatusOf(err) == 401 && asked.User != nil:
+		return nil, err
+	case StatusOf(err) == 0 && !errors.Is(err, errNotCouch):
+		return nil, err // no answer: the parent, on the same host, gives none either
 	}
-	return &Endpoint{Server: s}
+	return nil, nil
 }
 
 // errNotCouch: the URL answered, but not with a CouchDB welcome.
