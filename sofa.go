@@ -14,6 +14,7 @@ import (
 	"errors"
 	"net/url"
 	"regexp"
+	"strings"
 	"strconv"
 
 	"github.com/sofadb/sofa/couch"
@@ -172,17 +173,34 @@ var schemeRE = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*)://`)
 func schemeOf(location string) (*Scheme, error) {
 	name := ""
 	if m := schemeRE.FindStringSubmatch(location); m != nil {
-		name = m[1]
+		name = strings.ToLower(m[1]) // schemes are case-insensitive (RFC 3986)
 	} else if SchemeMissing(location) {
 		return nil, optionErr("%q: a server URL needs http:// or https:// (an archive file named so: put ./ in front)", couch.RedactURL(location))
 	}
 	for _, s := range schemes {
-		if s.Name == name {
-			return s, nil
+		if s.Name != name {
+			continue
 		}
+		if s.Name != "http" && s.Name != "https" && credentialsRE.MatchString(location) && !explicitPath(location) {
+			return nil, optionErr("%s: holds USER:PASSWORD@ as a server URL does, but is no http:// or https:// URL (a mistyped scheme?); an archive location never carries credentials", couch.RedactURL(location))
+		}
+		return s, nil
 	}
 	return nil, optionErr("%w %q in %s", ErrUnknownScheme, name, couch.RedactURL(location))
 }
+
+// explicitPath reports a location written as a file path beyond doubt
+// (./x, ../x, /x but not //x, a URL without its scheme).
+func explicitPath(location string) bool {
+	return strings.HasPrefix(location, "./") || strings.HasPrefix(location, "../") ||
+		strings.HasPrefix(location, "/") && !strings.HasPrefix(location, "//")
+}
+
+// credentialsRE matches the USER:PASSWORD@ of a URL anywhere in a
+// location: an archive path (unless explicitPath) or s3:// location
+// holding one is a mistyped server URL ("http:/admin:pw@host",
+// "//admin:pw@host"), refused without echoing it.
+var credentialsRE = regexp.MustCompile(`[^/@:\s]*:[^/@\s]*@`)
 
 // schemeMissingRE matches what is a server URL without its scheme, not
 // a path: HOST:PORT[/...], USER:PASSWORD@HOST[...] (with or without a
@@ -196,6 +214,14 @@ var schemeMissingRE = regexp.MustCompile(`^([^/@:]*:[^/@]*@[^/]|[A-Za-z0-9.-]+:[
 // name comes of it.
 func SchemeMissing(location string) bool {
 	return !schemeRE.MatchString(location) && schemeMissingRE.MatchString(location)
+}
+
+// CheckLocation refuses a location no registered scheme takes (an
+// *OptionError naming it without credentials), as Open would, without
+// opening anything.
+func CheckLocation(location string) error {
+	_, err := schemeOf(location)
+	return err
 }
 
 // Redact returns location without credentials, as its scheme spells it.

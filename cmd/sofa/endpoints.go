@@ -100,13 +100,13 @@ func withCredentials(raw, role string) (string, error) {
 func isArchive(loc, role string) (bool, error) {
 	switch {
 	case strings.HasPrefix(loc, "s3://"):
-		return true, nil
+		return true, sofa.CheckLocation(loc)
 	case strings.Contains(loc, "://"):
 		return false, nil
 	case sofa.SchemeMissing(loc):
 		return false, usageErr("invalid %s %q: a server URL needs http:// or https:// (an archive path does not look like HOST:PORT or USER:PASSWORD@HOST)", strings.ToLower(role), couch.RedactURL(loc))
 	}
-	return true, nil
+	return true, sofa.CheckLocation(loc) // a mistyped server URL with its password is refused
 }
 
 // insecureWarning is printed once per run that skips certificate checks.
