@@ -14,8 +14,8 @@ import (
 	"errors"
 	"net/url"
 	"regexp"
-	"strings"
 	"strconv"
+	"strings"
 
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/storage"
