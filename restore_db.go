@@ -185,7 +185,7 @@ func (c *restorer) recreate(ctx context.Context, tdb *couch.DB, partitioned bool
 	if err := srv.DeleteDB(ctx, tdb.Name()); err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
-	if err := srv.CreateDB(ctx, tdb.Name(), couch.CreateOptions{Partitioned: partitioned, Q: q, N: n}); err != nil {
+	if err := srv.CreateDBAfterDelete(ctx, tdb.Name(), couch.CreateOptions{Partitioned: partitioned, Q: q, N: n}); err != nil {
 		return fmt.Errorf("target: recreate after delete: %w", err)
 	}
 	if sec := bytes.TrimSpace(old.Security); len(sec) > 0 && !bytes.Equal(sec, []byte("{}")) {

@@ -362,6 +362,40 @@ func (s *Server) OpenTarget(ctx context.Context, name string, created bool) (rep
 	return s.OpenDB(name, DBOptions{Fresh: created}), nil
 }
 
+// CreateDBAfterDelete is CreateDB of a database the caller has just
+// deleted: CouchDB may answer 412 (file_exists) for a while after a
+// delete while the database no longer exists (its cache of databases
+// lags), so a 412 is retried, with a growing wait, as long as `GET /db`
+// says 404, for up to recreateWait. ErrExists when the database exists
+// (another client created it meanwhile).
+func (s *Server) CreateDBAfterDelete(ctx context.Context, name string, o CreateOptions) error {
+	wait, deadline := 20*time.Millisecond, time.Now().Add(recreateWait)
+	for {
+		err := s.CreateDB(ctx, name, o)
+		if !errors.Is(err, ErrExists) {
+			return err
+		}
+		if _, ierr := s.DB(name).Info(ctx); !errors.Is(ierr, replicate.ErrNotFound) {
+			if ierr != nil {
+				return ierr
+			}
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("create database %q on %s: it does not exist, but the server answered 412 file_exists for %s after its delete: %w", name, s.URL(), recreateWait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// recreateWait bounds CreateDBAfterDelete's retries.
+var recreateWait = 30 * time.Second
+
 // CreateDB creates a database. ErrExists if it exists (HTTP 412).
 func (s *Server) CreateDB(ctx context.Context, name string, o CreateOptions) error {
 	q := url.Values{}
