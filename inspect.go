@@ -2,24 +2,32 @@ package sofa
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sofadb/sofa/archive"
+	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
+	"github.com/sofadb/sofa/replicate"
 )
 
 // DBListing is one database of a server as List reports it: its
-// doc_count, doc_del_count and update_seq.
+// doc_count, doc_del_count and update_seq, or, for a database of a
+// server listing that could not be read (the account may not open it,
+// or it was deleted since `_all_dbs`), Error and no counts.
 type DBListing struct {
 	Name      string `json:"name"`
 	DocCount  int64  `json:"doc_count"`
 	DelCount  int64  `json:"doc_del_count"`
 	UpdateSeq string `json:"update_seq"`
+	Error     string `json:"error,omitempty"`
 }
 
 // List lists the databases of a server endpoint with their counts, in
 // the server's order (`_all_dbs`, then `GET /db` for each), or the one
-// database of a database endpoint.
+// database of a database endpoint. In a server's listing, a database the
+// account may not open (401, 403) or deleted meanwhile (404) is a row
+// with its Error; any other failure is the error.
 func List(ctx context.Context, ep *Endpoint) ([]DBListing, error) {
 	if err := opened(ep); err != nil {
 		return nil, err
@@ -38,10 +46,14 @@ func List(ctx context.Context, ep *Endpoint) ([]DBListing, error) {
 	rows := make([]DBListing, 0, len(names))
 	for _, n := range names {
 		info, err := srv.DB(n).Info(ctx)
+		if err != nil && ep.couch.DBName == "" && (couch.Denied(err) || errors.Is(err, replicate.ErrNotFound)) {
+			rows = append(rows, DBListing{Name: n, Error: err.Error()})
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, DBListing{n, info.DocCount, info.DelCount, info.UpdateSeq.String()})
+		rows = append(rows, DBListing{Name: n, DocCount: info.DocCount, DelCount: info.DelCount, UpdateSeq: info.UpdateSeq.String()})
 	}
 	return rows, nil
 }

@@ -57,6 +57,17 @@ func usageErr(format string, args ...any) error {
 	return &usageError{err: fmt.Errorf(format, args...)}
 }
 
+// partialError: the verb finished, but some of its work could not be
+// done (each part listed): exit 3.
+type partialError struct{ err error }
+
+func (e *partialError) Error() string { return e.err.Error() }
+func (e *partialError) Unwrap() error { return e.err }
+
+func partialErr(format string, args ...any) error {
+	return &partialError{err: fmt.Errorf(format, args...)}
+}
+
 // fatalError is a failure whatever it wraps (an interruption while it
 // happened included).
 type fatalError struct{ err error }
@@ -104,6 +115,7 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 		o = &outcome{err: err}
 	}
 	var u *usageError
+	var pe *partialError
 	var f *fatalError
 	var oe *sofa.OptionError
 	canceled := errors.Is(o.err, context.Canceled)
@@ -123,6 +135,8 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 		// the run ended: its summary decides, below
 	case errors.As(o.err, &u), errors.Is(o.err, storage.ErrNotReadable):
 		return exitUsage, msg
+	case errors.As(o.err, &pe):
+		return exitPartial, msg
 	case o.res != nil, errors.As(o.err, &f):
 		// a one-database copy's own error is a failure whatever it wraps
 		code = exitFatal

@@ -109,16 +109,32 @@ func lsServer(ctx context.Context, raw string, client clientFlags, jsonOut bool)
 	if err != nil {
 		return fatal(err)
 	}
+	unread := 0
+	for _, r := range rows {
+		if r.Error != "" {
+			unread++
+		}
+	}
 	if jsonOut {
 		printJSON(os.Stdout, rows)
-		return nil
+	} else {
+		tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "database\tdocs\tdeleted\t update_seq") // last and unpadded, as in lsArchive
+		for _, r := range rows {
+			if r.Error != "" {
+				fmt.Fprintf(tw, "%s\t?\t?\t %s\n", r.Name, "not read: "+r.Error)
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t %s\n", r.Name, r.DocCount, r.DelCount, r.UpdateSeq)
+		}
+		if err := listed(tw.Flush()); err != nil {
+			return err
+		}
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "database\tdocs\tdeleted\t update_seq") // last and unpadded, as in lsArchive
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t %s\n", r.Name, r.DocCount, r.DelCount, r.UpdateSeq)
+	if unread > 0 {
+		return partialErr("%d of %d databases could not be read (listed)", unread, len(rows))
 	}
-	return listed(tw.Flush())
+	return nil
 }
 
 // lsSet lists every present member of a set, and names the missing ones.

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/sofadb/sofa/internal/couchtest"
+)
+
+// TestLs_ServerSomeDatabasesUnreadable: a member-only account lists a
+// server (admin_only_all_dbs off) where one database locks it out: the
+// readable ones are listed with their counts, the other marked "not
+// read", exit 3; it was no row at all and exit 1.
+func TestLs_ServerSomeDatabasesUnreadable(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "_security members and admin_only_all_dbs are CouchDB's")
+	bin := sofaBin(t)
+	srv := couchtest.Start(t)
+	ctx := t.Context()
+	c := srv.Client()
+	if err := c.PutJSON(ctx, "/_node/_local/_config/chttpd/admin_only_all_dbs", "false", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateUser(ctx, "alice", "alice-pw"); err != nil {
+		t.Fatal(err)
+	}
+	arCreate(t, srv, "open", true, arSmallDocs("o", 3)...)
+	arCreate(t, srv, "locked", true, arSmallDocs("l", 2)...)
+	if err := c.PutSecurity(ctx, "open", couchtest.Security{Members: couchtest.Group{Names: []string{"alice"}, Roles: []string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PutSecurity(ctx, "locked", couchtest.Security{Members: couchtest.Group{Names: []string{"bob"}, Roles: []string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	url := srv.UserURL("alice", "alice-pw")
+	r := cliRun(t, bin, "ls", url)
+	r.wantCode(t, exitPartial)
+	if !strings.Contains(r.stdout, "open") || !strings.Contains(r.stdout, "locked") || !strings.Contains(r.stdout, "not read") || strings.Contains(r.stdout+r.stderr, "alice-pw") {
+		t.Errorf("ls as a member: want open listed and locked not read, no password:\n%s\n%s", r.stdout, r.stderr)
+	}
+	r = cliRun(t, bin, "ls", url, "--json")
+	r.wantCode(t, exitPartial)
+	var rows []struct {
+		Name     string `json:"name"`
+		DocCount int64  `json:"doc_count"`
+		Error    string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+		t.Fatalf("ls --json: %v\n%s", err, r.stdout)
+	}
+	got := map[string]string{}
+	for _, row := range rows {
+		got[row.Name] = row.Error
+		if row.Name == "open" && row.DocCount != 3 {
+			t.Errorf("open: doc_count %d, want 3", row.DocCount)
+		}
+	}
+	if e, ok := got["open"]; !ok || e != "" {
+		t.Errorf("open: %q, want listed without error (rows %+v)", e, rows)
+	}
+	if !strings.Contains(got["locked"], "forbidden") && !strings.Contains(got["locked"], "401") {
+		t.Errorf("locked: error %q, want it refused (rows %+v)", got["locked"], rows)
+	}
+}
