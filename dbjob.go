@@ -105,8 +105,11 @@ type dbTask struct {
 
 // dbCopy is one database's copy in progress.
 type dbCopy struct {
-	task   dbTask
-	sinfo  replicate.DBInfo // the source's, read before the copy
+	task  dbTask
+	sinfo replicate.DBInfo // the source's, read before the copy
+	// smeta is the source's `_security`, `_revs_limit` and properties,
+	// read before the target is prepared (nil: not copied).
+	smeta  *replicate.Metadata
 	target preparedTarget
 	r      *fleet.DBResult
 	p      DBProgress   // the run's progress of this database
@@ -146,6 +149,16 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 		return r, fmt.Errorf("source: %w", err)
 	}
 	p.SetDocsTotal(c.sinfo.DocCount + c.sinfo.DelCount)
+	if j.engine.CopyMetadata && j.hooks == nil {
+		// before the target is created: a source the account may not
+		// read whole leaves no empty database behind on the target (a
+		// pair's hooks may give the engine another source: not here)
+		meta, err := src.Metadata(ctx)
+		if err != nil {
+			return r, fmt.Errorf("source: %w", err)
+		}
+		c.smeta = &meta
+	}
 	absent, pending := j.onTarget.lookup(t.Target)
 	rules := targetRules{
 		Props:  replicate.CreateOptions{Partitioned: c.sinfo.Partitioned, Q: j.q, N: j.n},
@@ -290,7 +303,7 @@ type createdTarget interface {
 func (j *pairJob) options(c *dbCopy) replicate.Options {
 	opts := j.engine
 	opts.SourceReadOnly = j.sourceReadOnly
-	opts.SourceInfo = &c.sinfo
+	opts.SourceInfo, opts.SourceMetadata = &c.sinfo, c.smeta
 	if ct, ok := c.target.Target.(createdTarget); ok && c.target.Created {
 		opts.TargetCreated = ct.Created()
 	}

@@ -62,3 +62,36 @@ func TestLs_ServerSomeDatabasesUnreadable(t *testing.T) {
 		t.Errorf("locked: error %q, want it refused (rows %+v)", got["locked"], rows)
 	}
 }
+
+// TestReplicate_UnreadableSourceLeavesNoTarget: a whole-server copy by
+// a member-only account fails the database it may not read and leaves
+// no empty database of that name on the target (the target database was
+// created before the source's _revs_limit was refused).
+func TestReplicate_UnreadableSourceLeavesNoTarget(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "_security members and admin_only_all_dbs are CouchDB's")
+	bin := sofaBin(t)
+	src, tgt := couchtest.Start(t), couchtest.Start(t)
+	ctx := t.Context()
+	c := src.Client()
+	if err := c.PutJSON(ctx, "/_node/_local/_config/chttpd/admin_only_all_dbs", "false", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateUser(ctx, "alice", "alice-pw"); err != nil {
+		t.Fatal(err)
+	}
+	arCreate(t, src, "open", true, arSmallDocs("o", 3)...)
+	arCreate(t, src, "locked", true, arSmallDocs("l", 2)...)
+	if err := c.PutSecurity(ctx, "open", couchtest.Security{Members: couchtest.Group{Names: []string{"alice"}, Roles: []string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PutSecurity(ctx, "locked", couchtest.Security{Members: couchtest.Group{Names: []string{"bob"}, Roles: []string{}}}); err != nil {
+		t.Fatal(err)
+	}
+	r := cliRun(t, bin, "replicate", src.UserURL("alice", "alice-pw"), tgt.URL, "--include", "open", "--include", "locked")
+	r.wantCode(t, exitPartial)
+	var info map[string]any
+	if code, _ := tgt.Client().Do(ctx, "GET", "/locked", nil, &info); code != 404 {
+		t.Errorf("the target holds a database locked (GET: %d) that nothing was copied into:\n%s", code, r.stderr)
+	}
+	arEqual(t, src, "open", tgt, "open")
+}
