@@ -124,6 +124,20 @@ func (s *syncer) targetReach(e replicate.Reach) {
 	s.event(ev)
 }
 
+// sourceReach tells the log of the source's outages while the run
+// polls it (a poll waits inside the client's retries, --retry-time,
+// before it fails): as targetReach, with no event (a poll that fails
+// is an EventReconnect).
+func (s *syncer) sourceReach(e replicate.Reach) {
+	line := e.Line("source")
+	s.o.Copy.logf("%s", line)
+	if lg := s.o.Copy.Logger; lg != nil && e.Down {
+		lg.Warn(line, "source", e.Server)
+	} else if lg != nil {
+		lg.Info(line, "source", e.Server)
+	}
+}
+
 func (s *syncer) setMode(m string) {
 	s.mu.Lock()
 	s.sum.Mode = m

@@ -102,3 +102,78 @@ func TestSync_TargetLostLines(t *testing.T) {
 		}
 	}
 }
+
+// TestSync_SourceLostLinesWhilePolling: a source polled (no
+// `_db_updates`) that stops answering is said lost at once and back once
+// it answers, as the target is; a poll waiting in its retries said
+// nothing for up to --retry-time.
+func TestSync_SourceLostLinesWhilePolling(t *testing.T) {
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	seed(t, a, "s1", 3)
+	ps := faultproxy.StartT(t, a.URL)
+	surl := ps.URL
+	var password string
+	if u, err := url.Parse(a.URL); err == nil && u.User != nil {
+		password, _ = u.User.Password()
+		pu, _ := url.Parse(ps.URL)
+		pu.User = u.User
+		surl = pu.String()
+	}
+	var mu sync.Mutex
+	var lines []string
+	has := func(prefix string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, l := range lines {
+			if strings.HasPrefix(l, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	o := sofa.SyncOptions{PollInterval: 100 * time.Millisecond}
+	o.Copy.Logf = func(format string, args ...any) {
+		l := fmt.Sprintf(format, args...)
+		t.Log("sync: " + l)
+		if strings.HasPrefix(l, "source ") {
+			mu.Lock()
+			lines = append(lines, l)
+			mu.Unlock()
+		}
+	}
+	r := startSync(t, surl, b.URL, o)
+	r.wait("the initial copy", func() bool { return r.caughtUp })
+	if r.mode != "poll" {
+		t.Skipf("the source is watched by %q, not polled", r.mode)
+	}
+	if err := ps.SetRules(faultproxy.Rule{Name: "down", Fault: faultproxy.Reset}); err != nil {
+		t.Fatal(err)
+	}
+	// log lines are no events: waited for on a ticker
+	waitLine := func(prefix string) {
+		t.Helper()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(waitTimeout)
+		for !has(prefix) {
+			select {
+			case <-tick.C:
+			case <-deadline:
+				t.Fatalf("no line %q", prefix)
+			}
+		}
+	}
+	waitLine("source lost: ")
+	if err := ps.SetRules(); err != nil {
+		t.Fatal(err)
+	}
+	waitLine("source back after ")
+	r.stop()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, l := range lines {
+		if password != "" && strings.Contains(l, password) {
+			t.Errorf("line %q shows the password", l)
+		}
+	}
+}

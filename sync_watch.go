@@ -105,6 +105,9 @@ func (s *syncer) poll(ctx context.Context, ready chan<- string) {
 		prev, err = s.snapshot(ctx)
 	}
 	ready <- "poll"
+	// the `_db_updates` feed says when it is lost and back; a poll,
+	// waiting in its retries, would say nothing until they run out
+	defer s.ssrv.WatchReach(s.sourceReach)()
 	t := time.NewTicker(s.o.PollInterval)
 	defer t.Stop()
 	var lostAt time.Time // when a poll failed, until one succeeds
