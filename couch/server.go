@@ -77,6 +77,7 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 		dbEsc = p[i+1:]
 	}
 	serverURL := *u
+	stats := &Counters{}
 	if dbEsc != "" {
 		prefix := p[:len(p)-len(dbEsc)-1]
 		dec, err := url.PathUnescape(prefix)
@@ -87,7 +88,7 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 		// The URL itself first: its credentials go to no path above it
 		// (a proxy's other applications) until it has shown itself a
 		// database of the server there (RFC 7617's protection space).
-		ep, err := probeSelf(ctx, u, opts)
+		ep, err := probeSelf(ctx, u, opts, stats)
 		if ep != nil || err != nil {
 			return ep, err
 		}
@@ -96,6 +97,7 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 	if err != nil {
 		return nil, err
 	}
+	c.Stats = stats // the probe's requests count too
 	s := &Server{Client: c}
 	if err := s.welcome(ctx); err != nil {
 		if hint := slashHint(serverURL.Path, dbEsc, err); hint != "" {
@@ -124,7 +126,7 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 // u; anything else (a database's info or CouchDB's error about one)
 // gives nil, nil: u is then taken for a database of the server at its
 // parent.
-func probeSelf(ctx context.Context, u *url.URL, opts Options) (*Endpoint, error) {
+func probeSelf(ctx context.Context, u *url.URL, opts Options, stats *Counters) (*Endpoint, error) {
 	self, asked := opts, *u
 	self.Auth = AuthBasic
 	if opts.Auth == AuthCookie {
@@ -136,6 +138,7 @@ func probeSelf(ctx context.Context, u *url.URL, opts Options) (*Endpoint, error)
 	if err != nil {
 		return nil, err
 	}
+	c.Stats = stats
 	s := &Server{Client: c}
 	err = s.welcome(ctx)
 	switch {
@@ -145,6 +148,7 @@ func probeSelf(ctx context.Context, u *url.URL, opts Options) (*Endpoint, error)
 		if err != nil {
 			return nil, err
 		}
+		c.Stats = stats
 		ps := &Server{Client: c, Vendor: s.Vendor, Version: s.Version, UUID: s.UUID}
 		return &Endpoint{Server: ps}, nil
 	case StatusOf(err) == 401 && asked.User != nil:
