@@ -151,3 +151,27 @@ func TestUsageWording(t *testing.T) {
 		t.Errorf("--reuse-existing: hint %q, want --create-target named", h)
 	}
 }
+
+// A certificate or key file that is missing or no file, and --ca-cert
+// beside --insecure (which checks no certificate), are usage errors
+// (exit 2), found before any connection: a missing file was exit 1.
+func TestFlagCheck_TLSFiles(t *testing.T) {
+	bin := sofaBin(t)
+	dir := t.TempDir()
+	pem := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(pem, []byte("not checked here"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--ca-cert", filepath.Join(dir, "missing.pem")},
+		{"--source-ca-cert", dir},
+		{"--client-cert", dir, "--client-key", pem},
+		{"--target-client-cert", pem, "--target-client-key", filepath.Join(dir, "none.key")},
+		{"--ca-cert", pem, "--insecure"},
+	} {
+		r := cliRun(t, bin, append([]string{"ls", "http://127.0.0.1:1"}, args...)...)
+		if r.code != exitUsage || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("sofa ls %q: exit %d, %q: want %d and one line", args, r.code, r.stderr, exitUsage)
+		}
+	}
+}

@@ -182,7 +182,40 @@ func checkClientFlags(fs *pflag.FlagSet) error {
 			return usageErr("--%sclient-cert and --%sclient-key go together (one is missing)", prefix, prefix)
 		}
 	}
+	// the PEM files named are files that can be read (a missing one was
+	// a connection's failure, exit 1)
+	for _, prefix := range []string{"", "source-", "target-"} {
+		for _, name := range []string{"ca-cert", "client-cert", "client-key"} {
+			fl := fs.Lookup(prefix + name)
+			if fl == nil || fl.Value.String() == "" {
+				continue
+			}
+			if err := readableFile(fl.Value.String()); err != nil {
+				return usageErr("--%s%s: %w", prefix, name, err)
+			}
+			if name == "ca-cert" && fs.Lookup("insecure") != nil && fs.Lookup("insecure").Value.String() == "true" {
+				return usageErr("--%s%s and --insecure: --insecure checks no certificate, so the CA file would be ignored; give one of them", prefix, name)
+			}
+		}
+	}
 	return nil
+}
+
+// readableFile refuses a path that is not a regular file this process
+// can open.
+func readableFile(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // numericFlags lists the numeric flags of every verb that checkFlagValues
