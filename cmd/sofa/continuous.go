@@ -88,9 +88,20 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 		},
 	})
 	stopProg.Do(prog.Stop)
+	var o error = err // an interruption says resumeMsg
+	if sum != nil && sum.FinalCheckpointsLost > 0 && errors.Is(err, context.Canceled) {
+		o = &outcome{err: err, interrupted: fmt.Sprintf("interrupted: the final checkpoints of %d databases could not be written; run the same command again to resume from the last checkpoints written", sum.FinalCheckpointsLost)}
+	}
 	if sum != nil {
 		if rc.jsonOut {
-			printJSON(os.Stdout, sum)
+			// the document every --json run prints: status and exit
+			// code beside the summary
+			code, msg := exitFor(o, ctx.Err() != nil)
+			doc := syncDoc{SyncSummary: sum, Status: runStatus(code), ExitCode: code}
+			if code != exitOK {
+				doc.Error = msg
+			}
+			printJSON(os.Stdout, doc)
 		} else if !rc.quiet {
 			if sum.CatchUp != nil {
 				printFleetSummary(os.Stderr, withoutWarnings(sum.CatchUp), false)
@@ -103,10 +114,15 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 			}
 		}
 	}
-	if sum != nil && sum.FinalCheckpointsLost > 0 && errors.Is(err, context.Canceled) {
-		return &outcome{err: err, interrupted: fmt.Sprintf("interrupted: the final checkpoints of %d databases could not be written; run the same command again to resume from the last checkpoints written", sum.FinalCheckpointsLost)}
-	}
-	return err // an interruption says resumeMsg
+	return o
+}
+
+// syncDoc is a continuous whole-server run's --json document.
+type syncDoc struct {
+	*sofa.SyncSummary
+	Status   string `json:"status"`
+	Error    string `json:"error,omitempty"`
+	ExitCode int    `json:"exit_code"`
 }
 
 // withoutWarnings is the catch-up's summary without the databases'

@@ -143,8 +143,13 @@ func TestCLI_ContinuousServers(t *testing.T) {
 		Interrupted bool   `json:"interrupted"`
 		Mode        string `json:"mode"`
 		DocsWritten int64  `json:"docs_written"`
+		// as every --json document has them
+		Status   string `json:"status"`
+		Error    string `json:"error"`
+		ExitCode int    `json:"exit_code"`
 	}
-	if err := json.Unmarshal([]byte(stdout.String()), &sum); err != nil || !sum.Interrupted || sum.DocsWritten != 1 {
+	if err := json.Unmarshal([]byte(stdout.String()), &sum); err != nil || !sum.Interrupted || sum.DocsWritten != 1 ||
+		sum.Status != "interrupted" || sum.ExitCode != exitInterrupted || !strings.HasPrefix(sum.Error, "interrupted") {
 		t.Errorf("summary %+v (%v):\n%s", sum, err, stdout.String())
 	}
 }

@@ -96,10 +96,10 @@ func finishDBs(sum *sofa.Summary, err error, out outputFlags, verb, interrupted 
 	if sum != nil {
 		if out.jsonOut {
 			code, msg := exitFor(o, false)
-			doc := summaryDoc{Summary: sum, ExitCode: code}
+			doc := summaryDoc{Summary: sum, Status: runStatus(code), ExitCode: code}
 			if err != nil && code != exitOK {
 				// stopped by an error: said as a failureDoc says it
-				doc.Status, doc.Error = failureStatus(code), msg
+				doc.Error = msg
 			}
 			printJSON(os.Stdout, doc)
 		} else {
@@ -109,13 +109,13 @@ func finishDBs(sum *sofa.Summary, err error, out outputFlags, verb, interrupted 
 	return o
 }
 
-// summaryDoc is a many-database run's --json document: its summary and
-// the process's exit code; a run stopped by an error (a damaged archive,
-// a lost server, an interrupt) adds Status and Error as failureDoc has
-// them.
+// summaryDoc is a many-database run's --json document: its summary, its
+// status (runStatus) and the process's exit code; a run stopped by an
+// error (a damaged archive, a lost server, an interrupt) adds Error as
+// failureDoc has it.
 type summaryDoc struct {
 	*sofa.Summary
-	Status   string `json:"status,omitempty"`
+	Status   string `json:"status"`
 	Error    string `json:"error,omitempty"`
 	ExitCode int    `json:"exit_code"`
 }

@@ -60,6 +60,21 @@ func failureStatus(code int) string {
 	return "failed"
 }
 
+// runStatus is the status of a run that printed its summary and ends
+// with exit code code: "ok" (0), "partial" (3), "different" (4), else as
+// failureStatus.
+func runStatus(code int) string {
+	switch code {
+	case exitOK:
+		return "ok"
+	case exitPartial:
+		return "partial"
+	case exitDifferent:
+		return "different"
+	}
+	return failureStatus(code)
+}
+
 // wantsJSON says whether cmd runs with --json: its flag as parsed (from
 // the command line, the environment or --config), or, when parsing failed
 // before reaching it (an unknown flag), --json on the command line.

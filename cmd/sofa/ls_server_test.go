@@ -95,3 +95,21 @@ func TestReplicate_UnreadableSourceLeavesNoTarget(t *testing.T) {
 	}
 	arEqual(t, src, "open", tgt, "open")
 }
+
+// TestJSON_ServerRunHasStatus: a whole-server run's --json document has
+// a status, as a one-database run's and every failure's do ("ok" here;
+// it had none unless the run stopped on an error).
+func TestJSON_ServerRunHasStatus(t *testing.T) {
+	bin := sofaBin(t)
+	src, tgt := couchtest.Start(t), couchtest.Start(t)
+	arCreate(t, src, "one", true, arSmallDocs("o", 2)...)
+	r := cliRun(t, bin, "replicate", src.URL, tgt.URL, "--include", "one", "--json")
+	r.wantCode(t, exitOK)
+	var doc struct {
+		Status   string `json:"status"`
+		ExitCode *int   `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || doc.Status != "ok" || doc.ExitCode == nil || *doc.ExitCode != exitOK {
+		t.Errorf("--json: status %q, exit_code %v (%v), want ok and 0:\n%s", doc.Status, doc.ExitCode, err, r.stdout)
+	}
+}

@@ -351,7 +351,11 @@ func (rc *replicateCmd) finish(res *replicate.Result, err error, out io.Writer) 
 		h := sumHTTP(rc.counters)
 		if rc.jsonOut {
 			d := resultJSON(res, h, err)
-			d.ExitCode, _ = exitFor(&outcome{res: res, err: err}, false)
+			var msg string
+			d.ExitCode, msg = exitFor(&outcome{res: res, err: err}, false)
+			if d.Status == "interrupted" {
+				d.Error = msg // what the line on stderr says, not "context canceled"
+			}
 			printJSON(out, d)
 		} else if !rc.quiet {
 			printSummary(os.Stderr, res, h, err != nil)
