@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -55,7 +56,8 @@ func (c *Client) newHTTPRequest(ctx context.Context, r *request) (*http.Request,
 	u := *c.base
 	u.Path = "" // set raw below
 	raw := c.base.EscapedPath() + r.Path
-	full := u.Scheme + "://" + u.Host + raw
+	// the host as a URL spells it: an IPv6 zone's "%" as "%25"
+	full := (&url.URL{Scheme: u.Scheme, Host: u.Host}).String() + raw
 	if r.Query != "" {
 		full += "?" + r.Query
 	}
