@@ -14,31 +14,29 @@ import (
 	"github.com/sofadb/sofa/internal/faultproxy"
 )
 
-// TestCLI_InterruptBackupToStdout: SIGINT during a backup to stdout
-// (exit 130) says that what went to stdout is cut short and is to be
-// discarded, not that no archive was written.
-func TestCLI_InterruptBackupToStdout(t *testing.T) {
-	bin := sofaBin(t)
-	src := couchtest.Start(t)
-	arCreate(t, src, "app", true, arSmallDocs("x", 3)...)
-	p := faultproxy.StartT(t, src.URL)
-	held := faultproxy.Rule{Name: "held", Path: `^/app/(_changes|_bulk_get)$`, Delay: 10 * time.Minute}
+// interruptWhenHeld runs sofa with args until the proxy p holds a
+// request matching held (a delay of minutes), then sends SIGINT and wants
+// exit 130; it returns stdout and stderr.
+func interruptWhenHeld(t *testing.T, p *faultproxy.Proxy, held faultproxy.Rule, args ...string) (string, string) {
+	t.Helper()
 	if err := p.SetRules(held); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "backup", p.URL, "-", "-q")
+	cmd := exec.CommandContext(ctx, sofaBin(t), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for p.Rule(held.Name).Matched == 0 { // the backup is reading app
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for p.Rule(held.Name).Matched == 0 {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the source was never read\n%s", stderr.String())
-		case <-time.After(20 * time.Millisecond):
+			t.Fatalf("no request matched %s\n%s", held.Path, stderr.String())
+		case <-tick.C:
 		}
 	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -48,7 +46,19 @@ func TestCLI_InterruptBackupToStdout(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
 		t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, stderr.String())
 	}
-	if line := strings.TrimSpace(stderr.String()); !strings.Contains(line, "the archive on stdout is cut short") || strings.Contains(line, "no archive was written") {
+	return stdout.String(), stderr.String()
+}
+
+// TestCLI_InterruptBackupToStdout: SIGINT during a backup to stdout
+// (exit 130) says that what went to stdout is cut short and is to be
+// discarded, not that no archive was written.
+func TestCLI_InterruptBackupToStdout(t *testing.T) {
+	src := couchtest.Start(t)
+	arCreate(t, src, "app", true, arSmallDocs("x", 3)...)
+	p := faultproxy.StartT(t, src.URL)
+	held := faultproxy.Rule{Name: "held", Path: `^/app/(_changes|_bulk_get)$`, Delay: 10 * time.Minute}
+	_, stderr := interruptWhenHeld(t, p, held, "backup", p.URL, "-", "-q")
+	if line := strings.TrimSpace(stderr); !strings.Contains(line, "the archive on stdout is cut short") || strings.Contains(line, "no archive was written") {
 		t.Errorf("stderr %q, want it to say the archive on stdout is cut short", line)
 	}
 }
@@ -66,34 +76,8 @@ func TestCLI_InterruptBackupBeforeSummary(t *testing.T) {
 	arSofa(t, bin, nil, "backup", src.URL, full, "-q").want(t, exitOK)
 	p := faultproxy.StartT(t, src.URL)
 	held := faultproxy.Rule{Name: "held", Path: `^/_all_dbs$`, Delay: 10 * time.Minute}
-	if err := p.SetRules(held); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "backup", p.URL, dir+"/inc.sofa", "--since", full, "-q")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for p.Rule(held.Name).Matched == 0 { // the backup lists the source
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the source was never listed\n%s", stderr.String())
-		case <-tick.C:
-		}
-	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
-		t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, stderr.String())
-	}
-	if line := strings.TrimSpace(stderr.String()); !strings.Contains(line, "no archive was written") || strings.Contains(line, "resume") {
+	_, stderr := interruptWhenHeld(t, p, held, "backup", p.URL, dir+"/inc.sofa", "--since", full, "-q")
+	if line := strings.TrimSpace(stderr); !strings.Contains(line, "no archive was written") || strings.Contains(line, "resume") {
 		t.Errorf("stderr %q, want it to say no archive was written", line)
 	}
 }
@@ -102,45 +86,18 @@ func TestCLI_InterruptBackupBeforeSummary(t *testing.T) {
 // says what its stderr line says (no archive was written), not that
 // checkpoints were written and a rerun resumes.
 func TestCLI_InterruptBackupJSON(t *testing.T) {
-	bin := sofaBin(t)
 	src := couchtest.Start(t)
 	arCreate(t, src, "app", true, arSmallDocs("x", 3)...)
 	p := faultproxy.StartT(t, src.URL)
 	held := faultproxy.Rule{Name: "held", Path: `^/app/(_changes|_bulk_get)$`, Delay: 10 * time.Minute}
-	if err := p.SetRules(held); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "backup", p.URL, t.TempDir()+"/a.sofa", "--json")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for p.Rule(held.Name).Matched == 0 { // the backup is reading app
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the source was never read\n%s", stderr.String())
-		case <-tick.C:
-		}
-	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
-		t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, stderr.String())
-	}
+	stdout, _ := interruptWhenHeld(t, p, held, "backup", p.URL, t.TempDir()+"/a.sofa", "--json")
 	var doc struct {
 		Status   string `json:"status"`
 		Error    string `json:"error"`
 		ExitCode int    `json:"exit_code"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
-		t.Fatalf("stdout is no JSON document: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatalf("stdout is no JSON document: %v\n%s", err, stdout)
 	}
 	if doc.Status != "interrupted" || doc.ExitCode != exitInterrupted || !strings.Contains(doc.Error, "no archive was written") || strings.Contains(doc.Error, "resume") {
 		t.Errorf("--json %+v, want status interrupted, exit_code 130, error saying no archive was written", doc)

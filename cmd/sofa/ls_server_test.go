@@ -8,13 +8,11 @@ import (
 	"github.com/sofadb/sofa/internal/couchtest"
 )
 
-// TestLs_ServerSomeDatabasesUnreadable: a member-only account lists a
-// server (admin_only_all_dbs off) where one database locks it out: the
-// readable ones are listed with their counts, the other marked "not
-// read", exit 3; it was no row at all and exit 1.
-func TestLs_ServerSomeDatabasesUnreadable(t *testing.T) {
-	couchtest.RequireKind(t, couchtest.CouchDB, "_security members and admin_only_all_dbs are CouchDB's")
-	bin := sofaBin(t)
+// memberServer is a CouchDB whose user alice (password alice-pw) may
+// list every database (admin_only_all_dbs off), read "open" (3
+// documents) as a member, and not "locked" (2 documents, bob's).
+func memberServer(t *testing.T) *couchtest.Server {
+	t.Helper()
 	srv := couchtest.Start(t)
 	ctx := t.Context()
 	c := srv.Client()
@@ -26,12 +24,22 @@ func TestLs_ServerSomeDatabasesUnreadable(t *testing.T) {
 	}
 	arCreate(t, srv, "open", true, arSmallDocs("o", 3)...)
 	arCreate(t, srv, "locked", true, arSmallDocs("l", 2)...)
-	if err := c.PutSecurity(ctx, "open", couchtest.Security{Members: couchtest.Group{Names: []string{"alice"}, Roles: []string{}}}); err != nil {
-		t.Fatal(err)
+	for db, member := range map[string]string{"open": "alice", "locked": "bob"} {
+		if err := c.PutSecurity(ctx, db, couchtest.Security{Members: couchtest.Group{Names: []string{member}, Roles: []string{}}}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := c.PutSecurity(ctx, "locked", couchtest.Security{Members: couchtest.Group{Names: []string{"bob"}, Roles: []string{}}}); err != nil {
-		t.Fatal(err)
-	}
+	return srv
+}
+
+// TestLs_ServerSomeDatabasesUnreadable: a member-only account lists a
+// server (admin_only_all_dbs off) where one database locks it out: the
+// readable ones are listed with their counts, the other marked "not
+// read", exit 3; it was no row at all and exit 1.
+func TestLs_ServerSomeDatabasesUnreadable(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "_security members and admin_only_all_dbs are CouchDB's")
+	bin := sofaBin(t)
+	srv := memberServer(t)
 	url := srv.UserURL("alice", "alice-pw")
 	r := cliRun(t, bin, "ls", url)
 	r.wantCode(t, exitPartial)
@@ -70,23 +78,8 @@ func TestLs_ServerSomeDatabasesUnreadable(t *testing.T) {
 func TestReplicate_UnreadableSourceLeavesNoTarget(t *testing.T) {
 	couchtest.RequireKind(t, couchtest.CouchDB, "_security members and admin_only_all_dbs are CouchDB's")
 	bin := sofaBin(t)
-	src, tgt := couchtest.Start(t), couchtest.Start(t)
+	src, tgt := memberServer(t), couchtest.Start(t)
 	ctx := t.Context()
-	c := src.Client()
-	if err := c.PutJSON(ctx, "/_node/_local/_config/chttpd/admin_only_all_dbs", "false", nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.CreateUser(ctx, "alice", "alice-pw"); err != nil {
-		t.Fatal(err)
-	}
-	arCreate(t, src, "open", true, arSmallDocs("o", 3)...)
-	arCreate(t, src, "locked", true, arSmallDocs("l", 2)...)
-	if err := c.PutSecurity(ctx, "open", couchtest.Security{Members: couchtest.Group{Names: []string{"alice"}, Roles: []string{}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.PutSecurity(ctx, "locked", couchtest.Security{Members: couchtest.Group{Names: []string{"bob"}, Roles: []string{}}}); err != nil {
-		t.Fatal(err)
-	}
 	r := cliRun(t, bin, "replicate", src.UserURL("alice", "alice-pw"), tgt.URL, "--include", "open", "--include", "locked")
 	r.wantCode(t, exitPartial)
 	var info map[string]any
