@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sofadb/sofa/internal/dbcopy"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -57,12 +58,16 @@ func (j *pairJob) retryRefusedOnce(ctx context.Context, c *dbCopy, src replicate
 	}
 	c.r.Failures = kept
 	c.r.DocWriteFailures -= n
+	c.p.AddDocWriteFailures(-n) // the progress says what the summary says
 	j.rc.logf("%s: %d revisions refused by a validate_doc_update; copying once more now that the design documents are written", c.task.Target, n)
 	// From the checkpoint the first copy left before the first refused
 	// revision (read again: what was read before the copy is stale).
 	opts.TargetCreated, opts.TargetInfo, opts.TargetCheckpoint = nil, nil, nil
 	opts.Counters = &replicate.Counters{}
-	if err := j.copyOnce(ctx, c, again, opts, true); err != nil {
+	stop := dbcopy.FeedProgress(opts.Counters, c.p)
+	err = j.copyOnce(ctx, c, again, opts, true)
+	stop()
+	if err != nil {
 		return err
 	}
 	if len(c.r.Failures) == 0 {

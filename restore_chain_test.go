@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,7 +52,9 @@ func TestRestore_ChainValidateDocUpdateRelaxed(t *testing.T) {
 	}
 
 	dst := couchtest.StartKind(t, src.Kind)
-	plan, err := sofa.PlanRestore(ctx, []*sofa.Endpoint{full, inc}, sofa.RestoreOptions{Selection: sofa.Selection{Include: []string{"vdu"}}})
+	prog := &countingProgress{}
+	plan, err := sofa.PlanRestore(ctx, []*sofa.Endpoint{full, inc}, sofa.RestoreOptions{Selection: sofa.Selection{Include: []string{"vdu"}},
+		RunControl: sofa.RunControl{Progress: prog}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +66,11 @@ func TestRestore_ChainValidateDocUpdateRelaxed(t *testing.T) {
 		if len(r.Failures) > 0 || r.DocWriteFailures != 0 || len(r.Warnings) > 0 {
 			t.Errorf("%s: failures %+v (%d), warnings %q", r.Name, r.Failures, r.DocWriteFailures, r.Warnings)
 		}
+	}
+	// the progress says what the summary says, the copy once more
+	// included (its last line said a revision failed and one less written)
+	if w, f := prog.written.Load(), prog.failures.Load(); w != sum.DocsWritten || f != sum.DocWriteFailures {
+		t.Errorf("progress: %d written, %d failures; summary: %d, %d", w, f, sum.DocsWritten, sum.DocWriteFailures)
 	}
 	couchtest.AssertEqual(t, src.URL+"/vdu", dst.URL+"/vdu")
 }
@@ -153,3 +161,18 @@ func TestRestore_ChainRerunNotRolledBack(t *testing.T) {
 		t.Errorf("after an edit on the target: warnings %q, want one naming 1 of 5 documents", ws)
 	}
 }
+
+// countingProgress is a sofa.Progress adding up every database's
+// counters.
+type countingProgress struct {
+	written, failures atomic.Int64
+}
+
+func (p *countingProgress) Start(int, func(bool) string)      {}
+func (p *countingProgress) Begin(string) sofa.DBProgress      { return p }
+func (p *countingProgress) End(string, sofa.DBProgress, bool) {}
+func (p *countingProgress) SetDocsTotal(int64)                {}
+func (p *countingProgress) AddDocsRead(int64)                 {}
+func (p *countingProgress) AddDocsWritten(n int64)            { p.written.Add(n) }
+func (p *countingProgress) AddDocWriteFailures(n int64)       { p.failures.Add(n) }
+func (p *countingProgress) AddBytes(int64)                    {}
