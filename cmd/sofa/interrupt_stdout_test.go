@@ -103,3 +103,17 @@ func TestCLI_InterruptBackupJSON(t *testing.T) {
 		t.Errorf("--json %+v, want status interrupted, exit_code 130, error saying no archive was written", doc)
 	}
 }
+
+// TestCLI_InterruptQuiet: -q ("print nothing but errors") keeps the
+// first interrupt's "stopping" line off stderr; the closing line, which
+// says how the run ended, stays.
+func TestCLI_InterruptQuiet(t *testing.T) {
+	src := couchtest.Start(t)
+	arCreate(t, src, "src", true, arSmallDocs("x", 3)...)
+	p := faultproxy.StartT(t, src.URL)
+	held := faultproxy.Rule{Name: "held", Path: `^/src/_changes$`, Delay: 10 * time.Minute}
+	_, stderr := interruptWhenHeld(t, p, held, "replicate", "--continuous", "-q", p.URL+"/src", src.URL+"/tgt", "--create-target")
+	if strings.Contains(stderr, "stopping") || !strings.Contains(stderr, "interrupted") {
+		t.Errorf("stderr %q: want the closing line alone, no stopping line", stderr)
+	}
+}

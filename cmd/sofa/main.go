@@ -82,7 +82,9 @@ func interruptible(atExit func(msg string)) (context.Context, func()) {
 			return
 		}
 		cancel()
-		fmt.Fprintln(os.Stderr, "sofa: "+stoppingLine())
+		if !quietRun() {
+			fmt.Fprintln(os.Stderr, "sofa: "+stoppingLine())
+		}
 		select {
 		case <-sigs:
 			const msg = "interrupted again: stopped at once; run the same command again to resume from the last checkpoint written"
@@ -128,6 +130,17 @@ they never appear in output, logs or errors.
 		c.SetFlagErrorFunc(root.FlagErrorFunc())
 	}
 	return root
+}
+
+// quietRun says the verb running was given --quiet ("print nothing but
+// errors": the first interrupt's "stopping" line is none).
+func quietRun() bool {
+	c := runningCmd.Load()
+	if c == nil {
+		return false
+	}
+	f := c.Flags().Lookup("quiet")
+	return f != nil && f.Value.String() == "true"
 }
 
 // stoppingLine is what the first interrupt prints: a verb that writes
