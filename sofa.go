@@ -182,7 +182,7 @@ func schemeOf(location string) (*Scheme, error) {
 			continue
 		}
 		if s.Name != "http" && s.Name != "https" && credentialsRE.MatchString(location) && !explicitPath(location) {
-			return nil, optionErr("%s: holds USER:PASSWORD@ as a server URL does, but is no http:// or https:// URL (a mistyped scheme?); an archive location never carries credentials", couch.RedactURL(location))
+			return nil, optionErr("%s: holds USER:PASSWORD@ as a server URL does, but is no http:// or https:// URL (a mistyped scheme?); an archive location never carries credentials", maskCredentials(location))
 		}
 		return s, nil
 	}
@@ -194,6 +194,15 @@ func schemeOf(location string) (*Scheme, error) {
 func explicitPath(location string) bool {
 	return strings.HasPrefix(location, "./") || strings.HasPrefix(location, "../") ||
 		strings.HasPrefix(location, "/") && !strings.HasPrefix(location, "//")
+}
+
+// maskCredentials is location with the password of each USER:PASSWORD@
+// in it masked, the rest as typed.
+func maskCredentials(location string) string {
+	return credentialsRE.ReplaceAllStringFunc(location, func(m string) string {
+		user, _, _ := strings.Cut(m, ":")
+		return user + ":xxxxx@"
+	})
 }
 
 // credentialsRE matches the USER:PASSWORD@ of a URL anywhere in a

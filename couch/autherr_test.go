@@ -45,7 +45,14 @@ func TestAuthErr_Chain(t *testing.T) {
 	_, err := Probe(ctx, srv.UserURL("admin", "wrong-"+pw), Options{})
 	check("wrong password", err, "authentication failed (HTTP 401): check the user name and password")
 
-	ep, err := Probe(ctx, srv.UserURL("", "")+"/closed", Options{})
+	// the database URL is asked first (probeSelf): its 401 is the
+	// probe's error, naming the URL
+	_, err = Probe(ctx, srv.UserURL("", "")+"/closed", Options{})
+	check("anonymous probe", err, "authentication required (HTTP 401)")
+	if err != nil && !strings.Contains(err.Error(), "/closed") {
+		t.Errorf("anonymous probe: %q does not name the database URL", err)
+	}
+	ep, err := Probe(ctx, srv.UserURL("", ""), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

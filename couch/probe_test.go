@@ -32,8 +32,16 @@ func TestProbe_ServerBehindPathPrefix(t *testing.T) {
 	var mu sync.Mutex
 	var outside []string // requests outside the prefix that carried credentials
 	rootStatus := http.StatusNotFound
+	backendDown := false // the proxy answers 502 under the prefix
 	px := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rest, ok := strings.CutPrefix(r.URL.Path, "/couch")
+		mu.Lock()
+		down := backendDown
+		mu.Unlock()
+		if ok && down {
+			http.Error(w, "bad gateway", http.StatusBadGateway)
+			return
+		}
 		if !ok {
 			mu.Lock()
 			if r.Header.Get("Authorization") != "" || r.Header.Get("Cookie") != "" || r.URL.Path == "/_session" {
@@ -102,6 +110,51 @@ func TestProbe_ServerBehindPathPrefix(t *testing.T) {
 	if _, err := ep.Server.DB("app").Info(t.Context()); err != nil {
 		t.Errorf("info of app under the prefix: %v", err)
 	}
+
+	// The backend down (the proxy's 502 under the prefix): the error
+	// names the URL given, and nothing goes to the root.
+	mu.Lock()
+	backendDown = true
+	mu.Unlock()
+	for _, auth := range []AuthMode{AuthBasic, AuthCookie} {
+		for _, u := range []string{base, base + "/app"} {
+			_, err := Probe(t.Context(), u, Options{Auth: auth, RetryTime: 100 * time.Millisecond})
+			if err == nil || !strings.Contains(err.Error(), "502") || !strings.Contains(err.Error(), "/couch") {
+				t.Errorf("backend down, %s auth, %s: %v, want the 502 naming the URL", auth, RedactURL(u), err)
+			}
+		}
+	}
+	mu.Lock()
+	backendDown = false
+	mu.Unlock()
+	if up.User == nil || !couchtest.IsCouchDB() {
+		return
+	}
+	// A server behind the prefix that requires a login
+	// (require_valid_user): found with a cookie login at the prefix
+	// (an anonymous look is refused), never by credentials at the root.
+	admin := couchtest.NewClient(srv.URL)
+	if err := admin.PutJSON(t.Context(), "/_node/_local/_config/chttpd/require_valid_user", "true", nil); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.PutJSON(context.Background(), "/_node/_local/_config/chttpd/require_valid_user", "false", nil)
+	for _, auth := range []AuthMode{AuthBasic, AuthCookie} {
+		for _, u := range []string{base, base + "/"} {
+			ep, err := Probe(t.Context(), u, Options{Auth: auth})
+			if err != nil || ep.DBName != "" {
+				t.Errorf("require_valid_user, %s auth, %s: %+v, %v; want the server", auth, RedactURL(u), ep, err)
+			}
+		}
+		ep, err := Probe(t.Context(), base+"/app", Options{Auth: auth})
+		if err != nil || ep.DBName != "app" {
+			t.Errorf("require_valid_user, %s auth: the database under the prefix: %+v, %v", auth, ep, err)
+		}
+	}
+	mu.Lock()
+	if len(outside) > 0 {
+		t.Errorf("credentials sent outside the prefix: %v", outside)
+	}
+	mu.Unlock()
 }
 
 // A server that accepts the connection and never answers the welcome is

@@ -117,21 +117,25 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 }
 
 // probeSelf asks the URL u, whose path has a last segment, what it is,
-// with basic authentication (a cookie login would post to a database's
-// path; with Options.Auth AuthCookie, whose password goes in the one
-// login only, anonymously): a server behind a proxy's path prefix (http://host/couch)
-// answers with its welcome, and is returned; a 401 is the credentials'
-// refusal whatever the URL is, and no answer at all (the parent is on
-// the same host) is the host's: both are returned as the error, naming
-// u; anything else (a database's info or CouchDB's error about one)
-// gives nil, nil: u is then taken for a database of the server at its
-// parent.
+// before any request goes to its parent path (on a host whose root may
+// belong to another application, behind a proxy's path prefix). It asks
+// with basic authentication, or, with Options.Auth AuthCookie (whose
+// password goes in logins only), anonymously:
+//   - a welcome: a server behind the prefix (http://host/couch), returned;
+//   - a database's info, or CouchDB's JSON error about a database (404
+//     not_found, 403 forbidden, ...): nil, nil, and u is taken for a
+//     database of the server at its parent;
+//   - CouchDB's 401: the credentials' refusal (or their absence), the
+//     error naming u; anonymously asked (cookie mode), nil, nil when a
+//     CouchDB answers at the parent (anonymously too), else a server at
+//     u that requires a login if a login there works (returned), else
+//     the error;
+//   - anything else (no answer, a proxy's own error page, a 5xx): the
+//     error naming u, nothing sent to the parent.
 func probeSelf(ctx context.Context, u *url.URL, opts Options, stats *Counters) (*Endpoint, error) {
 	self, asked := opts, *u
 	self.Auth = AuthBasic
 	if opts.Auth == AuthCookie {
-		// no password but in the one login: asked anonymously (a
-		// server's welcome needs no login, unless require_valid_user)
 		asked.User = nil
 	}
 	c, err := NewClient(asked.String(), self)
@@ -141,22 +145,90 @@ func probeSelf(ctx context.Context, u *url.URL, opts Options, stats *Counters) (
 	c.Stats = stats
 	s := &Server{Client: c}
 	err = s.welcome(ctx)
+	var ce *Error
+	couchErr := errors.As(err, &ce) && ce.Name != "" // CouchDB's JSON error
 	switch {
 	case err == nil:
-		// the server proper, with the caller's authentication mode
-		c, err := NewClient(u.String(), opts)
-		if err != nil {
-			return nil, err
+		return serverAt(u, opts, stats, s)
+	case errors.Is(err, errNotCouch), couchErr && ce.Status != 401:
+		return nil, nil
+	case couchErr && opts.Auth == AuthCookie && u.User != nil:
+		// asked anonymously: a database that needs a login, or a server
+		// that does (require_valid_user). A CouchDB at the parent (its
+		// welcome, or its 401, asked anonymously too) holds the database;
+		// else only a login at u itself can tell.
+		if parentIsCouch(ctx, u, self, stats) {
+			return nil, nil
 		}
-		c.Stats = stats
-		ps := &Server{Client: c, Vendor: s.Vendor, Version: s.Version, UUID: s.UUID}
-		return &Endpoint{Server: ps}, nil
-	case StatusOf(err) == 401 && asked.User != nil:
-		return nil, err
-	case StatusOf(err) == 0 && !errors.Is(err, errNotCouch):
-		return nil, err // no answer: the parent, on the same host, gives none either
+		if ls, ok := loginAt(ctx, u, opts, stats); ok {
+			return &Endpoint{Server: ls}, nil
+		}
 	}
-	return nil, nil
+	return nil, err
+}
+
+// parentIsCouch asks u's parent path anonymously for its welcome: true
+// when a CouchDB server answers (its welcome, or its JSON 401 under
+// require_valid_user).
+func parentIsCouch(ctx context.Context, u *url.URL, opts Options, stats *Counters) bool {
+	p := *u
+	p.User = nil
+	esc := strings.TrimRight(u.EscapedPath(), "/")
+	prefix := esc[:strings.LastIndexByte(esc, '/')]
+	dec, err := url.PathUnescape(prefix)
+	if err != nil {
+		return false
+	}
+	p.Path, p.RawPath = dec, prefix
+	c, err := NewClient(p.String(), opts)
+	if err != nil {
+		return false
+	}
+	c.Stats = stats
+	err = (&Server{Client: c}).welcome(ctx)
+	var ce *Error
+	return err == nil || errors.As(err, &ce) && ce.Name != "" && ce.Status == 401
+}
+
+// serverAt is the server at u, found by s's welcome, with the caller's
+// authentication mode.
+func serverAt(u *url.URL, opts Options, stats *Counters, s *Server) (*Endpoint, error) {
+	c, err := NewClient(u.String(), opts)
+	if err != nil {
+		return nil, err
+	}
+	c.Stats = stats
+	return &Endpoint{Server: &Server{Client: c, Vendor: s.Vendor, Version: s.Version, UUID: s.UUID}}, nil
+}
+
+// loginAt logs in at u's `_session` (cookie mode) and reads the welcome
+// with the session: a server behind a path prefix that requires a login
+// (require_valid_user) answers both. Any failure is false (u is then no
+// server: a database's path refuses the login).
+func loginAt(ctx context.Context, u *url.URL, opts Options, stats *Counters) (*Server, bool) {
+	quiet := opts
+	quiet.Log = nil // a database's path has no _session: nothing to say
+	c, err := NewClient(u.String(), quiet)
+	if err != nil {
+		return nil, false
+	}
+	c.Stats = stats
+	c.sess.mu.Lock()
+	lerr := c.loginLocked(ctx)
+	ok := lerr == nil && c.sess.cookie != ""
+	c.sess.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	s := &Server{Client: c}
+	if s.welcome(ctx) != nil {
+		return nil, false
+	}
+	ep, err := serverAt(u, opts, stats, s) // logs in again, with the caller's log
+	if err != nil {
+		return nil, false
+	}
+	return ep.Server, true
 }
 
 // errNotCouch: the URL answered, but not with a CouchDB welcome.

@@ -68,7 +68,8 @@ func TestCLI_URLWithoutScheme(t *testing.T) {
 				continue // taken for a URL: the source, unreachable, fails first (no password shown either)
 			}
 			r := cliRun(t, bin, args...)
-			if r.code != exitUsage || strings.Contains(r.stdout+r.stderr, pw) || !strings.Contains(r.stderr, "never carries credentials") {
+			if r.code != exitUsage || strings.Contains(r.stdout+r.stderr, pw) || !strings.Contains(r.stderr, "never carries credentials") ||
+				!strings.Contains(r.stderr, ":xxxxx@") { // the location as typed, its password masked
 				t.Errorf("sofa %q: exit code %d, %q: want %d, a mistyped server URL said, no password", args, r.code, r.stderr, exitUsage)
 			}
 		}
