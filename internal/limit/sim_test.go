@@ -185,16 +185,17 @@ func TestLimiter_RecoversAfterOverloadClears(t *testing.T) {
 		l := New(Options{Name: "sim", Max: 64})
 		srv := newSimServer(10, 10*time.Millisecond, true)
 		var switched bool
-		var atSwitch int
 		samples := runSim(t, l, srv, 200, 40*time.Second, func(el time.Duration) {
 			if !switched && el >= 10*time.Second {
 				switched = true
-				atSwitch = l.Limit()
 				srv.setCapacity(40)
 			}
 		})
-		if atSwitch < 7 || atSwitch > 10 {
-			t.Errorf("limit at capacity 10 = %d, want in [7, 10]", atSwitch)
+		// The median of the 5 s before the switch (samples every 5 ms):
+		// one sample may catch the limit probing one above the capacity
+		// before the 429s cut it (an instant's sample flaked at 11).
+		if got := median(samples[len(samples)/8 : len(samples)/4]); got < 7 || got > 10 {
+			t.Errorf("median limit at capacity 10 = %d, want in [7, 10]", got)
 		}
 		last := samples[len(samples)*3/4:] // the last 10 s
 		if got := median(last); got < 28 || got > 40 {
