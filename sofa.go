@@ -186,7 +186,19 @@ func schemeOf(location string) (*Scheme, error) {
 		}
 		return s, nil
 	}
-	return nil, optionErr("%w %q in %s", ErrUnknownScheme, name, couch.RedactURL(location))
+	return nil, optionErr("%w %q in %s: want %s", ErrUnknownScheme, name, couch.RedactURL(location), knownSchemes())
+}
+
+// knownSchemes names the registered schemes for an error: "http://,
+// https://, s3:// or a file path".
+func knownSchemes() string {
+	var names []string
+	for _, s := range schemes {
+		if s.Name != "" {
+			names = append(names, s.Name+"://")
+		}
+	}
+	return strings.Join(names, ", ") + " or a file path"
 }
 
 // explicitPath reports a location written as a file path beyond doubt

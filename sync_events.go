@@ -91,7 +91,7 @@ type SyncSummary struct {
 	RevsLimitUpdates int64 `json:"revs_limit_updates"`
 	// Reconnects counts failures of the server's watch.
 	Reconnects int64          `json:"reconnects"`
-	Duration   fleet.Duration `json:"duration"`
+	Duration   fleet.Duration `json:"duration_s"`
 	// Interrupted: the run ended on ctx (always, unless it failed to
 	// start).
 	Interrupted bool `json:"interrupted"`

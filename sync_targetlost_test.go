@@ -32,14 +32,7 @@ func TestSync_TargetLostLines(t *testing.T) {
 	pt := faultproxy.StartT(t, b.URL)
 	// The client has the admin's credentials in the target's URL (on
 	// CouchDB): no line may show them.
-	turl := pt.URL
-	var password string
-	if u, err := url.Parse(b.URL); err == nil && u.User != nil {
-		password, _ = u.User.Password()
-		pu, _ := url.Parse(pt.URL)
-		pu.User = u.User
-		turl = pu.String()
-	}
+	turl, password := withCredentials(pt.URL, b.URL)
 	var mu sync.Mutex
 	var lines []string
 	o := sofa.SyncOptions{PollInterval: 200 * time.Millisecond}
@@ -111,14 +104,7 @@ func TestSync_SourceLostLinesWhilePolling(t *testing.T) {
 	a, b := couchtest.Start(t), couchtest.Start(t)
 	seed(t, a, "s1", 3)
 	ps := faultproxy.StartT(t, a.URL)
-	surl := ps.URL
-	var password string
-	if u, err := url.Parse(a.URL); err == nil && u.User != nil {
-		password, _ = u.User.Password()
-		pu, _ := url.Parse(ps.URL)
-		pu.User = u.User
-		surl = pu.String()
-	}
+	surl, password := withCredentials(ps.URL, a.URL)
 	var mu sync.Mutex
 	var lines []string
 	has := func(prefix string) bool {
@@ -176,4 +162,18 @@ func TestSync_SourceLostLinesWhilePolling(t *testing.T) {
 			t.Errorf("line %q shows the password", l)
 		}
 	}
+}
+
+// withCredentials is proxy, a fault proxy's URL, with the credentials of
+// server, the URL it forwards to, and the password they hold ("" when
+// server has none: PouchDB Server).
+func withCredentials(proxy, server string) (string, string) {
+	u, err := url.Parse(server)
+	if err != nil || u.User == nil {
+		return proxy, ""
+	}
+	password, _ := u.User.Password()
+	pu, _ := url.Parse(proxy)
+	pu.User = u.User
+	return pu.String(), password
 }

@@ -147,9 +147,12 @@ func TestCLI_ContinuousServers(t *testing.T) {
 		Status   string `json:"status"`
 		Error    string `json:"error"`
 		ExitCode int    `json:"exit_code"`
+		// seconds, named as in a one-shot run's document
+		Duration *float64 `json:"duration_s"`
 	}
 	if err := json.Unmarshal([]byte(stdout.String()), &sum); err != nil || !sum.Interrupted || sum.DocsWritten != 1 ||
-		sum.Status != "interrupted" || sum.ExitCode != exitInterrupted || !strings.HasPrefix(sum.Error, "interrupted") {
+		sum.Status != "interrupted" || sum.ExitCode != exitInterrupted || !strings.HasPrefix(sum.Error, "interrupted") ||
+		sum.Duration == nil || *sum.Duration <= 0 {
 		t.Errorf("summary %+v (%v):\n%s", sum, err, stdout.String())
 	}
 }

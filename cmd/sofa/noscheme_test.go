@@ -53,8 +53,8 @@ func TestCLI_URLWithoutScheme(t *testing.T) {
 	// A scheme mistyped is a usage error too, redacted.
 	for _, args := range [][]string{{"ls", "htp://op:" + pw + "@dbhost/db"}, {"verify", "htp://op:" + pw + "@dbhost/db"}} {
 		r := cliRun(t, bin, args...)
-		if r.code != exitUsage || strings.Contains(r.stdout+r.stderr, pw) || !strings.Contains(r.stderr, `unknown location scheme "htp"`) {
-			t.Errorf("sofa %s: exit code %d, %q: want %d, the unknown scheme said, no password", strings.Join(args, " "), r.code, r.stderr, exitUsage)
+		if r.code != exitUsage || strings.Contains(r.stdout+r.stderr, pw) || !strings.Contains(r.stderr, `unknown location scheme "htp"`) || !strings.Contains(r.stderr, "want http://, https://, s3:// or a file path") {
+			t.Errorf("sofa %s: exit code %d, %q: want %d, the unknown scheme and the known ones said, no password", strings.Join(args, " "), r.code, r.stderr, exitUsage)
 		}
 	}
 	// A server URL with its scheme mistyped beyond recognition is no
