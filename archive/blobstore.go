@@ -31,6 +31,12 @@ func newBlobStore(dir string, budget int64) *blobStore {
 
 func (s *blobStore) has(sum [32]byte) bool { _, ok := s.blobs[sum]; return ok }
 
+// size is the length of a blob held.
+func (s *blobStore) size(sum [32]byte) (int64, bool) {
+	loc, ok := s.blobs[sum]
+	return loc.len, ok
+}
+
 // put stores data (not retained when spilled; not stored at all past the
 // budget with refetch). A blob already held is kept.
 func (s *blobStore) put(sum [32]byte, data []byte) error {

@@ -18,7 +18,9 @@ import (
 // check out, the databases are nil. Errors are as List's.
 func Catalog(r io.Reader) (Header, []DBSummary, error) {
 	if ra, ok := r.(ReaderAtSize); ok && ra.Size() > 0 {
-		if idx, err := ReadTOC(ra, ra.Size()); err == nil {
+		// the index, if the manifest agrees with it (else the archive is
+		// read in order, which names what is wrong)
+		if idx, err := ReadTOC(ra, ra.Size()); err == nil && idx.CheckManifest(ra, nil) == nil {
 			return idx.Header, idx.Summaries(), nil
 		}
 	}

@@ -231,6 +231,9 @@ func (d *DBReader) run(ctx context.Context, after int64, fn func(replicate.Chang
 			}
 		case kindChunk:
 			d.chunks++
+			if m.p.chunk != d.chunks {
+				return r.fail(memberErr(m.name, ErrFormat, fmt.Sprintf("chunk %d of database %q: chunks are numbered from 1 in order", d.chunks, d.meta.Name)))
+			}
 			if err := d.chunk(m, after, fn); err != nil {
 				return err
 			}
@@ -292,8 +295,12 @@ func (d *DBReader) record(member string, doc *replicate.Doc, refs []attRef, afte
 	deliver := fn != nil && d.ord > after
 	for _, ref := range refs {
 		if !deliver && (d.r.blobs.has(ref.sum) || d.r.fetch == nil) {
-			if !d.r.blobs.has(ref.sum) {
+			n, ok := d.r.blobs.size(ref.sum)
+			if !ok {
 				*derr = missingBlob(member, doc, ref)
+				return *derr
+			}
+			if *derr = blobFits(member, doc, ref, n); *derr != nil {
 				return *derr
 			}
 			continue
@@ -301,6 +308,9 @@ func (d *DBReader) record(member string, doc *replicate.Doc, refs []attRef, afte
 		data, ok, err := d.blob(ref.sum)
 		if err == nil && !ok {
 			err = missingBlob(member, doc, ref)
+		}
+		if err == nil {
+			err = blobFits(member, doc, ref, int64(len(data)))
 		}
 		if err != nil {
 			*derr = err
@@ -318,6 +328,21 @@ func (d *DBReader) record(member string, doc *replicate.Doc, refs []attRef, afte
 	p.Docs = append(p.Docs, doc)
 	p.Deleted = p.Deleted && doc.Deleted
 	return nil
+}
+
+// blobFits checks a blob's size against the attachment that refers to
+// it: its encoded_length when it has an encoding (the blob holds the
+// encoded bytes), else its length, where the record gives them.
+func blobFits(member string, doc *replicate.Doc, ref attRef, size int64) error {
+	want := ref.att.Length
+	if ref.att.Encoding != "" {
+		want = ref.att.EncodedLength
+	}
+	if want <= 0 || size == want {
+		return nil
+	}
+	return memberErr(member, ErrFormat, fmt.Sprintf("doc %q rev %s attachment %q is %d bytes as stored, its blob %s holds %d",
+		shorten(doc.ID), doc.Rev, ref.att.Name, want, hex.EncodeToString(ref.sum[:]), size))
 }
 
 func missingBlob(member string, doc *replicate.Doc, ref attRef) error {

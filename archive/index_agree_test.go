@@ -7,19 +7,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
+	"strings"
 	"testing"
 )
 
-// TestIndexDisagreesWithManifest: an index whose databases differ from
-// those read (a doc_count ls would print, here), sealed with matching
-// checksums and a footer pointing at it, fails the read in order (verify)
-// and the catalog of a stream: ls and a restore at offsets read the
-// index, so it must agree with the groups.
-func TestIndexDisagreesWithManifest(t *testing.T) {
-	data := goodArchive(t)
+// withIndex rewrites data's index with edit and seals it as a forger
+// would: the index member's checksums and the footer's pointer match the
+// new index.
+func withIndex(t *testing.T, data []byte, edit func(*TOC)) []byte {
+	t.Helper()
 	var stored, raw []byte
-	bad := rewrite(t, data, func(h *tar.Header, body []byte) (bool, []byte) {
+	out := rewrite(t, data, func(h *tar.Header, body []byte) (bool, []byte) {
 		switch h.Name {
 		case indexName:
 			zr, err := gzip.NewReader(bytes.NewReader(body))
@@ -34,7 +34,7 @@ func TestIndexDisagreesWithManifest(t *testing.T) {
 			if err := json.Unmarshal(js, &idx); err != nil {
 				t.Fatal(err)
 			}
-			idx.Databases[0].Summary.DocCount += 10
+			edit(&idx)
 			if raw, err = json.Marshal(idx); err != nil {
 				t.Fatal(err)
 			}
@@ -64,8 +64,58 @@ func TestIndexDisagreesWithManifest(t *testing.T) {
 	if stored == nil {
 		t.Fatal("no index member rewritten")
 	}
+	return out
+}
+
+// TestIndexDisagreesWithManifest: an index whose databases differ from
+// those read (a doc_count ls would print, here), sealed with matching
+// checksums and a footer pointing at it, fails the read in order (verify)
+// and the catalog of a stream: ls and a restore at offsets read the
+// index, so it must agree with the groups.
+func TestIndexDisagreesWithManifest(t *testing.T) {
+	bad := withIndex(t, goodArchive(t), func(idx *TOC) { idx.Databases[0].Summary.DocCount += 10 })
 	mustFail(t, bad, ErrManifest, indexName)
 	if _, _, err := Catalog(io.MultiReader(bytes.NewReader(bad))); err == nil {
 		t.Error("Catalog of the stream accepted an index that disagrees with the manifest")
+	}
+}
+
+// TestIndexLiesAtOffsets: the readers at offsets (a restore of a file,
+// ls, the next backup's --since) check the index against the manifest
+// they read anyway; an index that leaves a database out, or carries
+// other checkpoints than the manifest's (whose next --since would skip
+// changes), is refused there as in order, never used.
+func TestIndexLiesAtOffsets(t *testing.T) {
+	data := goodArchive(t)
+	lies := map[string]func(*TOC){
+		"a database left out": func(idx *TOC) { idx.Databases = idx.Databases[1:] },
+		"other checkpoints": func(idx *TOC) {
+			idx.Databases[0].Summary.Checkpoints = map[string]json.RawMessage{"r": json.RawMessage(`{"source_last_seq":"99-later"}`)}
+		},
+		"another seq": func(idx *TOC) { idx.Databases[1].Summary.Seq = []byte(`"99-later"`) },
+	}
+	for name, lie := range lies {
+		t.Run(name, func(t *testing.T) {
+			bad := withIndex(t, data, lie)
+			mustFail(t, bad, ErrManifest, indexName)
+			ra := bytes.NewReader(bad)
+			if _, err := Scan(ra, ra.Size(), nil); !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), manifestName) {
+				t.Errorf("Scan (a restore at offsets): %v, want the manifest's disagreement", err)
+			}
+			if _, dbs, err := Catalog(bytes.NewReader(bad)); !errors.Is(err, ErrManifest) {
+				t.Errorf("Catalog (ls) = %d databases, %v; want ErrManifest", len(dbs), err)
+			}
+			if s, err := ReadSince(bytes.NewReader(bad)); !errors.Is(err, ErrManifest) {
+				t.Errorf("ReadSince (--since) = %+v, %v; want ErrManifest", s, err)
+			}
+		})
+	}
+	// the truth is read at offsets as before
+	ra := bytes.NewReader(data)
+	if _, err := Scan(ra, ra.Size(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, dbs, err := Catalog(bytes.NewReader(data)); err != nil || len(dbs) != 2 {
+		t.Fatalf("Catalog: %d databases, %v", len(dbs), err)
 	}
 }

@@ -49,11 +49,13 @@ func Verify(r io.Reader, opts *ReaderOptions) (Report, error) {
 // List reads the archive's header and manifest and returns the databases
 // it holds, sorted by name, with counts, sizes and seqs. When r can be
 // read at offsets (a ReaderAtSize: a file, an object store) and the
-// archive has an index (version 2), List reads only the footer and the
-// index (ReadIndex), which carry the same. Otherwise members between the
-// header and the manifest are skipped unread (with a seek when r is an
-// io.Seeker, such as an *os.File). Either way List is fast but checks
-// only the header, the member names and the manifest's (or index's) own
+// archive has an index (version 2), List reads only the footer, the
+// index (ReadTOC) and the manifest, which must agree with it (a manifest
+// that does not makes List read in order, and fail where the manifest
+// and the members disagree). Otherwise members between the header and
+// the manifest are skipped unread (with a seek when r is an io.Seeker,
+// such as an *os.File). Either way List is fast but checks only the
+// header, the member names and the manifest's (and index's) own
 // checksum; Verify checks the rest.
 func List(r io.Reader) (Header, []DBSummary, error) {
 	h, dbs, err := Catalog(r)

@@ -39,18 +39,27 @@ func (r *Reader) finish(m *member) error {
 	if listed.count != r.members || !bytes.Equal(listed.sum.Sum(nil), r.seen.Sum(nil)) {
 		return memberErr(m.name, ErrManifest, fmt.Sprintf("lists %d members that differ from the %d members read", listed.count, r.members))
 	}
-	if man.Totals.Members != r.members || man.Totals.Databases != len(r.summaries) || man.Totals.Revisions != r.revisions {
+	t := man.Totals
+	if t.Members != r.members || t.Databases != len(r.summaries) || t.Revisions != r.revisions ||
+		t.Blobs != r.blobMembers || t.StoredBytes != r.storedBytes || t.RawBytes != r.rawBytes {
 		return memberErr(m.name, ErrManifest, "totals differ from the members read")
 	}
 	if len(man.Databases) != len(r.summaries) {
 		return memberErr(m.name, ErrManifest, fmt.Sprintf("lists %d databases, archive holds %d", len(man.Databases), len(r.summaries)))
 	}
-	for _, s := range man.Databases {
-		if got, ok := r.summaries[s.Dir]; !ok || !sameEnd(got, s) {
+	byDir := make(map[string]DBSummary, len(man.Databases))
+	for i, s := range man.Databases {
+		if got, ok := r.summaries[s.Dir]; !ok || !sameEndMember(got, s) {
 			return memberErr(m.name, ErrManifest, fmt.Sprintf("database %q differs from its end member", s.Name))
 		}
+		if i > 0 && man.Databases[i-1].Name >= s.Name {
+			return memberErr(m.name, ErrManifest, "databases not sorted by name")
+		}
+		byDir[s.Dir] = s
 	}
-	return r.readEnd(r.summaries)
+	// the index must hold the manifest's summaries (checkpoints too,
+	// which end members leave out)
+	return r.readEnd(byDir)
 }
 
 // readEnd reads what follows the manifest: the index and footer (version
@@ -76,6 +85,17 @@ func (r *Reader) readEnd(dbs map[string]DBSummary) error {
 func sameEnd(got, s DBSummary) bool {
 	return got.Name == s.Name && got.Revisions == s.Revisions && got.Chunks == s.Chunks && got.Blobs == s.Blobs &&
 		bytes.Equal(got.Seq, s.Seq) && got.Error == s.Error
+}
+
+// sameEndMember reports whether the manifest's summary s of a database
+// says what its end member got says, in every field the end member
+// holds: all but the checkpoints (left out of it) and the metadata (left
+// out when it is meta.json's; the reader checks that against meta.json).
+func sameEndMember(got, s DBSummary) bool {
+	return sameEnd(got, s) && got.Dir == s.Dir && got.DocCount == s.DocCount && got.DelCount == s.DelCount &&
+		got.DelCountUnknown == s.DelCountUnknown && got.Tombstones == s.Tombstones && got.Attachments == s.Attachments &&
+		got.DocBytes == s.DocBytes && got.BlobBytes == s.BlobBytes && got.StoredBytes == s.StoredBytes &&
+		got.InstanceStart == s.InstanceStart && bytes.Equal(got.Since, s.Since)
 }
 
 // memberList is the manifest's member list folded as it streams: a count
@@ -182,8 +202,8 @@ func (r *Reader) readIndexMembers(dbs map[string]DBSummary) error {
 		return memberErr(im.name, ErrManifest, fmt.Sprintf("lists %d databases, archive holds %d", len(idx.Databases), len(dbs)))
 	}
 	for _, d := range idx.Databases {
-		if got, ok := dbs[d.Summary.Dir]; !ok || !sameEnd(got, d.Summary) || got.DocCount != d.Summary.DocCount || got.DelCount != d.Summary.DelCount {
-			return memberErr(im.name, ErrManifest, fmt.Sprintf("database %q differs from its end member", d.Summary.Name))
+		if got, ok := dbs[d.Summary.Dir]; !ok || !sameSummary(got, d.Summary) {
+			return memberErr(im.name, ErrManifest, fmt.Sprintf("database %q differs from the manifest's", d.Summary.Name))
 		}
 	}
 	fm, err := r.readMember()

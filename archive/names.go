@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -112,6 +113,7 @@ type parsedName struct {
 	dir   string      // database directory for meta, chunk, end
 	sum   [32]byte    // blob: SHA-256 of its uncompressed bytes
 	codec Compression // compression given by the name's extension
+	chunk int         // chunk: its number (from 1)
 }
 
 // parseName validates a member name and classifies it. Anything this
@@ -170,6 +172,7 @@ func parseName(name string) (parsedName, error) {
 		return bad()
 	}
 	p.kind, p.codec = kindChunk, codec
+	p.chunk, _ = strconv.Atoi(num) // at most 10 digits
 	return p, nil
 }
 

@@ -110,12 +110,15 @@ type Reader struct {
 	// ends without a manifest.
 	partial bool
 
-	last      string    // name of the last member read, for errors
-	members   int64     // members read before the manifest
-	seen      hash.Hash // rolling hash of the member entries read
-	dirs      map[string]bool
-	summaries map[string]DBSummary // by dir, from end members
-	revisions int64
+	last    string    // name of the last member read, for errors
+	members int64     // members read before the manifest
+	seen    hash.Hash // rolling hash of the member entries read
+	// totals of the members read before the manifest, as the
+	// manifest's Totals count them
+	blobMembers, storedBytes, rawBytes int64
+	dirs                               map[string]bool
+	summaries                          map[string]DBSummary // by dir, from end members
+	revisions                          int64
 	// fetch, when set, reads a blob no member read so far holds (an
 	// indexed group's reader: the blob is in an earlier group); nil
 	// bytes: the archive holds none.
@@ -192,6 +195,9 @@ func parseHeader(name string, raw []byte, h *Header) error {
 	}
 	if h.ID == "" {
 		return memberErr(name, ErrFormat, "no archive id")
+	}
+	if c := h.Compression; c != Zstd && c != Gzip && c != None {
+		return memberErr(name, ErrFormat, fmt.Sprintf("unknown compression %q", c))
 	}
 	return nil
 }
@@ -378,6 +384,11 @@ func (r *Reader) readBody(m *member, h *tar.Header) (*member, error) {
 func (r *Reader) fold(m *member, stored int64) {
 	fmt.Fprintf(r.seen, "%s\x00%d\x00%s\x00%d\x00%s\n", m.name, stored, m.sum, m.rawSize, m.rawSum)
 	r.members++
+	r.storedBytes += stored
+	r.rawBytes += m.rawSize
+	if m.p.kind == kindBlob {
+		r.blobMembers++
+	}
 }
 
 // readAllLimited reads exactly n bytes. A member's declared size is

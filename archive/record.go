@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -222,10 +223,28 @@ func decodeRecord(dec *jsontext.Decoder, chunk []byte) (*replicate.Doc, []attRef
 	} else if !haveID || !haveRev || !haveBody || d.ID == "" || d.Rev == "" {
 		return nil, nil, errors.New("record lacks id, rev or body")
 	}
+	if err := revisionsAgree(d.Rev, d.Revisions); err != nil {
+		return nil, nil, err
+	}
 	for _, r := range refs {
 		d.Atts = append(d.Atts, r.att)
 	}
 	return d, refs, nil
+}
+
+// revisionsAgree checks that a known history (start and ids, newest
+// first) ends in a well-formed rev N-hash: start N, first id hash. (A
+// malformed rev, as a source sent it, is kept with its history as is.)
+func revisionsAgree(rev string, r replicate.Revisions) error {
+	gen, hash, ok := strings.Cut(rev, "-")
+	n, err := strconv.Atoi(gen)
+	if len(r.IDs) == 0 || !ok || err != nil || n <= 0 || hash == "" {
+		return nil
+	}
+	if n != r.Start || hash != r.IDs[0] {
+		return fmt.Errorf("revisions (start %d, first id %q) do not end in rev %q", r.Start, shorten(r.IDs[0]), rev)
+	}
+	return nil
 }
 
 // fromBody completes a lean record (no "id" and "rev") from its body: id

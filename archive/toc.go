@@ -175,6 +175,10 @@ func parseIndex(raw []byte, id string) (*TOC, error) {
 	if idx.ID != id || idx.Header.ID != id {
 		return nil, memberErr(indexName, ErrManifest, "archive id differs from the footer's")
 	}
+	// the header it copies: an index exists from version 2 on
+	if h := idx.Header; h.Format != FormatName || h.Version < 2 || h.Version > FormatVersion {
+		return nil, memberErr(indexName, ErrVersion, fmt.Sprintf("its header says format %q version %d", h.Format, h.Version))
+	}
 	return &idx, nil
 }
 
@@ -250,8 +254,13 @@ func (x *TOC) CheckManifest(r io.ReaderAt, opts *ReaderOptions) error {
 	return x.checkManifest(section(r, x.Manifest), o)
 }
 
-// checkManifest reads the manifest member from src (its span) and checks
-// its stored bytes' SHA-256.
+// checkManifest reads the manifest member from src (its span), checks
+// its stored bytes' SHA-256, and that it agrees with the index: the same
+// archive id and version, and the same databases with the same summaries
+// (the index holds the manifest's copy of each). An index that a forger
+// or a bug made disagree (a database left out, another group pointed at,
+// other checkpoints for the next --since) then makes its readers read
+// the archive in order, which checks the manifest against every member.
 func (x *TOC) checkManifest(src io.Reader, opts ReaderOptions) error {
 	rd := &Reader{tr: tar.NewReader(src), opts: opts, seen: sha256.New()}
 	defer rd.dec.close()
@@ -263,10 +272,46 @@ func (x *TOC) checkManifest(src io.Reader, opts ReaderOptions) error {
 		return memberErr(m.name, ErrFormat, "the index's manifest span holds another member")
 	}
 	sh := sha256.New()
-	if _, err := io.Copy(sh, io.LimitReader(rd.tr, opts.MaxMemberSize)); err != nil {
+	body := io.TeeReader(io.LimitReader(rd.tr, opts.MaxMemberSize), sh)
+	man, _, perr := parseManifest(body)
+	if _, err := io.Copy(io.Discard, body); err != nil {
 		return rd.dataErr(m.name, err)
 	}
-	return checkStoredSum(m.name, sh, m.sum)
+	if err := checkStoredSum(m.name, sh, m.sum); err != nil {
+		return err
+	}
+	if perr != nil {
+		return memberErr(m.name, ErrFormat, perr.Error())
+	}
+	return x.agrees(m.name, man)
+}
+
+// agrees checks the manifest man against the index x.
+func (x *TOC) agrees(name string, man Manifest) error {
+	if man.Format != FormatName || man.Version != x.Header.Version || man.ID != x.ID {
+		return memberErr(name, ErrManifest, fmt.Sprintf("format %q version %d id %q differ from the index's", man.Format, man.Version, man.ID))
+	}
+	if len(man.Databases) != len(x.Databases) {
+		return memberErr(name, ErrManifest, fmt.Sprintf("lists %d databases, the index %d", len(man.Databases), len(x.Databases)))
+	}
+	byDir := make(map[string]DBSummary, len(x.Databases))
+	for _, d := range x.Databases {
+		byDir[d.Summary.Dir] = d.Summary
+	}
+	for _, s := range man.Databases {
+		if got, ok := byDir[s.Dir]; !ok || !sameSummary(got, s) {
+			return memberErr(name, ErrManifest, fmt.Sprintf("database %q differs from the index's", s.Name))
+		}
+	}
+	return nil
+}
+
+// sameSummary reports whether two summaries of a database say the same
+// in every field (as written: the index holds the manifest's copy).
+func sameSummary(a, b DBSummary) bool {
+	ja, erra := json.Marshal(a)
+	jb, errb := json.Marshal(b)
+	return erra == nil && errb == nil && bytes.Equal(ja, jb)
 }
 
 // section reads the span s of r through a buffer of at most

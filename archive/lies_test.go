@@ -1,0 +1,139 @@
+package archive
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sofadb/sofa/replicate"
+)
+
+// plainArchive is goodArchive uncompressed, so that a test can edit its
+// records as text.
+func plainArchive(t *testing.T) []byte {
+	dbs := map[string][]*replicate.Doc{"alpha": sampleDocs(), "beta": sampleDocs()}
+	return writeArchive(t, Options{ChunkSize: 400, Compression: None}, dbs, []string{"alpha", "beta"})
+}
+
+// editMember rewrites the content of the members named by match with
+// edit, sealed as a forger would; it fails the test when none changed.
+func editMember(t *testing.T, data []byte, match func(name string) bool, edit func([]byte) []byte) []byte {
+	t.Helper()
+	changed := false
+	out := rewrite(t, data, func(h *tar.Header, body []byte) (bool, []byte) {
+		if !match(h.Name) {
+			return true, body
+		}
+		nb := edit(bytes.Clone(body))
+		if !bytes.Equal(nb, body) {
+			changed = true
+			sealed(h, nb, nb)
+		}
+		return true, nb
+	})
+	if !changed {
+		t.Fatal("no member changed")
+	}
+	return out
+}
+
+// TestManifestLies: a manifest whose totals or database summaries say
+// other than the members read, sealed with matching checksums, is
+// refused by the read in order (verify), whichever field it changes.
+func TestManifestLies(t *testing.T) {
+	data := goodArchive(t)
+	lies := map[string]func(m map[string]any){
+		"totals.blobs":        func(m map[string]any) { tot(m)["blobs"] = tot(m)["blobs"].(float64) + 1 },
+		"totals.stored_bytes": func(m map[string]any) { tot(m)["stored_bytes"] = tot(m)["stored_bytes"].(float64) + 1 },
+		"totals.raw_bytes":    func(m map[string]any) { tot(m)["raw_bytes"] = tot(m)["raw_bytes"].(float64) - 1 },
+		"tombstones":          func(m map[string]any) { db0(m)["tombstones"] = db0(m)["tombstones"].(float64) + 1 },
+		"attachments":         func(m map[string]any) { db0(m)["attachments"] = db0(m)["attachments"].(float64) + 1 },
+		"doc_count":           func(m map[string]any) { db0(m)["doc_count"] = db0(m)["doc_count"].(float64) + 1 },
+		"stored_bytes":        func(m map[string]any) { db0(m)["stored_bytes"] = db0(m)["stored_bytes"].(float64) + 1 },
+		"not sorted": func(m map[string]any) {
+			dbs := m["databases"].([]any)
+			dbs[0], dbs[1] = dbs[1], dbs[0]
+		},
+	}
+	for name, lie := range lies {
+		t.Run(name, func(t *testing.T) {
+			bad := editMember(t, data, func(n string) bool { return n == manifestName }, func(b []byte) []byte {
+				var m map[string]any
+				if err := json.Unmarshal(b, &m); err != nil {
+					t.Fatal(err)
+				}
+				lie(m)
+				nb, err := json.Marshal(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return nb
+			})
+			mustFail(t, bad, ErrManifest, manifestName)
+		})
+	}
+}
+
+func tot(m map[string]any) map[string]any { return m["totals"].(map[string]any) }
+func db0(m map[string]any) map[string]any { return m["databases"].([]any)[0].(map[string]any) }
+
+// TestRecordLies: a group whose members are each sealed but say things
+// no writer writes is refused where it is read, naming the member:
+// chunks out of their numbering, a history that does not end in its
+// revision, an attachment whose blob has another size than it says, an
+// unknown compression in the header, an index whose header copy is of
+// another version.
+func TestRecordLies(t *testing.T) {
+	data := plainArchive(t)
+	chunk2 := "db/alpha/docs-000002.ndjson"
+	cases := []struct {
+		name   string
+		bad    func(t *testing.T) []byte
+		err    error
+		member string
+	}{
+		{"chunk numbering skips", func(t *testing.T) []byte {
+			return rewrite(t, data, func(h *tar.Header, body []byte) (bool, []byte) {
+				if h.Name == chunk2 {
+					h.Name = "db/alpha/docs-000003.ndjson"
+				}
+				return true, body
+			})
+		}, ErrFormat, "db/alpha/docs-000003.ndjson"},
+		{"history of another generation", func(t *testing.T) []byte {
+			return editMember(t, data, func(n string) bool { return strings.HasPrefix(n, "db/alpha/docs-") }, func(b []byte) []byte {
+				return bytes.Replace(b, []byte(`"start":2,"ids":["jjj"`), []byte(`"start":9,"ids":["jjj"`), 1)
+			})
+		}, ErrFormat, ""},
+		{"blob of another size", func(t *testing.T) []byte {
+			return editMember(t, data, func(n string) bool { return strings.HasPrefix(n, "db/alpha/docs-") }, func(b []byte) []byte {
+				return bytes.Replace(b, []byte(`"length":2400`), []byte(`"length":2399`), 1)
+			})
+		}, ErrFormat, ""},
+		{"unknown compression", func(t *testing.T) []byte {
+			return editMember(t, data, func(n string) bool { return n == headerName }, func(b []byte) []byte {
+				return bytes.Replace(b, []byte(`"compression": "none"`), []byte(`"compression": "brotli"`), 1)
+			})
+		}, ErrFormat, headerName},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bad := c.bad(t)
+			mustFail(t, bad, c.err, c.member)
+		})
+	}
+	if _, _, err := tryRead(data, nil); err != nil {
+		t.Fatalf("the archive itself: %v", err)
+	}
+	// an index copying a header of version 1 (which has no index) or 3
+	// is not used: ls reads in order, and fails where the archive does
+	for _, v := range []int{1, 3} {
+		bad := withIndex(t, goodArchive(t), func(idx *TOC) { idx.Header.Version = v })
+		if _, err := ReadTOC(bytes.NewReader(bad), int64(len(bad))); !errors.Is(err, ErrVersion) {
+			t.Errorf("index with a header of version %d: %v, want ErrVersion", v, err)
+		}
+	}
+}
