@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -374,9 +377,30 @@ func TestRestore_Order(t *testing.T) {
 func fixManifest(t *testing.T, data []byte) []byte {
 	t.Helper()
 	var members []map[string]any
+	var stored, raw int64
+	var dbs []any
+	var index, indexRaw []byte
 	return rewriteArchive(t, data, func(h *tar.Header, body []byte) (bool, []byte) {
-		if h.Name == "index.json.gz" || h.Name == "footer.json" {
-			return true, body // after the manifest, not listed in it
+		switch h.Name {
+		case "index.json.gz":
+			// after the manifest, not listed in it; it holds the
+			// manifest's summaries (its spans are left as they were:
+			// the archive is read in order)
+			index, indexRaw = fixIndex(t, body, dbs)
+			reseal(h, index, indexRaw)
+			return true, index
+		case "footer.json":
+			var f map[string]any
+			if err := json.Unmarshal(body, &f); err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(index)
+			f["index_sha256"], f["index_size"], f["index_raw_size"] = hex.EncodeToString(sum[:]), len(index), len(indexRaw)
+			nb, _ := json.Marshal(f)
+			nb = append(nb, bytes.Repeat([]byte(" "), 511-len(nb))...)
+			nb = append(nb, '\n')
+			reseal(h, nb, nb)
+			return true, nb
 		}
 		if h.Name != "manifest.json" {
 			size := int64(len(body))
@@ -384,6 +408,8 @@ func fixManifest(t *testing.T, data []byte) []byte {
 			fmt.Sscan(h.PAXRecords["SOFA.raw_size"], &rawSize)
 			members = append(members, map[string]any{"name": h.Name, "size": size,
 				"sha256": h.PAXRecords["SOFA.sha256"], "raw_size": rawSize, "raw_sha256": h.PAXRecords["SOFA.raw_sha256"]})
+			stored += size
+			raw += rawSize
 			return true, body
 		}
 		var m map[string]any
@@ -391,6 +417,9 @@ func fixManifest(t *testing.T, data []byte) []byte {
 			t.Fatal(err)
 		}
 		m["members"] = members
+		m["totals"].(map[string]any)["stored_bytes"] = stored
+		m["totals"].(map[string]any)["raw_bytes"] = raw
+		dbs, _ = m["databases"].([]any)
 		if dbs, ok := m["databases"].([]any); ok {
 			for _, d := range dbs {
 				dm := d.(map[string]any)
@@ -406,6 +435,38 @@ func fixManifest(t *testing.T, data []byte) []byte {
 		reseal(h, nb, nb)
 		return true, nb
 	})
+}
+
+// fixIndex returns the index member body (gzip) with the summaries dbs
+// (a manifest's databases), stored and raw.
+func fixIndex(t *testing.T, body []byte, dbs []any) ([]byte, []byte) {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx map[string]any
+	if err := json.Unmarshal(js, &idx); err != nil {
+		t.Fatal(err)
+	}
+	byDir := map[string]any{}
+	for _, d := range dbs {
+		byDir[d.(map[string]any)["dir"].(string)] = d
+	}
+	for _, d := range idx["databases"].([]any) {
+		dm := d.(map[string]any)
+		dm["summary"] = byDir[dm["summary"].(map[string]any)["dir"].(string)]
+	}
+	raw, _ := json.Marshal(idx)
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(raw)
+	zw.Close()
+	return z.Bytes(), raw
 }
 
 // TestRestore_NonEmptyTargetRefused: a target database holding other
