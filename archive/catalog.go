@@ -65,6 +65,7 @@ func (r *Reader) Skim() ([]DBSummary, error) {
 // the manifest, and returns its databases once its own checksum and
 // archive id check out.
 func (r *Reader) skimToManifest() ([]DBSummary, error) {
+	r.sp = nil // members are skipped, not read
 	for {
 		h, err := r.tr.Next()
 		if errors.Is(err, io.EOF) {

@@ -229,6 +229,9 @@ func (d *DBReader) run(ctx context.Context, after int64, fn func(replicate.Chang
 			if err := r.blobs.put(m.p.sum, m.raw); err != nil {
 				return r.fail(err)
 			}
+			if r.sp != nil {
+				r.sp.stored(m.p.sum, d.dir)
+			}
 		case kindChunk:
 			d.chunks++
 			if m.p.chunk != d.chunks {
@@ -294,6 +297,9 @@ func (d *DBReader) record(member string, doc *replicate.Doc, refs []attRef, afte
 	d.ord++
 	deliver := fn != nil && d.ord > after
 	for _, ref := range refs {
+		if d.r.sp != nil {
+			d.r.sp.referred(ref.sum, d.dir)
+		}
 		if !deliver && (d.r.blobs.has(ref.sum) || d.r.fetch == nil) {
 			n, ok := d.r.blobs.size(ref.sum)
 			if !ok {

@@ -142,6 +142,7 @@ func Scan(ra io.ReaderAt, size int64, opts *ReaderOptions) (*Index, error) {
 		return nil, err
 	}
 	defer rd.Close()
+	rd.sp = nil // members are skipped, not read
 	mem := rd.opts.MemberMemory
 	if mem <= 0 {
 		mem = DefaultMemberMemory

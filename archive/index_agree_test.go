@@ -119,3 +119,65 @@ func TestIndexLiesAtOffsets(t *testing.T) {
 		t.Fatalf("Catalog: %d databases, %v", len(dbs), err)
 	}
 }
+
+// TestIndexPlacesWrongly: an index that places a group, a blob, the
+// header or the manifest elsewhere than they are, lists other extern
+// blobs, copies another header, or a footer that points elsewhere or
+// says another version, each sealed as a forger would, is refused by the
+// read in order (verify), which sees where every member is: such an
+// archive was "sound" and failed its restore at offsets.
+func TestIndexPlacesWrongly(t *testing.T) {
+	data := goodArchive(t)
+	lies := map[string]func(*TOC){
+		"groups swapped": func(idx *TOC) {
+			idx.Databases[0].Span, idx.Databases[1].Span = idx.Databases[1].Span, idx.Databases[0].Span
+		},
+		"group cut short": func(idx *TOC) { idx.Databases[1].End -= 512 },
+		"blob moved":      func(idx *TOC) { idx.Blobs[0].Offset += 512 },
+		"blob left out":   func(idx *TOC) { idx.Blobs = idx.Blobs[1:] },
+		"extern blob left out": func(idx *TOC) {
+			for i, d := range idx.Databases {
+				if len(d.ExternBlobs) > 0 {
+					idx.Databases[i].ExternBlobs = d.ExternBlobs[1:]
+					return
+				}
+			}
+			t.Fatal("no database refers to another's blob")
+		},
+		"header moved":      func(idx *TOC) { idx.HeaderAt.End += 512 },
+		"manifest moved":    func(idx *TOC) { idx.Manifest.Offset -= 512 },
+		"header copy other": func(idx *TOC) { idx.Header.Tool = "forged" },
+	}
+	for name, lie := range lies {
+		t.Run(name, func(t *testing.T) {
+			mustFail(t, withIndex(t, data, lie), ErrManifest, indexName)
+		})
+	}
+	footers := map[string]struct {
+		edit func(*footer)
+		err  error
+	}{
+		"footer points before the index": {func(f *footer) { f.IndexOffset -= 512 }, ErrManifest},
+		"footer of another version":      {func(f *footer) { f.Version = 3 }, ErrVersion},
+	}
+	for name, c := range footers {
+		t.Run(name, func(t *testing.T) {
+			bad := editMember(t, data, func(n string) bool { return n == footerName }, func(b []byte) []byte {
+				var f footer
+				if err := json.Unmarshal(bytes.TrimRight(b, " \n"), &f); err != nil {
+					t.Fatal(err)
+				}
+				c.edit(&f)
+				nb, err := f.encode()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return nb
+			})
+			mustFail(t, bad, c.err, footerName)
+		})
+	}
+	if _, _, err := tryRead(data, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -206,6 +206,16 @@ func (r *Reader) readIndexMembers(dbs map[string]DBSummary) error {
 			return memberErr(im.name, ErrManifest, fmt.Sprintf("database %q differs from the manifest's", d.Summary.Name))
 		}
 	}
+	// what a reader at offsets reads: the header's copy, and where it
+	// finds each member (when this read saw them all)
+	if hj, ij := jsonOf(r.hdr), jsonOf(idx.Header); !bytes.Equal(hj, ij) {
+		return memberErr(im.name, ErrManifest, "its copy of the header differs from "+headerName)
+	}
+	if r.sp != nil {
+		if err := r.sp.check(idx); err != nil {
+			return memberErr(im.name, ErrManifest, err.Error())
+		}
+	}
 	fm, err := r.readMember()
 	if errors.Is(err, io.EOF) {
 		return &Error{Err: &detailErr{ErrTruncated, "archive ends after " + indexName + " without its footer"}}
@@ -220,8 +230,24 @@ func (r *Reader) readIndexMembers(dbs map[string]DBSummary) error {
 	if err := json.Unmarshal(bytes.TrimRight(fm.raw, " \n"), &f); err != nil || f.Format != FooterFormat {
 		return memberErr(fm.name, ErrFormat, "not a footer")
 	}
+	if f.Version != FormatVersion {
+		return memberErr(fm.name, ErrVersion, fmt.Sprintf("footer version %d", f.Version))
+	}
 	if f.ID != r.hdr.ID || f.IndexRawSize != int64(len(im.raw)) || f.IndexSHA256 != im.sum {
 		return memberErr(fm.name, ErrManifest, "the footer does not point at this archive's index")
 	}
+	if r.sp != nil && (f.IndexOffset != r.sp.indexAt || f.IndexSize != r.sp.indexSize) {
+		return memberErr(fm.name, ErrManifest, fmt.Sprintf("the footer places the index at %d+%d, the archive has it at %d+%d",
+			f.IndexOffset, f.IndexSize, r.sp.indexAt, r.sp.indexSize))
+	}
 	return nil
+}
+
+// jsonOf is v as JSON (nil when it cannot be encoded).
+func jsonOf(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
 }

@@ -127,6 +127,12 @@ type Reader struct {
 	// bytes this reader holds of it (its current member).
 	gate *memGate
 	held int64
+	// pos counts the bytes the tar reader took (nil: not counted); sp,
+	// where the members were found, for the index to be checked against
+	// (nil: the read does not pass every member through readMember, or
+	// does not start at the archive's first byte).
+	pos *countReader
+	sp  *spans
 }
 
 // member is one member read and verified.
@@ -145,7 +151,9 @@ type member struct {
 // options. Errors: ErrVersion for another format or version, ErrFormat or
 // ErrUnsafeName when the first member is not a valid header.
 func NewReader(r io.Reader, opts *ReaderOptions) (*Reader, error) {
-	rd := &Reader{tr: tar.NewReader(r), src: r, seen: sha256.New(), dirs: map[string]bool{}, summaries: map[string]DBSummary{}}
+	cr := &countReader{r: r}
+	rd := &Reader{tr: tar.NewReader(cr), src: r, seen: sha256.New(), dirs: map[string]bool{}, summaries: map[string]DBSummary{},
+		pos: cr, sp: newSpans()}
 	if opts != nil {
 		rd.opts = *opts
 	}
@@ -288,6 +296,10 @@ func (r *Reader) readMember() (*member, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
+	var start int64
+	if r.pos != nil {
+		start = align512(r.pos.n) // the member before was read whole
+	}
 	h, err := r.tr.Next()
 	if errors.Is(err, io.EOF) {
 		return nil, io.EOF
@@ -296,6 +308,9 @@ func (r *Reader) readMember() (*member, error) {
 		return nil, r.fail(r.tarErr(err))
 	}
 	m, err := r.checkHeader(h)
+	if err == nil && r.sp != nil {
+		r.sp.member(m.p, start, r.pos.n, h.Size)
+	}
 	if err != nil || m.p.kind == kindManifest {
 		return m, err
 	}

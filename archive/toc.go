@@ -235,6 +235,7 @@ func NewIndexedReader(r io.ReaderAt, idx *TOC, keep func(name string) bool, opts
 		return nil, err
 	}
 	rd.partial = true
+	rd.sp = nil // offsets of sections, not of the archive
 	return rd, nil
 }
 
