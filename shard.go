@@ -2,7 +2,7 @@ package sofa
 
 import (
 	"fmt"
-	"hash/fnv"
+	"github.com/sofadb/sofa/archive"
 	"strconv"
 	"strings"
 )
@@ -69,8 +69,4 @@ func ParseShard(v string) (Shard, error) {
 // the name alone (never on a listing's order or length), so workers that
 // list the server at different times agree; it is fixed forever (a
 // sharded backup's set is read with it). n must be >= 1.
-func ShardOf(name string, n int) int {
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return int(h.Sum64() % uint64(n))
-}
+func ShardOf(name string, n int) int { return archive.ShardOf(name, n) }

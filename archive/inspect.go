@@ -3,6 +3,7 @@ package archive
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 )
 
@@ -43,7 +44,25 @@ func Verify(r io.Reader, opts *ReaderOptions) (Report, error) {
 		rep.Databases = append(rep.Databases, s)
 	}
 	rep.Members, rep.Revisions = rd.members, rd.revisions
+	if sh := rep.Header.Shard; sh != nil {
+		// a member of a sharded set holds the databases of its shard only
+		for _, s := range rep.Databases {
+			if sh.Count < 1 || ShardOf(s.Name, sh.Count) != sh.Index {
+				return rep, &Error{Err: &detailErr{ErrManifest, fmt.Sprintf("database %q belongs to shard %d of %d, not to this member's %d",
+					s.Name, ShardOf(s.Name, max(sh.Count, 1)), sh.Count, sh.Index)}}
+			}
+		}
+	}
 	return rep, nil
+}
+
+// ShardOf is the shard, of n, that a database name belongs to in a
+// sharded backup (Header.Shard): the 64-bit FNV-1a hash of the name's
+// UTF-8 bytes, modulo n. n must be >= 1.
+func ShardOf(name string, n int) int {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return int(h.Sum64() % uint64(n))
 }
 
 // List reads the archive's header and manifest and returns the databases

@@ -137,3 +137,27 @@ func TestRecordLies(t *testing.T) {
 		}
 	}
 }
+
+// TestShardMemberHoldsItsShardOnly: a member of a sharded set holds the
+// databases whose name hashes to its index; one holding another shard's
+// database (moved there, sealed) is refused by Verify, so that a set
+// holding a database twice, or in the wrong member, is not sound.
+func TestShardMemberHoldsItsShardOnly(t *testing.T) {
+	names := map[int]string{}
+	for i := 0; len(names) < 2; i++ {
+		n := "db" + string(rune('a'+i))
+		if _, ok := names[ShardOf(n, 2)]; !ok {
+			names[ShardOf(n, 2)] = n
+		}
+	}
+	write := func(db string) []byte {
+		return writeArchive(t, Options{Shard: &Shard{Index: 0, Count: 2, SetID: "s"}},
+			map[string][]*replicate.Doc{db: sampleDocs()[:1]}, []string{db})
+	}
+	if _, err := Verify(bytes.NewReader(write(names[0])), nil); err != nil {
+		t.Fatalf("its own shard's database: %v", err)
+	}
+	if _, err := Verify(bytes.NewReader(write(names[1])), nil); !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), names[1]) {
+		t.Errorf("another shard's database: %v, want ErrManifest naming %q", err, names[1])
+	}
+}
