@@ -31,6 +31,12 @@ func (d *DBWriter) WriteDocs(ctx context.Context, docs []*replicate.Doc) ([]repl
 	if err == nil {
 		err = d.jobError()
 	}
+	if err == nil {
+		// the archive's stream failed (a closed pipe, a full disk, a
+		// lost object store): no database goes on reading its source
+		// into a spool that can never be written
+		err = d.w.brokenErr()
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -239,4 +240,39 @@ func TestStream_PaceHoldsSpoolers(t *testing.T) {
 	o2.Close()
 	s2.Close()
 	w2.Close()
+}
+
+// brokenSink takes n bytes, then fails every write (a reader that went
+// away: a closed pipe, a full disk).
+type brokenSink struct{ n int }
+
+func (s *brokenSink) Write(p []byte) (int, error) {
+	if len(p) > s.n {
+		k := s.n
+		s.n = 0
+		return k, errors.New("broken pipe")
+	}
+	s.n -= len(p)
+	return len(p), nil
+}
+
+// TestStream_BrokenStreamStopsSpoolers: once the archive's stream fails
+// (its owner's write met a closed pipe), a database spooling meanwhile
+// is told at its next write: it does not go on reading its source into
+// a spool that can never be written.
+func TestStream_BrokenStreamStopsSpoolers(t *testing.T) {
+	w, err := NewWriter(&brokenSink{n: 4096}, Options{TempDir: t.TempDir(), Compression: None, ChunkSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := w.Database("a") // the owner
+	b, _ := w.Database("b") // spools
+	mustWrite(t, b, doc("b1", "1-b1", false, `{"_id":"b1"}`))
+	big := bytes.Repeat([]byte("x"), 10000)
+	if _, err := a.WriteDocs(t.Context(), []*replicate.Doc{doc("a1", "1-a1", false, `{"_id":"a1"}`, att("x", "x/y", "", big, int64(len(big)), 1))}); err == nil {
+		t.Fatal("the owner's write into the broken stream succeeded")
+	}
+	if _, err := b.WriteDocs(t.Context(), []*replicate.Doc{doc("b2", "1-b2", false, `{"_id":"b2"}`)}); err == nil || !strings.Contains(err.Error(), "broken pipe") {
+		t.Errorf("the spooling database's next write: %v, want the stream's error", err)
+	}
 }

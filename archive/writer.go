@@ -228,6 +228,16 @@ func (w *Writer) Close() error {
 	return nil
 }
 
+// brokenErr is the stream's sticky error once it failed, else nil.
+func (w *Writer) brokenErr() error {
+	if !w.broken.Load() {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
 // fail records err as the sticky error (w.mu held) and returns it.
 func (w *Writer) fail(err error) error {
 	if w.err == nil {
