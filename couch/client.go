@@ -34,6 +34,16 @@ type Options struct {
 	// errors, timeouts, 408 and 5xx (exponential backoff, full jitter).
 	// Zero: DefaultRetryTime (2 min). Negative: no retries.
 	RetryTime time.Duration
+	// OutageClock: RetryTime counts from the start of the server's
+	// current outage (the first attempt of any request that got no
+	// answer), not from each request's own start, so a server found lost
+	// is not waited for RetryTime again by every request that follows
+	// (a one-shot run's checkpoints after its writes gave up): once the
+	// server has not answered for RetryTime, a request gives up at its
+	// first attempt that gets no answer, until one gets an answer.
+	// False (continuous runs, which outlive outages): each request has
+	// its own RetryTime.
+	OutageClock bool
 	// Max429Wait bounds the total time one request waits on 429/503 (and all_dbs_active) answers
 	// (honouring Retry-After); these waits do not use up RetryTime. Zero:
 	// DefaultMax429Wait (10 min).

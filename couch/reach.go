@@ -23,6 +23,7 @@ type reach struct {
 	downAt, upAt time.Time
 	failed       int64
 	err          error // the outage's first failure
+	lost         bool  // a request gave up during the outage (Options.OutageClock)
 	watchers     map[int]func(replicate.Reach)
 	next         int
 }
@@ -50,6 +51,23 @@ func (r *reach) failedAttempt(server string, sent time.Time, err error) {
 	}
 }
 
+// downSince is when the current outage began (zero: answering), and
+// whether a request already gave up on it (gaveUp).
+func (r *reach) downSince() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.downAt, r.lost
+}
+
+// gaveUp records that a request gave up during the current outage.
+func (r *reach) gaveUp() {
+	r.mu.Lock()
+	if !r.downAt.IsZero() {
+		r.lost = true
+	}
+	r.mu.Unlock()
+}
+
 // answered records that an attempt sent at sent got an answer.
 func (r *reach) answered(server string, sent time.Time) {
 	r.mu.Lock()
@@ -59,7 +77,7 @@ func (r *reach) answered(server string, sent time.Time) {
 		return
 	}
 	ev := replicate.Reach{Server: server, Since: r.downAt, Failed: r.failed}
-	r.downAt, r.upAt, r.failed, r.err = time.Time{}, time.Now(), 0, nil
+	r.downAt, r.upAt, r.failed, r.err, r.lost = time.Time{}, time.Now(), 0, nil, false
 	r.down.Store(false)
 	fns := r.fns()
 	r.mu.Unlock()

@@ -170,7 +170,17 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 				return nil, lost(err)
 			}
 			wait = backoff(attempt, 250*time.Millisecond, 20*time.Second)
-			if time.Since(start)-waited429+wait > budget {
+			elapsed := time.Since(start) - waited429
+			if down, gaveUp := c.reach.downSince(); c.opts.OutageClock && herr == nil && !down.IsZero() && down.Before(start) {
+				elapsed = max(elapsed, time.Since(down)) // the outage began before this request
+				if gaveUp {
+					elapsed = budget // a request already gave up on it
+				}
+			}
+			if elapsed+wait > budget {
+				if c.opts.OutageClock && herr == nil {
+					c.reach.gaveUp()
+				}
 				tries := "attempts"
 				if attempt == 1 {
 					tries = "attempt"

@@ -145,7 +145,10 @@ func (f *clientFlags) options() couch.Options {
 	if t == nil {
 		t = &tlsFiles{}
 	}
-	return couch.Options{AttemptTimeout: f.requestTimeout, RetryTime: f.retryTime, Max429Wait: f.max429Wait, MaxConns: f.maxConns, ChangesPage: f.changesPage,
+	// OutageClock: a one-shot run takes a server that has not answered
+	// for --retry-time as lost, whichever request is waiting (a
+	// continuous run sets it false: it outlives outages)
+	return couch.Options{AttemptTimeout: f.requestTimeout, RetryTime: f.retryTime, OutageClock: true, Max429Wait: f.max429Wait, MaxConns: f.maxConns, ChangesPage: f.changesPage,
 		Auth: couch.AuthMode(f.auth), InsecureSkipVerify: f.insecure, CACertFile: t.ca, ClientCertFile: t.cert, ClientKeyFile: t.key}
 }
 

@@ -213,6 +213,7 @@ func (rc *replicateCmd) run(ctx context.Context, srcURL, tgtURL string) error {
 		return usageErr("invalid target URL %q: replicate copies between servers; to copy a server into an archive use sofa backup SOURCE %s", sofa.Redact(tgtURL), sofa.Redact(tgtURL))
 	}
 	copts := rc.client.options()
+	copts.OutageClock = !rc.cont.continuous
 	copts.Log = rc.logf
 	// Per-host adaptive limits: fewer requests in flight on 429, 503 and
 	// timeouts, a pause on Retry-After, growth again once the host keeps up.

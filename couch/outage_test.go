@@ -1,0 +1,49 @@
+package couch
+
+import (
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/sofadb/sofa/replicate"
+)
+
+// TestOutageClock: with Options.OutageClock a request that starts after
+// the server has not answered for RetryTime gives up at its first failed
+// attempt (a one-shot run's checkpoints after its writes gave up waited
+// RetryTime again each: a lost target took 2.3x --retry-time to be given
+// up); without it, each request has RetryTime of its own. Attempts are
+// counted (Stats.Retries), not timed.
+func TestOutageClock(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens: every attempt is refused, no answer
+	for _, clock := range []bool{true, false} {
+		c, err := NewClient(url, Options{RetryTime: 600 * time.Millisecond, OutageClock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := t.Context()
+		if _, err := c.do(ctx, &request{Method: "GET", Path: "/"}); !errors.Is(err, replicate.ErrUnreachable) {
+			t.Fatalf("first request: %v, want ErrUnreachable", err)
+		}
+		if c.Stats.Retries.Load() == 0 {
+			t.Fatal("the first request was not retried")
+		}
+		before := c.Stats.Retries.Load()
+		if _, err := c.do(ctx, &request{Method: "GET", Path: "/_all_dbs"}); !errors.Is(err, replicate.ErrUnreachable) {
+			t.Fatalf("second request: %v, want ErrUnreachable", err)
+		}
+		retried := c.Stats.Retries.Load() - before
+		if clock && retried != 0 {
+			t.Errorf("OutageClock: the request after the server was found lost was retried %d times, want none", retried)
+		}
+		if !clock && retried == 0 {
+			t.Errorf("without OutageClock: the second request was not retried")
+		}
+	}
+}
