@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/sofadb/sofa/internal/flock"
 )
@@ -155,11 +156,33 @@ func createLockedTemp(path string) (string, *os.File, error) {
 		fi, err1 := f.Stat()
 		ni, err2 := os.Stat(tmp)
 		if err1 == nil && err2 == nil && os.SameFile(fi, ni) {
+			liveTemps.Store(tmp, true)
 			return tmp, f, nil
 		}
 		f.Close() // removed by a scanner before we locked it
 	}
 	return "", nil, errors.New("could not create a temporary file (removed by concurrent writers each time)")
+}
+
+// liveTemps are the temporary files this process's writers hold (path ->
+// true), for RemoveLiveTemps.
+var liveTemps sync.Map
+
+// RemoveLiveTemps removes the temporary files of the archives this
+// process is writing to local files, for a process about to exit without
+// aborting them (a second SIGINT): a temporary file is otherwise left
+// until the next Create of the same final name. It returns the paths
+// removed. The writers' later writes fail.
+func RemoveLiveTemps() []string {
+	var removed []string
+	liveTemps.Range(func(k, _ any) bool {
+		if os.Remove(k.(string)) == nil {
+			removed = append(removed, k.(string))
+		}
+		liveTemps.Delete(k)
+		return true
+	})
+	return removed
 }
 
 // removeStaleTemps removes the temporary files of earlier writers to path
@@ -268,6 +291,7 @@ func (w *localWriter) publish() error {
 		err := os.Link(w.tmp, w.path)
 		if err == nil {
 			os.Remove(w.tmp) // before Close: removed while still locked
+			liveTemps.Delete(w.tmp)
 			return nil
 		}
 		if errors.Is(err, os.ErrExist) {
@@ -280,6 +304,7 @@ func (w *localWriter) publish() error {
 	if err := os.Rename(w.tmp, w.path); err != nil {
 		return fmt.Errorf("rename archive into place: %w", err)
 	}
+	liveTemps.Delete(w.tmp)
 	return nil
 }
 
@@ -287,6 +312,7 @@ func (w *localWriter) publish() error {
 func (w *localWriter) Abort() error {
 	if w.f != nil {
 		os.Remove(w.tmp) // before Close: removed while still locked
+		liveTemps.Delete(w.tmp)
 		w.f.Close()
 		w.f = nil
 	}

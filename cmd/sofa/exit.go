@@ -20,7 +20,7 @@ const (
 	exitUsage       = 2   // usage error
 	exitPartial     = 3   // finished, but some documents or databases were not copied (each listed)
 	exitDifferent   = 4   // verify found a difference
-	exitInterrupted = 130 // interrupted (SIGINT/SIGTERM); checkpoints written
+	exitInterrupted = 130 // interrupted (SIGINT, SIGTERM or SIGHUP); checkpoints written
 )
 
 const exitCodesHelp = `Exit codes:
@@ -32,12 +32,21 @@ const exitCodesHelp = `Exit codes:
   3    finished, but some documents or databases were not copied (each is listed; an existing
        non-empty target database left alone is one); databases already up to date count as copied
   4    verify found a difference
-  130  interrupted (SIGINT or SIGTERM): a copy or restore wrote its checkpoints (rerun to
+  130  interrupted (SIGINT, SIGTERM or SIGHUP): a copy or restore wrote its checkpoints (rerun to
        resume); an interrupted backup leaves no archive (rerun to start over)`
 
 // resumeMsg is what an interrupted run says unless its outcome says
 // otherwise.
 const resumeMsg = "interrupted: checkpoints written; run the same command again to resume"
+
+// resumeLine is resumeMsg, or for a backup (which writes no checkpoint,
+// and no archive when interrupted) what a rerun does.
+func resumeLine() string {
+	if c := runningCmd.Load(); c != nil && c.Name() == "backup" {
+		return "interrupted: no archive was written; run the same command again to start over"
+	}
+	return resumeMsg
+}
 
 // arguments is "1 argument", "2 arguments" (usage errors).
 func arguments(n int) string {
@@ -128,7 +137,7 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 	case o.sum != nil && (canceled || o.sum.Interrupted) && lostCheckpoints(o.sum) > 0:
 		return exitInterrupted, cmp.Or(o.interrupted, fmt.Sprintf("interrupted: the final checkpoint of %d databases could not be written (listed above); run the same command again to resume from the last checkpoints written", lostCheckpoints(o.sum)))
 	case o.sum != nil && (canceled || o.sum.Interrupted), o.res != nil && canceled:
-		return exitInterrupted, cmp.Or(o.interrupted, resumeMsg)
+		return exitInterrupted, cmp.Or(o.interrupted, resumeLine())
 	case o.verify != nil && (o.verify.Interrupted || interrupted):
 		return exitInterrupted, "interrupted"
 	case o.err == nil:
@@ -147,7 +156,7 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 	case errors.As(o.err, &oe):
 		return exitUsage, msg
 	case canceled:
-		return exitInterrupted, cmp.Or(o.interrupted, resumeMsg)
+		return exitInterrupted, cmp.Or(o.interrupted, resumeLine())
 	default:
 		code = exitFatal
 	}
@@ -173,7 +182,7 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 	}
 	if code == exitFatal && interrupted {
 		// a failure caused by the interruption: say what it was
-		return exitInterrupted, resumeMsg
+		return exitInterrupted, resumeLine()
 	}
 	return code, msg
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"context"
 	"encoding/json"
 	"os/exec"
@@ -18,6 +19,12 @@ import (
 // request matching held (a delay of minutes), then sends SIGINT and wants
 // exit 130; it returns stdout and stderr.
 func interruptWhenHeld(t *testing.T, p *faultproxy.Proxy, held faultproxy.Rule, args ...string) (string, string) {
+	t.Helper()
+	return signalWhenHeld(t, p, held, syscall.SIGINT, args...)
+}
+
+// signalWhenHeld is interruptWhenHeld with the signal sig.
+func signalWhenHeld(t *testing.T, p *faultproxy.Proxy, held faultproxy.Rule, sig syscall.Signal, args ...string) (string, string) {
 	t.Helper()
 	if err := p.SetRules(held); err != nil {
 		t.Fatal(err)
@@ -39,7 +46,7 @@ func interruptWhenHeld(t *testing.T, p *faultproxy.Proxy, held faultproxy.Rule, 
 		case <-tick.C:
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
@@ -115,5 +122,37 @@ func TestCLI_InterruptQuiet(t *testing.T) {
 	_, stderr := interruptWhenHeld(t, p, held, "replicate", "--continuous", "-q", p.URL+"/src", src.URL+"/tgt", "--create-target")
 	if strings.Contains(stderr, "stopping") || !strings.Contains(stderr, "interrupted") {
 		t.Errorf("stderr %q: want the closing line alone, no stopping line", stderr)
+	}
+}
+
+// TestCLI_HangupBackup: SIGHUP (a closed terminal or ssh session) stops
+// a backup as SIGINT does: exit 130, no archive and no temporary file
+// left (it exited 129 and left .a.sofa.tmp-*).
+func TestCLI_HangupBackup(t *testing.T) {
+	src := couchtest.Start(t)
+	arCreate(t, src, "app", true, arSmallDocs("x", 3)...)
+	p := faultproxy.StartT(t, src.URL)
+	held := faultproxy.Rule{Name: "held", Path: `^/app/(_changes|_bulk_get)$`, Delay: 10 * time.Minute}
+	dir := t.TempDir()
+	_, stderr := signalWhenHeld(t, p, held, syscall.SIGHUP, "backup", p.URL, dir+"/a.sofa")
+	if !strings.Contains(stderr, "no archive was written") {
+		t.Errorf("stderr %q, want it to say no archive was written", stderr)
+	}
+	if left, _ := os.ReadDir(dir); len(left) > 0 {
+		t.Errorf("left %v", left)
+	}
+}
+
+// TestCLI_InterruptBackupAtWelcome: SIGINT while the source has not
+// answered its first request (a server that accepts and never answers)
+// says that no archive was written, not that checkpoints were.
+func TestCLI_InterruptBackupAtWelcome(t *testing.T) {
+	src := couchtest.Start(t)
+	p := faultproxy.StartT(t, src.URL)
+	held := faultproxy.Rule{Name: "held", Path: `^/$`, Delay: 10 * time.Minute}
+	dir := t.TempDir()
+	_, stderr := interruptWhenHeld(t, p, held, "backup", p.URL, dir+"/a.sofa")
+	if !strings.Contains(stderr, "no archive was written") || strings.Contains(stderr, "checkpoints written") {
+		t.Errorf("stderr %q, want it to say no archive was written", stderr)
 	}
 }

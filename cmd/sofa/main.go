@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/sofadb/sofa/storage"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -65,14 +66,14 @@ func run(args []string) (code int) {
 	return code
 }
 
-// interruptible returns a context cancelled by the first SIGINT or
-// SIGTERM: the run then finishes its writes in flight and its final
+// interruptible returns a context cancelled by the first SIGINT, SIGTERM
+// or SIGHUP (a closed terminal or ssh session): the run then finishes its writes in flight and its final
 // checkpoints, which takes a while when the target does not answer; a
 // second signal exits at once (130), the checkpoints written before it
 // kept, after atExit is told the line printed. stop releases the signals.
 func interruptible(atExit func(msg string)) (context.Context, func()) {
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -87,7 +88,11 @@ func interruptible(atExit func(msg string)) (context.Context, func()) {
 		}
 		select {
 		case <-sigs:
-			const msg = "interrupted again: stopped at once; run the same command again to resume from the last checkpoint written"
+			msg := "interrupted again: stopped at once; run the same command again to resume from the last checkpoint written"
+			if c := runningCmd.Load(); c != nil && c.Name() == "backup" {
+				msg = "interrupted again: stopped at once; no archive was written; run the same command again to start over"
+			}
+			storage.RemoveLiveTemps() // an archive being written: its temporary file
 			fmt.Fprintln(os.Stderr, "sofa: "+msg)
 			atExit(msg)
 			os.Exit(exitInterrupted)
