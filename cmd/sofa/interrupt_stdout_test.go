@@ -2,9 +2,9 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
