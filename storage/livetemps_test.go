@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -35,4 +36,28 @@ func TestRemoveLiveTemps(t *testing.T) {
 	if len(left) != 1 || left[0].Name() != "done.sofa" {
 		t.Errorf("left %v, want done.sofa alone", left)
 	}
+}
+
+// TestCreateStdoutDevice: an archive is not written to a stdout that is a
+// terminal or a device (/dev/null, where a closed stdout points): it
+// would be lost while the run says it was written.
+func TestCreateStdoutDevice(t *testing.T) {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	if _, err := (Local{Stdout: null}).Create(t.Context(), Stdio, CreateOptions{}); !errors.Is(err, ErrStdoutDevice) {
+		t.Errorf("Create(-) onto %s: %v, want ErrStdoutDevice", os.DevNull, err)
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, err := (Local{Stdout: f}).Create(t.Context(), Stdio, CreateOptions{})
+	if err != nil {
+		t.Fatalf("Create(-) onto a file: %v", err)
+	}
+	w.Abort()
 }

@@ -71,6 +71,9 @@ func (l Local) Create(ctx context.Context, path string, o CreateOptions) (Writer
 		if out == nil {
 			out = os.Stdout
 		}
+		if err := stdoutTakesArchive(out); err != nil {
+			return nil, err
+		}
 		return &localWriter{bw: bufio.NewWriterSize(out, 1<<20)}, nil
 	}
 	// Lstat: a symbolic link is refused, never followed or replaced.
@@ -130,6 +133,23 @@ func notFile(path string, st os.FileInfo) error {
 		kind = "special file"
 	}
 	return fmt.Errorf("%s is a %s, %w", path, kind, ErrNotFile)
+}
+
+// stdoutTakesArchive refuses a stdout that is a character device: a
+// terminal (binary bytes on a screen, newlines rewritten) or /dev/null
+// (where the runtime points a closed stdout): an archive written there
+// is lost while the run says it was written, as the path /dev/null is
+// refused. A pipe, a file or a socket takes it.
+func stdoutTakesArchive(out io.Writer) error {
+	f, ok := out.(*os.File)
+	if !ok {
+		return nil
+	}
+	st, err := f.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: redirect it to a file or a pipe", ErrStdoutDevice)
 }
 
 // createLockedTemp creates and flocks a new temporary file for path.

@@ -34,6 +34,10 @@ var (
 	// one that can be read only once (a named pipe, a socket: a restore
 	// reads an archive more than once; stdin, "-", is the stream to give).
 	ErrNotReadable = errors.New("not an archive file")
+	// ErrStdoutDevice: Create of "-" when stdout is a terminal or a
+	// device (/dev/null; a closed stdout is one): an archive written
+	// there would be lost.
+	ErrStdoutDevice = errors.New("stdout is a terminal or a device (/dev/null, or stdout closed), not a place for an archive")
 	// ErrNotExist: Open, Stat or Remove of a name that does not exist.
 	ErrNotExist = errors.New("does not exist")
 	// ErrNotSeekable: ReadAt on a reader that can only be read in order

@@ -142,7 +142,7 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 		return exitInterrupted, "interrupted"
 	case o.err == nil:
 		// the run ended: its summary decides, below
-	case errors.As(o.err, &u), errors.Is(o.err, storage.ErrNotReadable):
+	case errors.As(o.err, &u), errors.Is(o.err, storage.ErrNotReadable), errors.Is(o.err, storage.ErrStdoutDevice):
 		return exitUsage, msg
 	case errors.As(o.err, &pe):
 		return exitPartial, msg
