@@ -32,7 +32,7 @@ deps: node_modules/.package-lock.json $(VERSITYGW)
 	$(GO) mod download
 
 build:
-	$(GO) build -o bin/sofa ./cmd/sofa
+	CGO_ENABLED=0 $(GO) build -o bin/sofa ./cmd/sofa
 	$(GO) build -o bin/sofa-load ./cmd/sofa-load
 
 vet:
