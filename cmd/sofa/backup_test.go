@@ -439,8 +439,15 @@ func TestBackup_FailedDatabaseMarked(t *testing.T) {
 	if d := l.db(t, "fine"); d.Error != "" || d.Revisions != 20 {
 		t.Errorf("fine: %+v", d)
 	}
-	if ls := arSofa(t, bin, nil, "ls", path); !strings.Contains(ls.stdout, "INCOMPLETE") {
-		t.Errorf("ls does not flag the incomplete database:\n%s", ls.stdout)
+	ls := arSofa(t, bin, nil, "ls", path)
+	if !strings.Contains(ls.stdout, "broken (INCOMPLETE)") || !strings.Contains(ls.stdout, "\nINCOMPLETE broken: ") {
+		t.Errorf("ls does not flag the incomplete database, with its reason after the table:\n%s", ls.stdout)
+	}
+	for _, l := range strings.Split(ls.stdout, "\n") {
+		// the reason, in the table, padded every row to its width
+		if i := strings.Index(l, "fine"); i > len("broken (INCOMPLETE)") {
+			t.Errorf("row %q is padded to the incomplete database's reason", l)
+		}
 	}
 	// verify of a chain says each archive's state once (the worst is
 	// the last line; a new user saw it twice)
@@ -512,3 +519,4 @@ func TestBackup_C4_ResetsAndDelays(t *testing.T) {
 	arSofa(t, bin, nil, "restore", path, tgt.DBURL("c4"), "-q").want(t, exitOK)
 	couchtest.AssertEqual(t, src.DBURL("c4"), tgt.DBURL("c4"), couchtest.CompareOptions{PouchDBRevpos: true})
 }
+

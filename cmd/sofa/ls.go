@@ -86,10 +86,13 @@ func lsArchive(ctx context.Context, s3f *s3Flags, path string, jsonOut bool) err
 	// The seq, last, ends its line unpadded: a CouchDB seq is a long
 	// opaque string that would widen every line to the longest one.
 	fmt.Fprintln(tw, "database\tdocs\tdeleted\trevisions\ttombstones\tattachments\tstored\t seq")
+	var incomplete []string
 	for _, d := range dbs {
 		name := d.Name
 		if d.Error != "" {
-			name += " (INCOMPLETE: " + d.Error + ")"
+			// the reason after the table: in it, it widened every row
+			name += " (INCOMPLETE)"
+			incomplete = append(incomplete, d.Name+": "+d.Error)
 		}
 		deleted := strconv.FormatInt(d.DelCount, 10)
 		if d.DelCountUnknown {
@@ -97,7 +100,11 @@ func lsArchive(ctx context.Context, s3f *s3Flags, path string, jsonOut bool) err
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t %s\n", name, d.DocCount, deleted, d.Revisions, d.Tombstones, d.Attachments, humanBytes(d.StoredBytes), d.Seq.String())
 	}
-	return listed(tw.Flush())
+	err = listed(tw.Flush())
+	for _, l := range incomplete {
+		fmt.Printf("INCOMPLETE %s\n", l)
+	}
+	return err
 }
 
 func lsServer(ctx context.Context, raw string, client clientFlags, jsonOut bool) error {
