@@ -519,4 +519,3 @@ func TestBackup_C4_ResetsAndDelays(t *testing.T) {
 	arSofa(t, bin, nil, "restore", path, tgt.DBURL("c4"), "-q").want(t, exitOK)
 	couchtest.AssertEqual(t, src.DBURL("c4"), tgt.DBURL("c4"), couchtest.CompareOptions{PouchDBRevpos: true})
 }
-
