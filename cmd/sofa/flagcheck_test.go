@@ -48,6 +48,7 @@ func TestFlagCheck_Negative(t *testing.T) {
 		{"stream-threshold", "-2", []string{"replicate"}},
 		{"workers", "-1", []string{"replicate", "backup", "restore"}},
 		{"progress-interval", "-1s", []string{"replicate", "backup", "restore"}},
+		{"progress-interval", "1ns", []string{"replicate", "backup", "restore"}},
 		{"max-rps", "1e-300", []string{"replicate", "backup", "restore"}},
 		{"latency-tolerance", "NaN", []string{"replicate", "backup", "restore"}},
 		{"latency-tolerance", "+Inf", []string{"replicate"}},

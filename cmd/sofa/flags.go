@@ -248,7 +248,8 @@ var numericFlags = []struct {
 }
 
 // checkRates refuses a --max-rps that would stall every request (a
-// positive cap below minRPS: 1e-300 waited for ever) and a
+// positive cap below minRPS: 1e-300 waited for ever), a positive
+// --progress-interval below 10ms, and a
 // --latency-tolerance that is not a number, infinite, or a factor below
 // 1 (every request would count as overload).
 func checkRates(fs *pflag.FlagSet) error {
@@ -256,6 +257,13 @@ func checkRates(fs *pflag.FlagSet) error {
 	if fl := fs.Lookup("max-rps"); fl != nil {
 		if v, err := strconv.ParseFloat(fl.Value.String(), 64); err == nil && v > 0 && v < minRPS {
 			return usageErr("--max-rps %s is below %g requests per second (0: no cap)", fl.Value.String(), minRPS)
+		}
+	}
+	if fl := fs.Lookup("progress-interval"); fl != nil {
+		// 1ns printed 232,062 "waiting" lines in 2.7 s
+		const minProgress = 10 * time.Millisecond
+		if d, err := time.ParseDuration(fl.Value.String()); err == nil && d > 0 && d < minProgress {
+			return usageErr("--progress-interval %s is below %s (0: the default)", fl.Value.String(), minProgress)
 		}
 	}
 	if fl := fs.Lookup("latency-tolerance"); fl != nil {

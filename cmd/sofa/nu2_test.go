@@ -385,7 +385,7 @@ func TestNU2_ProgressLineLabels(t *testing.T) {
 	src := couchtest.Start(t)
 	docs := arSmallDocs("d", 4000)
 	arCreate(t, src, "many", true, docs...)
-	r := arSofa(t, bin, nil, "backup", src.URL+"/many", filepath.Join(t.TempDir(), "m.sofa"), "--progress-interval", "5ms", "--batch-size", "50")
+	r := arSofa(t, bin, nil, "backup", src.URL+"/many", filepath.Join(t.TempDir(), "m.sofa"), "--progress-interval", "10ms", "--batch-size", "50")
 	r.want(t, exitOK)
 	var dbLines, totalLines, counted int
 	for _, l := range strings.Split(r.stderr, "\n") {
