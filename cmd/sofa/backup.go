@@ -179,7 +179,7 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	}
 	if !bc.out.quiet && path != "-" {
 		if st, err := dst.Store().Stat(ctx, name); err == nil {
-			fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", label, humanBytes(st.Size))
+			fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", escapeControls(label), humanBytes(st.Size))
 		}
 	}
 	if shard.Sharded() && bc.setID == "" && !bc.out.quiet {

@@ -81,7 +81,7 @@ func lsArchive(ctx context.Context, s3f *s3Flags, path string, jsonOut bool) err
 	if hdr.Since != nil {
 		kind = "incremental after " + hdr.Since.ArchiveID
 	}
-	fmt.Printf("archive %s: %s, %s, created %s by %s, compression %s\n", path, hdr.ID, kind, hdr.Created.Format("2006-01-02 15:04:05Z"), hdr.Tool, hdr.Compression)
+	fmt.Printf("archive %s: %s, %s, created %s by %s, compression %s\n", escapeControls(path), hdr.ID, kind, hdr.Created.Format("2006-01-02 15:04:05Z"), hdr.Tool, hdr.Compression)
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
 	// The seq, last, ends its line unpadded: a CouchDB seq is a long
 	// opaque string that would widen every line to the longest one.

@@ -58,7 +58,7 @@ func run(args []string) (code int) {
 		msg = strings.ReplaceAll(msg, "(listed above)", "(listed in the JSON document on stdout)")
 	}
 	if msg != "" {
-		fmt.Fprintln(os.Stderr, "sofa: "+msg)
+		fmt.Fprintln(os.Stderr, "sofa: "+escapeControls(msg))
 	}
 	// A run that stopped before printing its --json document prints one
 	// saying why, so that stdout is JSON whatever happened.

@@ -244,7 +244,7 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 	if tgt.Kind() == sofa.KindArchive {
 		if code, _ := exitFor(o, ctx.Err() != nil); code != exitInterrupted && code != exitFatal && sum != nil && !c.out.quiet && tgtURL != "-" {
 			if st, err := tgt.Store().Stat(ctx, tgt.Archive()); err == nil {
-				fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", tgt, humanBytes(st.Size))
+				fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", escapeControls(tgt.String()), humanBytes(st.Size))
 			}
 		}
 	}

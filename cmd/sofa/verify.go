@@ -216,7 +216,11 @@ func (vc *verifyCmd) print(stdout, stderr io.Writer, res *verifyResult) {
 		}
 	}
 	if !vc.quiet && res.DBsTotal > 1 {
-		fmt.Fprintf(stderr, "sofa: %s compared: %d equal, %d different, %d failed\n", countDBs(res.DBsTotal), res.DBsEqual, res.DBsDiffer, res.DBsFailed)
+		notCompared := ""
+		if n := res.DBsTotal - res.DBsEqual - res.DBsDiffer - res.DBsFailed; n > 0 {
+			notCompared = fmt.Sprintf(", %d not compared", n) // an interrupted run: counted in the total
+		}
+		fmt.Fprintf(stderr, "sofa: %s compared: %d equal, %d different, %d failed%s\n", countDBs(res.DBsTotal), res.DBsEqual, res.DBsDiffer, res.DBsFailed, notCompared)
 	}
 }
 

@@ -34,8 +34,8 @@ func (vc *verifyCmd) verifyArchive(ctx context.Context, path string) error {
 	}
 	if !vc.quiet {
 		rep := sum.Archives[0].Report
-		fmt.Fprintf(os.Stderr, "sofa: archive %s is sound: %d databases, %d revisions, %d members, every checksum and the manifest check out\n",
-			path, len(rep.Databases), rep.Revisions, rep.Members)
+		fmt.Fprintf(os.Stderr, "sofa: archive %s is sound: %s, %d revisions, %d members, every checksum and the manifest check out\n",
+			escapeControls(path), countDBs(len(rep.Databases)), rep.Revisions, rep.Members)
 	}
 	return nil
 }
@@ -92,11 +92,11 @@ func (vc *verifyCmd) verifySet(ctx context.Context, cmd *cobra.Command, set *sof
 	}
 	if !vc.quiet && !vc.jsonOut {
 		if len(set.Missing) > 0 {
-			fmt.Fprintf(os.Stderr, "sofa: set %s: the %d members present of %d are sound (%d databases; every checksum and manifest checks out); %d missing, not checked\n",
-				set.Manifest, len(set.Members), set.Count, sum.Databases, len(set.Missing))
+			fmt.Fprintf(os.Stderr, "sofa: set %s: the %d members present of %d are sound (%s; every checksum and manifest checks out); %d missing, not checked\n",
+				escapeControls(set.Manifest), len(set.Members), set.Count, countDBs(sum.Databases), len(set.Missing))
 		} else {
-			fmt.Fprintf(os.Stderr, "sofa: set %s is sound: %d of %d members, %d databases; every member's checksums and manifest check out\n",
-				set.Manifest, len(set.Members), set.Count, sum.Databases)
+			fmt.Fprintf(os.Stderr, "sofa: set %s is sound: %d of %d members, %s; every member's checksums and manifest check out\n",
+				escapeControls(set.Manifest), len(set.Members), set.Count, countDBs(sum.Databases))
 		}
 	}
 	if len(set.Missing) > 0 {
