@@ -221,6 +221,7 @@ func TestS3_BadInput(t *testing.T) {
 	s3Sofa(t, bin, env, "backup", src.URL, "s3://"+bucket+"/from-local.sofa", "--since", local, "-q").want(t, exitOK)
 
 	const wrongSecret = "wrong-secret-never-printed"
+	noFile := filepath.Join(t.TempDir(), "none") // no shared config or credentials file
 	cases := []struct {
 		name string
 		env  []string
@@ -239,7 +240,7 @@ func TestS3_BadInput(t *testing.T) {
 		{"wrong credentials", []string{"AWS_SECRET_ACCESS_KEY=" + wrongSecret}, []string{"verify", good}, exitFatal, "access denied"},
 		{"wrong credentials backup", []string{"AWS_SECRET_ACCESS_KEY=" + wrongSecret}, []string{"backup", src.URL, "s3://" + bucket + "/y.sofa"}, exitFatal, "access denied"},
 		{"wrong credentials backup names its key", []string{"AWS_SECRET_ACCESS_KEY=" + wrongSecret}, []string{"backup", src.URL, "s3://" + bucket + "/y.sofa"}, exitFatal, "s3://" + bucket + "/y.sofa:"},
-		{"no credentials", []string{"AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_EC2_METADATA_DISABLED=true", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent", "AWS_CONFIG_FILE=/nonexistent"}, []string{"ls", good}, exitFatal, "none were found"},
+		{"no credentials", []string{"AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_EC2_METADATA_DISABLED=true", "AWS_SHARED_CREDENTIALS_FILE=" + noFile, "AWS_CONFIG_FILE=" + noFile}, []string{"ls", good}, exitFatal, "none were found"},
 		{"wrong region", nil, []string{"ls", good, "--s3-region", "eu-west-3"}, exitFatal, "--s3-region"},
 		{"missing object", nil, []string{"restore", "s3://" + bucket + "/none.sofa", src.URL}, exitFatal, "does not exist"},
 		{"not an archive", nil, []string{"verify", "s3://" + bucket + "/notes.txt"}, exitFatal, "s3://" + bucket + "/notes.txt"},

@@ -135,7 +135,9 @@ func (w *writer) register() {
 	if !flock.Supported {
 		return
 	}
-	if err := os.MkdirAll(registryDir(), 0o700); err != nil {
+	// Mkdir, not MkdirAll: a TMPDIR that does not exist is not created
+	// (it created /nonexistent/sofa-s3-uploads as root)
+	if err := os.Mkdir(registryDir(), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return
 	}
 	name := registryName(w.bucket, w.key, w.uploadID)
