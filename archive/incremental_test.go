@@ -91,7 +91,13 @@ func TestIncrementalChain(t *testing.T) {
 	if err := CheckChain(h0, h1, h2); err != nil {
 		t.Fatalf("CheckChain(full, inc1, inc2) = %v", err)
 	}
-	for _, bad := range [][]Header{{h1, h2}, {h0, h2}, {h0, h2, h1}, {h0, h0}, {h0, h1, h1}, {}} {
+	// an incremental whose header says the archive it continues is of
+	// another source than that archive says (a forged or damaged header)
+	other := h1
+	other.Since = &Since{ArchiveID: h0.ID, Source: "another-server", Databases: h1.Since.Databases}
+	h0s := h0
+	h0s.Source = "this-server"
+	for _, bad := range [][]Header{{h1, h2}, {h0, h2}, {h0, h2, h1}, {h0, h0}, {h0, h1, h1}, {}, {h0s, other}} {
 		if err := CheckChain(bad...); !errors.Is(err, ErrChain) {
 			t.Errorf("CheckChain(%d archives) = %v, want ErrChain", len(bad), err)
 		}

@@ -138,6 +138,11 @@ func CheckChain(headers ...Header) error {
 		if h.Since.ArchiveID != headers[i-1].ID {
 			return &Error{Err: &detailErr{ErrChain, fmt.Sprintf("archive %d (%s) continues %s, not archive %d (%s)", i+1, h.ID, h.Since.ArchiveID, i, headers[i-1].ID)}}
 		}
+		// Since.Source is the previous header's Source, copied when the
+		// incremental was made
+		if prev := headers[i-1].Source; h.Since.Source != "" && prev != "" && h.Since.Source != prev {
+			return &Error{Err: &detailErr{ErrChain, fmt.Sprintf("archive %d (%s) says archive %d is of source %s, which says %s", i+1, h.ID, i, h.Since.Source, prev)}}
+		}
 	}
 	return nil
 }
