@@ -48,7 +48,11 @@ func logOnce(t *Tracker, lg *slog.Logger, r *rates, o Options, gate *Gate) {
 	final := gate == nil
 	var stalled time.Duration
 	if !final {
-		key := fmt.Sprint(s.DBsTotal, s.DBsDone, s.DBsFailed, s.DBsInterrupted, len(s.Active), s.Totals)
+		// the counters the line prints (not DocsTotal: a database's
+		// document count becoming known repeated the line as it was)
+		tc := s.Totals
+		key := fmt.Sprint(s.DBsTotal, s.DBsDone, s.DBsFailed, s.DBsInterrupted, len(s.Active),
+			tc.DocsRead, tc.DocsWritten, tc.DocWriteFailures, tc.Bytes)
 		var print bool
 		if print, stalled = gate.Check(key, time.Now()); !print {
 			return

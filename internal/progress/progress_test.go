@@ -158,3 +158,25 @@ func TestStartTerminal_DrawsBars(t *testing.T) {
 	tr.End(b, false)
 	drawn("dbs 1/3")
 }
+
+// TestStartLog_NoLineForUnprintedChange: a database's document count
+// becoming known (which the totals line does not print) makes no new
+// line: it repeated the line before, word for word.
+func TestStartLog_NoLineForUnprintedChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		lg := slog.New(slog.NewTextHandler(&buf, nil))
+		tr := NewTracker()
+		tr.SetTotal(1)
+		d := tr.Begin("db")
+		disp := StartLog(tr, lg, Options{Interval: 10 * time.Second, Quiet: time.Hour})
+		time.Sleep(15 * time.Second) // the first tick's line
+		d.SetDocsTotal(300)
+		time.Sleep(10 * time.Second) // the next tick
+		synctest.Wait()
+		disp.Stop()
+		if n := strings.Count(buf.String(), "msg=progress "); n != 1 {
+			t.Errorf("%d totals lines, want 1 (nothing printed changed):\n%s", n, buf.String())
+		}
+	})
+}
