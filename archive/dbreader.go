@@ -29,6 +29,9 @@ type DBReader struct {
 	end    *DBSummary
 	ord    int64 // records read so far
 	chunks int
+	// tombstones and atts count the records read that are deleted, and
+	// their attachment references (end.json says both)
+	tombstones, atts int64
 	// release frees the private reader of a group opened by Index.OpenDB.
 	release func()
 	// ahead, when not nil, delivers the member after meta.json, read by
@@ -112,6 +115,12 @@ func (r *Reader) startDB(m *member) (*DBReader, error) {
 	}
 	if r.dirs[m.p.dir] {
 		return nil, memberErr(m.name, ErrFormat, "database appears twice")
+	}
+	if sh := r.hdr.Shard; sh != nil && (sh.Count < 1 || ShardOf(meta.Name, sh.Count) != sh.Index) {
+		// a member of a sharded set holds its shard's databases only:
+		// one elsewhere is a database twice in the set, or misplaced
+		return nil, memberErr(m.name, ErrFormat, fmt.Sprintf("database %q belongs to shard %d of %d, not to this member's %d",
+			meta.Name, ShardOf(meta.Name, max(sh.Count, 1)), sh.Count, sh.Index))
 	}
 	r.dirs[m.p.dir] = true
 	return &DBReader{r: r, dir: m.p.dir, meta: meta}, nil
@@ -295,6 +304,10 @@ func (d *DBReader) record(member string, doc *replicate.Doc, refs []attRef, afte
 		}
 	}
 	d.ord++
+	d.atts += int64(len(refs))
+	if doc.Deleted {
+		d.tombstones++
+	}
 	deliver := fn != nil && d.ord > after
 	for _, ref := range refs {
 		if d.r.sp != nil {
@@ -375,6 +388,14 @@ func (d *DBReader) finish(m *member) error {
 	}
 	if s.Revisions != d.ord || s.Chunks != d.chunks {
 		return memberErr(m.name, ErrManifest, fmt.Sprintf("says %d revisions in %d chunks, group holds %d in %d", s.Revisions, s.Chunks, d.ord, d.chunks))
+	}
+	if s.Tombstones != d.tombstones || s.Attachments != d.atts {
+		return memberErr(m.name, ErrManifest, fmt.Sprintf("says %d tombstones and %d attachment references, group holds %d and %d", s.Tombstones, s.Attachments, d.tombstones, d.atts))
+	}
+	if metaEmpty(s.Metadata) {
+		// written {} when it is meta.json's: the summary is meta.json's
+		// (which a restore applies), compared so with the manifest's
+		s.Metadata = metaFromJSON(d.meta.Metadata)
 	}
 	d.end = &s
 	d.done = true

@@ -197,6 +197,11 @@ func metaToJSON(m replicate.Metadata) metadataJSON {
 	return metadataJSON{Security: sec, RevsLimit: m.RevsLimit, Partitioned: m.Partitioned}
 }
 
+// metaEmpty: m says nothing (an end.json whose metadata is meta.json's).
+func metaEmpty(m replicate.Metadata) bool {
+	return len(m.Security) == 0 && m.RevsLimit == 0 && !m.Partitioned
+}
+
 func metaFromJSON(m metadataJSON) replicate.Metadata {
 	var sec []byte
 	if len(m.Security) > 0 && string(m.Security) != "null" {

@@ -175,6 +175,9 @@ func TestIndexPlacesWrongly(t *testing.T) {
 				return nb
 			})
 			mustFail(t, bad, c.err, footerName)
+			if _, err := ReadTOC(bytes.NewReader(bad), int64(len(bad))); c.err == ErrVersion && !errors.Is(err, ErrVersion) {
+				t.Errorf("ReadTOC (ls, a restore at offsets): %v, want ErrVersion", err)
+			}
 		})
 	}
 	if _, _, err := tryRead(data, nil); err != nil {

@@ -140,8 +140,9 @@ func TestRecordLies(t *testing.T) {
 
 // TestShardMemberHoldsItsShardOnly: a member of a sharded set holds the
 // databases whose name hashes to its index; one holding another shard's
-// database (moved there, sealed) is refused by Verify, so that a set
-// holding a database twice, or in the wrong member, is not sound.
+// database (moved there, sealed) is refused where its group is read (a
+// verify, a restore in order or at offsets), so that a set holding a
+// database twice, or in the wrong member, is neither sound nor restored.
 func TestShardMemberHoldsItsShardOnly(t *testing.T) {
 	names := map[int]string{}
 	for i := 0; len(names) < 2; i++ {
@@ -157,7 +158,67 @@ func TestShardMemberHoldsItsShardOnly(t *testing.T) {
 	if _, err := Verify(bytes.NewReader(write(names[0])), nil); err != nil {
 		t.Fatalf("its own shard's database: %v", err)
 	}
-	if _, err := Verify(bytes.NewReader(write(names[1])), nil); !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), names[1]) {
-		t.Errorf("another shard's database: %v, want ErrManifest naming %q", err, names[1])
+	bad := write(names[1])
+	mustFail(t, bad, ErrFormat, "db/"+names[1]+"/meta.json")
+	ra := bytes.NewReader(bad)
+	x, err := Scan(ra, ra.Size(), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if _, err := x.OpenDB(x.Groups()[0]); !errors.Is(err, ErrFormat) {
+		t.Errorf("the group read at its offset (a restore of a file): %v, want ErrFormat", err)
+	}
+}
+
+// paxSums returns the SOFA.sha256 and SOFA.raw_sha256 of member name.
+func paxSums(t *testing.T, data []byte, name string) (string, string) {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("no member %s: %v", name, err)
+		}
+		if h.Name == name {
+			return h.PAXRecords[paxSHA256], h.PAXRecords[paxRawSHA256]
+		}
+	}
+}
+
+// forgeListed edits member name (keeping its length) and puts its new
+// checksums in the manifest's member list, as a forger would: the
+// archive's checksums all agree, no offset moves.
+func forgeListed(t *testing.T, data []byte, name string, edit func([]byte) []byte) []byte {
+	t.Helper()
+	oldSum, oldRaw := paxSums(t, data, name)
+	data = editMember(t, data, func(n string) bool { return n == name }, edit)
+	newSum, newRaw := paxSums(t, data, name)
+	return editMember(t, data, func(n string) bool { return n == manifestName }, func(b []byte) []byte {
+		b = bytes.ReplaceAll(b, []byte(oldSum), []byte(newSum))
+		return bytes.ReplaceAll(b, []byte(oldRaw), []byte(newRaw))
+	})
+}
+
+// TestGroupLiesEverywhere: a lie told alike by end.json, the manifest and
+// the index (every checksum agreeing) about what a group holds is found
+// by counting the group: its tombstones and attachment references; and
+// meta.json's metadata, which a restore applies, must be the manifest's.
+func TestGroupLiesEverywhere(t *testing.T) {
+	data := plainArchive(t)
+	one := func(b []byte, old, new string) []byte {
+		if !bytes.Contains(b, []byte(old)) || len(old) != len(new) {
+			t.Fatalf("no %s of the same length as %s", old, new)
+		}
+		return bytes.Replace(b, []byte(old), []byte(new), 1)
+	}
+	t.Run("tombstones", func(t *testing.T) {
+		bad := forgeListed(t, data, "db/alpha/end.json", func(b []byte) []byte { return one(b, `"tombstones":1`, `"tombstones":2`) })
+		bad = editMember(t, bad, func(n string) bool { return n == manifestName }, func(b []byte) []byte { return one(b, `"tombstones":1`, `"tombstones":2`) })
+		bad = withIndex(t, bad, func(idx *TOC) { idx.Databases[0].Summary.Tombstones = 2 })
+		mustFail(t, bad, ErrManifest, "db/alpha/end.json")
+	})
+	t.Run("meta.json security", func(t *testing.T) {
+		bad := forgeListed(t, data, "db/alpha/meta.json", func(b []byte) []byte { return one(b, `"names":["a"]`, `"names":["z"]`) })
+		mustFail(t, bad, ErrManifest, manifestName)
+	})
 }

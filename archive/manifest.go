@@ -89,13 +89,15 @@ func sameEnd(got, s DBSummary) bool {
 
 // sameEndMember reports whether the manifest's summary s of a database
 // says what its end member got says, in every field the end member
-// holds: all but the checkpoints (left out of it) and the metadata (left
-// out when it is meta.json's; the reader checks that against meta.json).
+// holds: all but the checkpoints (left out of it), and the metadata,
+// meta.json's where end.json leaves it out (not compared when unknown:
+// a scan at offsets reads no meta.json).
 func sameEndMember(got, s DBSummary) bool {
 	return sameEnd(got, s) && got.Dir == s.Dir && got.DocCount == s.DocCount && got.DelCount == s.DelCount &&
 		got.DelCountUnknown == s.DelCountUnknown && got.Tombstones == s.Tombstones && got.Attachments == s.Attachments &&
 		got.DocBytes == s.DocBytes && got.BlobBytes == s.BlobBytes && got.StoredBytes == s.StoredBytes &&
-		got.InstanceStart == s.InstanceStart && bytes.Equal(got.Since, s.Since)
+		got.InstanceStart == s.InstanceStart && bytes.Equal(got.Since, s.Since) &&
+		(metaEmpty(got.Metadata) || bytes.Equal(jsonOf(metaToJSON(got.Metadata)), jsonOf(metaToJSON(s.Metadata))))
 }
 
 // memberList is the manifest's member list folded as it streams: a count

@@ -134,6 +134,9 @@ func ReadTOC(r io.ReaderAt, size int64) (*TOC, error) {
 	if err := json.Unmarshal(bytes.TrimRight(tail[:FooterSize], " \n"), &f); err != nil {
 		return nil, memberErr(footerName, ErrFormat, err.Error())
 	}
+	if f.Version != FormatVersion {
+		return nil, memberErr(footerName, ErrVersion, fmt.Sprintf("footer version %d", f.Version))
+	}
 	if f.IndexOffset < 0 || f.IndexSize <= 0 || f.IndexSize > DefaultMaxMemberSize || f.IndexOffset+f.IndexSize > size-int64(len(tail)) {
 		return nil, memberErr(footerName, ErrFormat, fmt.Sprintf("index at %d+%d outside the archive of %d bytes", f.IndexOffset, f.IndexSize, size))
 	}
