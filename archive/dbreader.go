@@ -2,11 +2,14 @@ package archive
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/sofadb/sofa/replicate"
 )
@@ -322,6 +325,9 @@ func (d *DBReader) record(member string, doc *replicate.Doc, refs []attRef, afte
 			if *derr = blobFits(member, doc, ref, n); *derr != nil {
 				return *derr
 			}
+			if *derr = d.digestFits(member, doc, ref, nil); *derr != nil {
+				return *derr
+			}
 			continue
 		}
 		data, ok, err := d.blob(ref.sum)
@@ -330,6 +336,9 @@ func (d *DBReader) record(member string, doc *replicate.Doc, refs []attRef, afte
 		}
 		if err == nil {
 			err = blobFits(member, doc, ref, int64(len(data)))
+		}
+		if err == nil {
+			err = d.digestFits(member, doc, ref, data)
 		}
 		if err != nil {
 			*derr = err
@@ -362,6 +371,41 @@ func blobFits(member string, doc *replicate.Doc, ref attRef, size int64) error {
 	}
 	return memberErr(member, ErrFormat, fmt.Sprintf("doc %q rev %s attachment %q is %d bytes as stored, its blob %s holds %d",
 		shorten(doc.ID), doc.Rev, ref.att.Name, want, hex.EncodeToString(ref.sum[:]), size))
+}
+
+// digestFits checks, with ReaderOptions.CheckDigests, the attachment's
+// md5 digest against its blob's bytes (data, or read from the blobs
+// kept), once per blob and digest.
+func (d *DBReader) digestFits(member string, doc *replicate.Doc, ref attRef, data []byte) error {
+	b64, ok := strings.CutPrefix(ref.att.Digest, "md5-")
+	if !d.r.opts.CheckDigests || !ok {
+		return nil
+	}
+	key := digestKey{ref.sum, b64}
+	if d.r.digests[key] {
+		return nil
+	}
+	if data == nil {
+		var err error
+		if data, _, err = d.blob(ref.sum); err != nil {
+			return err
+		}
+	}
+	if m := md5.Sum(data); base64.StdEncoding.EncodeToString(m[:]) != b64 {
+		return memberErr(member, ErrFormat, fmt.Sprintf("doc %q rev %s attachment %q says %s, its blob %s holds other bytes",
+			shorten(doc.ID), doc.Rev, ref.att.Name, ref.att.Digest, hex.EncodeToString(ref.sum[:])))
+	}
+	if d.r.digests == nil {
+		d.r.digests = map[digestKey]bool{}
+	}
+	d.r.digests[key] = true
+	return nil
+}
+
+// digestKey is a blob and an md5 digest found to fit it.
+type digestKey struct {
+	sum [32]byte
+	md5 string
 }
 
 func missingBlob(member string, doc *replicate.Doc, ref attRef) error {

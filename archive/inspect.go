@@ -23,7 +23,12 @@ type Report struct {
 // manifest against the members read. The first problem is returned as an
 // *Error naming the member. A nil opts means zero options.
 func Verify(r io.Reader, opts *ReaderOptions) (Report, error) {
-	rd, err := NewReader(r, opts)
+	o := ReaderOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	o.CheckDigests = true
+	rd, err := NewReader(r, &o)
 	if err != nil {
 		return Report{}, err
 	}

@@ -3,6 +3,8 @@ package archive
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -221,4 +223,26 @@ func TestGroupLiesEverywhere(t *testing.T) {
 		bad := forgeListed(t, data, "db/alpha/meta.json", func(b []byte) []byte { return one(b, `"names":["a"]`, `"names":["z"]`) })
 		mustFail(t, bad, ErrManifest, manifestName)
 	})
+}
+
+// TestDigestLie: an attachment reference pointed at another blob of the
+// same size (sealed) is found by Verify, which checks each reference's
+// md5 digest against its blob's bytes.
+func TestDigestLie(t *testing.T) {
+	a, b := []byte("aaaaaaaa"), []byte("bbbbbbbb")
+	docs := []*replicate.Doc{
+		doc("x", "1-x", false, `{"_id":"x","_rev":"1-x"}`, att("a.bin", "application/octet-stream", "", a, int64(len(a)), 1)),
+		doc("y", "1-y", false, `{"_id":"y","_rev":"1-y"}`, att("b.bin", "application/octet-stream", "", b, int64(len(b)), 1)),
+	}
+	data := writeArchive(t, Options{Compression: None}, map[string][]*replicate.Doc{"db": docs}, []string{"db"})
+	if _, err := Verify(bytes.NewReader(data), nil); err != nil {
+		t.Fatal(err)
+	}
+	sa, sb := sha256.Sum256(a), sha256.Sum256(b)
+	bad := forgeListed(t, data, "db/db/docs-000001.ndjson", func(c []byte) []byte {
+		return bytes.Replace(c, []byte(hex.EncodeToString(sa[:])), []byte(hex.EncodeToString(sb[:])), 1)
+	})
+	if _, err := Verify(bytes.NewReader(bad), nil); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), `"a.bin"`) {
+		t.Errorf("Verify: %v, want ErrFormat naming a.bin", err)
+	}
 }

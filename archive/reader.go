@@ -71,6 +71,13 @@ type ReaderOptions struct {
 	// means no read-ahead: each group reader reads its next buffer with
 	// one ReadAt when it needs it, and starts no goroutine.
 	ReadAhead int
+	// CheckDigests (Verify sets it) checks every attachment reference's
+	// md5 digest (CouchDB's "md5-<base64>", of the stored bytes) against
+	// its blob, once per blob and digest: a reference pointed at another
+	// blob of the same size is found. Off for restores (the MD5 of every
+	// attachment byte costs CPU a restore needs; a backup checked each
+	// digest when it wrote the archive).
+	CheckDigests bool
 }
 
 // DefaultMemberMemory is ReaderOptions.MemberMemory when 0.
@@ -133,6 +140,8 @@ type Reader struct {
 	// does not start at the archive's first byte).
 	pos *countReader
 	sp  *spans
+	// digests are the blob and digest pairs checked (CheckDigests)
+	digests map[digestKey]bool
 }
 
 // member is one member read and verified.
