@@ -246,3 +246,27 @@ func TestDigestLie(t *testing.T) {
 		t.Errorf("Verify: %v, want ErrFormat naming a.bin", err)
 	}
 }
+
+// TestCheckpointBesideItsSeq: a checkpoint whose source_last_seq is not
+// the database's seq, told alike by the manifest and the index (a later
+// --since would start from it and skip changes), is refused by verify.
+func TestCheckpointBesideItsSeq(t *testing.T) {
+	data := goodArchive(t)
+	old, lie := []byte(`"source_last_seq":"42-abc"`), []byte(`"source_last_seq":"99-abc"`)
+	bad := editMember(t, data, func(n string) bool { return n == manifestName }, func(b []byte) []byte {
+		if !bytes.Contains(b, old) {
+			t.Fatalf("no checkpoint at 42-abc in the manifest:\n%s", b)
+		}
+		return bytes.Replace(b, old, lie, 1)
+	})
+	bad = withIndex(t, bad, func(idx *TOC) {
+		for i, d := range idx.Databases {
+			if d.Summary.Name == "alpha" {
+				for id, cp := range d.Summary.Checkpoints {
+					idx.Databases[i].Summary.Checkpoints[id] = bytes.Replace(cp, []byte(`"42-abc"`), []byte(`"99-abc"`), 1)
+				}
+			}
+		}
+	})
+	mustFail(t, bad, ErrManifest, manifestName)
+}

@@ -55,6 +55,9 @@ func (r *Reader) finish(m *member) error {
 		if i > 0 && man.Databases[i-1].Name >= s.Name {
 			return memberErr(m.name, ErrManifest, "databases not sorted by name")
 		}
+		if !seqCheckpointed(s) {
+			return memberErr(m.name, ErrManifest, fmt.Sprintf("database %q: no checkpoint is at its seq (the next --since starts from a checkpoint)", s.Name))
+		}
 		byDir[s.Dir] = s
 	}
 	// the index must hold the manifest's summaries (checkpoints too,
@@ -98,6 +101,31 @@ func sameEndMember(got, s DBSummary) bool {
 		got.DocBytes == s.DocBytes && got.BlobBytes == s.BlobBytes && got.StoredBytes == s.StoredBytes &&
 		got.InstanceStart == s.InstanceStart && bytes.Equal(got.Since, s.Since) &&
 		(metaEmpty(got.Metadata) || bytes.Equal(jsonOf(metaToJSON(got.Metadata)), jsonOf(metaToJSON(s.Metadata))))
+}
+
+// seqCheckpointed reports whether a summary's seq is the source_last_seq
+// of one of its checkpoints, as the writer makes it (the seq is the last
+// checkpoint's), or it has no checkpoints or no seq: a checkpoint that
+// says another seq would make the next --since skip changes or read
+// them again.
+func seqCheckpointed(s DBSummary) bool {
+	if len(s.Checkpoints) == 0 || len(s.Seq) == 0 {
+		return true
+	}
+	var want bytes.Buffer
+	if json.Compact(&want, s.Seq) != nil {
+		return false
+	}
+	for _, cp := range s.Checkpoints {
+		var c struct {
+			SourceLastSeq json.RawMessage `json:"source_last_seq"`
+		}
+		var got bytes.Buffer
+		if json.Unmarshal(cp, &c) == nil && json.Compact(&got, c.SourceLastSeq) == nil && bytes.Equal(got.Bytes(), want.Bytes()) {
+			return true
+		}
+	}
+	return false
 }
 
 // memberList is the manifest's member list folded as it streams: a count
