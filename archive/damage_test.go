@@ -105,7 +105,7 @@ func TestTruncated(t *testing.T) {
 // memberOffset returns the offset of a member's stored bytes in data.
 func memberOffset(t testing.TB, data []byte, name string) int {
 	t.Helper()
-	cr := &countingReader{r: bytes.NewReader(data)}
+	cr := &countReader{r: bytes.NewReader(data)}
 	tr := tar.NewReader(cr)
 	for {
 		h, err := tr.Next()
@@ -116,17 +116,6 @@ func memberOffset(t testing.TB, data []byte, name string) int {
 			return int(cr.n) // tar reads headers exactly, no read-ahead
 		}
 	}
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 func TestFlippedByte(t *testing.T) {

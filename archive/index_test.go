@@ -184,7 +184,7 @@ func TestReadHeaderAtOffsets(t *testing.T) {
 		dbs[n] = sampleDocs()
 	}
 	data := writeArchive(t, Options{Compression: Zstd, ChunkSize: 300}, dbs, hostileNames)
-	cr := &countingReaderAt{r: bytes.NewReader(data)} // Read fails
+	cr := &countReaderAt{r: bytes.NewReader(data)} // Read fails
 	h, err := ReadHeader(cr)
 	if err != nil {
 		t.Fatal(err)

@@ -17,21 +17,21 @@ import (
 	"github.com/sofadb/sofa/replicate"
 )
 
-// countingReaderAt counts the bytes read from it.
-type countingReaderAt struct {
+// countReaderAt counts the bytes read from it.
+type countReaderAt struct {
 	r *bytes.Reader
 	n atomic.Int64
 }
 
-func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+func (c *countReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	n, err := c.r.ReadAt(p, off)
 	c.n.Add(int64(n))
 	return n, err
 }
-func (c *countingReaderAt) Size() int64 { return c.r.Size() }
+func (c *countReaderAt) Size() int64 { return c.r.Size() }
 
 // Read fails: what reads through the index never reads in order.
-func (c *countingReaderAt) Read([]byte) (int, error) { return 0, errors.New("read in order") }
+func (c *countReaderAt) Read([]byte) (int, error) { return 0, errors.New("read in order") }
 
 func randomBytes(n int) []byte {
 	b := make([]byte, n)
@@ -94,7 +94,7 @@ func TestTOC_SelectedGroupsOnly(t *testing.T) {
 		t.Fatal("the footer is not the FooterSize bytes before the tar trailer")
 	}
 
-	cr := &countingReaderAt{r: bytes.NewReader(data)}
+	cr := &countReaderAt{r: bytes.NewReader(data)}
 	idx, err := ReadTOC(cr, size)
 	if err != nil {
 		t.Fatal(err)
