@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -40,6 +41,11 @@ type DBWriter struct {
 	spool   *os.File
 	stw     *tar.Writer
 	spooled atomic.Int64 // bytes in the spool not yet in the stream
+	// while the database waits in the writer's queue (w.mu): held, it
+	// keeps spool open (one of maxHeldSpools); parked, its group was
+	// moved into the writer's parking file and spool closed
+	held   bool
+	parked *io.SectionReader
 
 	mu        sync.Mutex
 	err       error

@@ -69,10 +69,12 @@ func (w *Writer) finishDB(d *DBWriter, sum DBSummary, direct bool) error {
 			w.queue = w.queue[1:]
 			_ = w.appendSpoolLocked(q)
 		}
+		w.parking.reset()
 		w.promoteLocked()
 		return w.err
 	case w.owner != nil:
 		w.queue = append(w.queue, d)
+		w.waitInLineLocked(d)
 		return w.err
 	}
 	return w.appendSpoolLocked(d)
@@ -83,6 +85,11 @@ func (w *Writer) finishDB(d *DBWriter, sum DBSummary, direct bool) error {
 // the blobs dropped.
 func (w *Writer) appendSpoolLocked(d *DBWriter) error {
 	defer d.removeSpool()
+	if d.held {
+		d.held = false
+		w.held--
+	}
+	defer func() { d.parked = nil }()
 	if w.err != nil {
 		return w.err
 	}
@@ -162,14 +169,18 @@ func (w *Writer) copySpoolLocked(d *DBWriter, end func(dropped) ([]byte, error))
 		w.spooled.Add(-d.spooled.Swap(0))
 		w.wake()
 	}()
-	if d.spool == nil {
-		return w.fail(fmt.Errorf("archive: spool of %q: missing", d.name))
+	var src io.ReadSeeker = d.parked
+	if d.parked == nil {
+		if d.spool == nil {
+			return w.fail(fmt.Errorf("archive: spool of %q: missing", d.name))
+		}
+		src = d.spool
 	}
-	if _, err := d.spool.Seek(0, io.SeekStart); err != nil {
+	if _, err := src.Seek(0, io.SeekStart); err != nil {
 		return w.fail(fmt.Errorf("archive: spool of %q: %w", d.name, err))
 	}
 	var drop dropped
-	tr := tar.NewReader(d.spool)
+	tr := tar.NewReader(src)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {

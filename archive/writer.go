@@ -89,6 +89,8 @@ type Writer struct {
 	closed    bool
 	owner     *DBWriter   // database writing straight into tw
 	queue     []*DBWriter // closed spooled databases waiting for the stream
+	held      int         // of queue, those keeping their own spool file open
+	parking   parking     // groups of the rest of queue
 	names     map[string]bool
 	dirs      map[string]string
 	open      map[*DBWriter]bool
@@ -142,6 +144,7 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 		open:      map[*DBWriter]bool{},
 		committed: map[[32]byte]struct{}{},
 		members:   spillBuffer{dir: opts.TempDir, limit: 1 << 20},
+		parking:   parking{dir: opts.TempDir},
 	}
 	aw.tw = tar.NewWriter(aw.cw)
 	aw.ix = newIndexer(aw.hdr)
@@ -204,6 +207,7 @@ func (w *Writer) Close() error {
 	w.closed = true
 	defer w.members.close()
 	defer w.pool.close()
+	defer w.parking.close()
 	if w.err != nil {
 		return w.err
 	}
