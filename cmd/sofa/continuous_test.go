@@ -133,7 +133,25 @@ func TestCLI_ContinuousServers(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	for range lines {
+	var tail []string
+	for l := range lines {
+		tail = append(tail, l)
+	}
+	// the interrupt's "stopping" line comes before the run's final lines
+	stopping, final := -1, -1
+	for i, l := range tail {
+		if stopping < 0 && strings.Contains(l, "stopping") {
+			stopping = i
+		}
+		if final < 0 && (strings.Contains(l, "stopped after") || strings.Contains(l, "interrupted")) {
+			final = i
+		}
+	}
+	if stopping < 0 || final < stopping {
+		t.Errorf("lines after SIGINT, want the stopping line before the final ones:\n%s", strings.Join(tail, "\n"))
+	}
+	if testing.Verbose() {
+		t.Log(strings.Join(tail, "\n"))
 	}
 	_ = cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {

@@ -82,10 +82,11 @@ func interruptible(atExit func(msg string)) (context.Context, func()) {
 		case <-done:
 			return
 		}
-		cancel()
+		// printed before the run is told: its final line comes after
 		if !quietRun() {
 			fmt.Fprintln(os.Stderr, "sofa: "+stoppingLine())
 		}
+		cancel()
 		select {
 		case <-sigs:
 			msg := "interrupted again: stopped at once; run the same command again to resume from the last checkpoint written"
