@@ -41,12 +41,13 @@ func (d *DBWriter) ensureBlob(sum [32]byte, a *replicate.Attachment) error {
 		codec := d.w.opts.Compression
 		var stored, comp []byte
 		var buf *[]byte
-		if codec != None && a.Encoding == "" {
+		try := codec != None && a.Encoding == "" && !compressedType(a.ContentType) && compressible(a.Data)
+		if try {
 			buf = blobBufs.Get().(*[]byte)
 			comp = compress(codec, (*buf)[:0], a.Data)
 			stored = comp
 		}
-		if codec == None || a.Encoding != "" || len(stored) >= len(a.Data) {
+		if !try || len(stored) >= len(a.Data) {
 			codec, stored = None, a.Data // already compressed, or incompressible
 		}
 		b.err = d.emit(blobName(sum, codec), stored, int64(len(a.Data)), sum, codec == None)
