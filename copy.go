@@ -107,6 +107,10 @@ func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, err
 	if err != nil {
 		return nil, err
 	}
+	warning := sameUUIDWarning(src, dst)
+	if warning != "" {
+		o.logf("warning: %s", warning)
+	}
 	dbs, err := SelectDBs(ctx, src, o.Selection, "source")
 	if err != nil {
 		return nil, err
@@ -118,6 +122,9 @@ func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, err
 	j := o.job(ssrv, tsrv, replicate.NewBudget(o.Engine.MaxInflightBytes), listTarget(ctx, tsrv, &o.RunControl))
 	sum, runErr := o.runDBs(ctx, dbs, j.fleetJob(), NewStallWatch(src, dst).Waiting, true, src, dst)
 	sum.RequestsByKind = map[string]map[string]int64{"source": ssrv.Stats.Kinds(), "target": tsrv.Stats.Kinds()}
+	if warning != "" {
+		sum.Warnings = append(sum.Warnings, warning)
+	}
 	if runErr != nil {
 		return &sum, fmt.Errorf("copy: %w", runErr)
 	}
@@ -244,16 +251,21 @@ func CopyDB(ctx context.Context, src, dst *Endpoint, o CopyDBOptions) (*replicat
 	if ct, ok := pt.Target.(createdTarget); ok && pt.Created {
 		opts.TargetCreated = ct.Created()
 	}
-	var warning string
+	var warnings []string
+	if w := sameUUIDWarning(src, dst); w != "" {
+		warnings = append(warnings, w)
+	}
 	if ti := pt.InfoRead; ti != nil && ti.Partitioned != sinfo.Partitioned {
-		warning = partitionedWarning(sinfo.Partitioned)
+		warnings = append(warnings, partitionedWarning(sinfo.Partitioned))
+	}
+	for _, w := range warnings {
 		if opts.Warn != nil {
-			opts.Warn(warning)
+			opts.Warn(w)
 		}
 	}
 	res, err := replicate.Run(ctx, sdb, pt.Target, opts)
-	if res != nil && warning != "" {
-		res.Warnings = append([]string{warning}, res.Warnings...)
+	if res != nil && len(warnings) > 0 {
+		res.Warnings = append(warnings, res.Warnings...)
 	}
 	return res, err
 }

@@ -146,6 +146,9 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 		return nil, err
 	}
 	o.Copy = co
+	if w := sameUUIDWarning(src, dst); w != "" {
+		o.Copy.logf("warning: %s", w)
+	}
 	// A database whose checkpoint shows its source deleted and created
 	// again since (found at the start, or reopened after a gap in the
 	// watch) is handled as one the watch saw so: its copies fail with
@@ -248,6 +251,9 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 		return r, err
 	}, fleet.Options{Limiters: limiters(src, dst), MaxDBs: o.Copy.MaxDBs, Fixed: o.Copy.Fixed,
 		IdealDuration: o.Copy.IdealDuration, Progress: o.Copy.Progress, Logger: o.Copy.Logger})
+	if w := sameUUIDWarning(src, dst); w != "" {
+		sum.Warnings = append(sum.Warnings, w)
+	}
 	s.sum.CatchUp = &sum
 	for _, r := range sum.DBs {
 		if r.Status == fleet.StatusNotStarted {

@@ -107,6 +107,9 @@ type Summary struct {
 	// --allow-partial): the databases of their shards were not restored
 	// and are in no count. Nil when none.
 	MissingMembers []string `json:"missing_members,omitempty"`
+	// Warnings are the run's own warnings (not one database's), such as
+	// a source and a target that report one server uuid. Nil when none.
+	Warnings []string `json:"warnings,omitempty"`
 	// Hosts holds each limiter's totals and decisions.
 	Hosts []limitstats.Stats `json:"hosts,omitempty"`
 	// Concurrency tells how many databases ran at once and why.

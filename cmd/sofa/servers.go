@@ -52,6 +52,9 @@ func printFleetSummary(w *os.File, s *fleet.Summary, quiet bool) {
 			fmt.Fprintf(w, "sofa: database %q left out: %s\n", l.Name, l.Reason)
 		}
 	}
+	for _, m := range s.Warnings {
+		fmt.Fprintf(w, "sofa: warning: %s\n", m)
+	}
 	for _, d := range s.DBs {
 		if d.Status == fleet.StatusOK && (quiet || len(d.Warnings) == 0) {
 			continue
