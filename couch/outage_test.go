@@ -3,6 +3,7 @@ package couch
 import (
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,12 +36,18 @@ func TestOutageClock(t *testing.T) {
 			t.Fatal("the first request was not retried")
 		}
 		before := c.Stats.Retries.Load()
-		if _, err := c.do(ctx, &request{Method: "GET", Path: "/_all_dbs"}); !errors.Is(err, replicate.ErrUnreachable) {
+		_, err = c.do(ctx, &request{Method: "GET", Path: "/_all_dbs"})
+		if !errors.Is(err, replicate.ErrUnreachable) {
 			t.Fatalf("second request: %v, want ErrUnreachable", err)
 		}
 		retried := c.Stats.Retries.Load() - before
 		if clock && retried != 0 {
 			t.Errorf("OutageClock: the request after the server was found lost was retried %d times, want none", retried)
+		}
+		// its error says how long the server has not answered, not only
+		// its own one attempt
+		if clock && !strings.Contains(err.Error(), "the server has not answered for ") {
+			t.Errorf("OutageClock: second request's error %q does not say how long the outage lasted", err)
 		}
 		if !clock && retried == 0 {
 			t.Errorf("without OutageClock: the second request was not retried")

@@ -171,8 +171,10 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 			}
 			wait = backoff(attempt, 250*time.Millisecond, 20*time.Second)
 			elapsed := time.Since(start) - waited429
+			var outage time.Duration // of an outage that began before this request
 			if down, gaveUp := c.reach.downSince(); c.opts.OutageClock && herr == nil && !down.IsZero() && down.Before(start) {
-				elapsed = max(elapsed, time.Since(down)) // the outage began before this request
+				outage = time.Since(down)
+				elapsed = max(elapsed, outage)
 				if gaveUp {
 					elapsed = budget // a request already gave up on it
 				}
@@ -185,7 +187,11 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 				if attempt == 1 {
 					tries = "attempt"
 				}
-				return nil, lost(fmt.Errorf("%w (gave up after %d %s in %s)", err, attempt, tries, time.Since(start).Round(100*time.Millisecond)))
+				also := ""
+				if outage > 0 {
+					also = fmt.Sprintf("; the server has not answered for %s", outage.Round(100*time.Millisecond))
+				}
+				return nil, lost(fmt.Errorf("%w (gave up after %d %s in %s%s)", err, attempt, tries, time.Since(start).Round(100*time.Millisecond), also))
 			}
 		}
 		c.Stats.Retries.Add(1)
