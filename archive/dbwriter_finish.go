@@ -27,6 +27,7 @@ func (d *DBWriter) finish(reason string) error {
 		return d.err
 	}
 	d.closed = true
+	d.forgetRevsLocked()
 	err := d.startLocked()
 	if err == nil && len(d.buf) > 0 {
 		err = d.queueChunkLocked(context.Background())

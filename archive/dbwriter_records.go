@@ -42,6 +42,13 @@ func (d *DBWriter) WriteDocs(ctx context.Context, docs []*replicate.Doc) ([]repl
 	}
 	var rejected []replicate.DocError
 	for _, doc := range docs {
+		key := d.w.revKey(doc.ID, doc.Rev)
+		d.mu.Lock()
+		again := d.storedLocked(key)
+		d.mu.Unlock()
+		if again {
+			continue // sent again by the source (see replays.go): stored once
+		}
 		body, sums, form, derr := d.prepare(doc)
 		if derr != nil {
 			rejected = append(rejected, *derr)
@@ -53,6 +60,11 @@ func (d *DBWriter) WriteDocs(ctx context.Context, docs []*replicate.Doc) ([]repl
 			}
 		}
 		d.mu.Lock()
+		if d.storedLocked(key) { // by another call meanwhile
+			d.mu.Unlock()
+			continue
+		}
+		d.rememberLocked(key)
 		d.buf = appendRecord(d.buf, doc, body, sums, form)
 		d.summary.Revisions++
 		d.summary.Attachments += int64(len(doc.Atts))

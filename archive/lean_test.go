@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -100,11 +101,14 @@ func TestLeanRecords(t *testing.T) {
 		{"nested _id only", one("a", "1-x", false, `{"x":{"_id":"a","_rev":"1-x"}}`, "x"), "id,rev,revisions,body"},
 		{"malformed rev", one("a", "x", false, `{"_id":"a","_rev":"x"}`, "x"), "revisions,body"},
 	}
-	var docs []*replicate.Doc
-	for _, c := range cases {
-		docs = append(docs, c.doc)
+	// one database per case: several cases share an id and rev, which
+	// a group stores once
+	dbs, order := map[string][]*replicate.Doc{}, []string(nil)
+	for i, c := range cases {
+		name := fmt.Sprintf("db%02d", i)
+		dbs[name], order = []*replicate.Doc{c.doc}, append(order, name)
 	}
-	data := writeArchive(t, Options{Compression: None}, map[string][]*replicate.Doc{"db": docs}, []string{"db"})
+	data := writeArchive(t, Options{Compression: None}, dbs, order)
 	recs := chunkRecords(t, data)
 	if len(recs) != len(cases) {
 		t.Fatalf("%d records, want %d", len(recs), len(cases))
@@ -115,7 +119,9 @@ func TestLeanRecords(t *testing.T) {
 		}
 	}
 	_, got := readArchive(t, data)
-	equalDocs(t, "db", got["db"].docs, docs)
+	for _, name := range order {
+		equalDocs(t, name, got[name].docs, dbs[name])
+	}
 }
 
 // The reader still reads an archive written before lean records existed

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"sort"
 	"strconv"
@@ -91,6 +92,9 @@ type Writer struct {
 	queue     []*DBWriter // closed spooled databases waiting for the stream
 	held      int         // of queue, those keeping their own spool file open
 	parking   parking     // groups of the rest of queue
+	// replays.go: seeds of revKey, keys left to the open groups
+	keySeeds   [2]maphash.Seed
+	replayKeys atomic.Int64
 	names     map[string]bool
 	dirs      map[string]string
 	open      map[*DBWriter]bool
@@ -147,6 +151,8 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 		parking:   parking{dir: opts.TempDir},
 	}
 	aw.tw = tar.NewWriter(aw.cw)
+	aw.keySeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+	aw.replayKeys.Store(maxReplayKeys)
 	aw.ix = newIndexer(aw.hdr)
 	raw, err := json.MarshalIndent(aw.hdr, "", "  ")
 	if err != nil {
