@@ -270,17 +270,33 @@ func (d *DBWriter) PutLocal(ctx context.Context, id string, body []byte) error {
 	return nil
 }
 
-// RevsDiff reports every requested revision as missing: an archive holds
-// nothing yet.
+// RevsDiff reports the requested revisions this group has not stored
+// yet: all of them but those the source sent before (see replays.go),
+// answered from memory. LocalRevsDiff (replicate.LocalDiffer) tells the
+// engine so, and it asks for every batch.
 func (d *DBWriter) RevsDiff(ctx context.Context, revs map[string][]string) (map[string]replicate.Missing, error) {
 	out := make(map[string]replicate.Missing, len(revs))
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	for id, rs := range revs {
-		if len(rs) > 0 {
-			out[id] = replicate.Missing{Missing: append([]string(nil), rs...)}
+		var missing []string
+		for _, rev := range rs {
+			if !d.storedLocked(d.w.revKey(id, rev)) {
+				missing = append(missing, rev)
+			}
+		}
+		if len(missing) > 0 {
+			out[id] = replicate.Missing{Missing: missing}
 		}
 	}
 	return out, nil
 }
+
+// LocalRevsDiff marks RevsDiff as answered without a request
+// (replicate.LocalDiffer).
+func (d *DBWriter) LocalRevsDiff() {}
+
+var _ replicate.LocalDiffer = (*DBWriter)(nil)
 
 // SetMetadata records `_security`, `_revs_limit` and properties. The
 // BeforeDocs call goes into the meta member; the AfterDocs one into the

@@ -292,6 +292,16 @@ type StartSeqSetter interface {
 	SetStartSeq(since Seq)
 }
 
+// LocalDiffer is an optional Target interface: its RevsDiff answers
+// without a request (an archive being written knows the revisions it
+// stored), so the engine asks it for every batch instead of skipping
+// `_revs_diff` on an initial copy. A revision the source sends again (a
+// CouchDB cluster's feed replaying the shard ranges of a lost node) is
+// then neither read nor written nor counted twice.
+type LocalDiffer interface {
+	LocalRevsDiff()
+}
+
 // Pacer is an optional Target interface: the engine calls Pace before it
 // starts each batch and before each fetch (_bulk_get) within one, and
 // waits while Pace does. A target that cannot take more for now (an

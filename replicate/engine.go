@@ -53,6 +53,8 @@ type run struct {
 	mem   *semaphore.Weighted
 	fails failureList
 	diff  diffSkipper
+	// localDiff: the target's RevsDiff costs no request (LocalDiffer)
+	localDiff bool
 	size  sizeEstimator
 	cp    *checkpointer
 	mark  *marker // Options.Unclaimed: the mark owed (mark.go)
@@ -141,6 +143,7 @@ func open(ctx context.Context, src Source, tgt Target, opts Options) (*Session, 
 	t0 := time.Now()
 	r := &run{src: src, tgt: tgt, opts: opts, c: opts.Counters,
 		mem: opts.Budget.sem}
+	_, r.localDiff = tgt.(LocalDiffer)
 	res := &Result{}
 	s := &Session{r: r, t0: t0, first: true}
 	fill := func() {

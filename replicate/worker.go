@@ -99,7 +99,7 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 	switch {
 	case len(revs) == 0:
 		missing = make(map[string]Missing, len(known))
-	case r.diff.skip():
+	case !r.localDiff && r.diff.skip():
 		missing = make(map[string]Missing, len(revs)+len(known))
 		for id, rs := range revs {
 			missing[id] = Missing{Missing: rs}
