@@ -59,7 +59,7 @@ type DBWriter struct {
 	tail      chan struct{} // closed once the last chunk handed to the pool is written
 	blobs     map[[32]byte]*blobWait
 	revs      map[revKey]struct{} // revisions stored, while the budget lasts (replays.go)
-	prev      *DBState // this database in the archive Since names
+	prev      *DBState            // this database in the archive Since names
 	// inFull says why an incremental backs this database up in full
 	// (SetSourceInfo found it recreated), "" when it does not.
 	inFull      string

@@ -82,26 +82,26 @@ type Writer struct {
 	chunk int
 	pool  *chunkPool
 
-	mu        sync.Mutex
-	tw        *tar.Writer
-	cw        *countWriter // under tw: the offset of what tw wrote
-	ix        *indexer
-	err       error
-	closed    bool
-	owner     *DBWriter   // database writing straight into tw
-	queue     []*DBWriter // closed spooled databases waiting for the stream
-	held      int         // of queue, those keeping their own spool file open
-	parking   parking     // groups of the rest of queue
+	mu      sync.Mutex
+	tw      *tar.Writer
+	cw      *countWriter // under tw: the offset of what tw wrote
+	ix      *indexer
+	err     error
+	closed  bool
+	owner   *DBWriter   // database writing straight into tw
+	queue   []*DBWriter // closed spooled databases waiting for the stream
+	held    int         // of queue, those keeping their own spool file open
+	parking parking     // groups of the rest of queue
 	// replays.go: seeds of revKey, keys left to the open groups
 	keySeeds   [2]maphash.Seed
 	replayKeys atomic.Int64
-	names     map[string]bool
-	dirs      map[string]string
-	open      map[*DBWriter]bool
-	committed map[[32]byte]struct{} // blobs already in tw
-	members   spillBuffer           // manifest member entries, comma-separated JSON
-	summaries []DBSummary
-	totals    Totals
+	names      map[string]bool
+	dirs       map[string]string
+	open       map[*DBWriter]bool
+	committed  map[[32]byte]struct{} // blobs already in tw
+	members    spillBuffer           // manifest member entries, comma-separated JSON
+	summaries  []DBSummary
+	totals     Totals
 
 	// for DBWriter.Pace, read without mu: the owner, the bytes spooled
 	// and not yet in the stream, whether the stream failed; turn is

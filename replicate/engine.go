@@ -55,10 +55,10 @@ type run struct {
 	diff  diffSkipper
 	// localDiff: the target's RevsDiff costs no request (LocalDiffer)
 	localDiff bool
-	size  sizeEstimator
-	cp    *checkpointer
-	mark  *marker // Options.Unclaimed: the mark owed (mark.go)
-	live  *liveness
+	size      sizeEstimator
+	cp        *checkpointer
+	mark      *marker // Options.Unclaimed: the mark owed (mark.go)
+	live      *liveness
 	// carried holds a slot for the one batch carrying its documents
 	// that may wait for a worker (see pipeline).
 	carried chan struct{}
