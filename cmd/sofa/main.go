@@ -6,7 +6,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/sofadb/sofa/storage"
+	"io"
+	"log"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sofadb/sofa/storage"
 )
 
 var version = "0.1.0-dev"
@@ -35,6 +38,7 @@ func run(args []string) (code int) {
 			code, _ = exitFor(fatal(fmt.Errorf("internal error: %v", p)), false)
 		}
 	}()
+	stdLog(args)
 	ctx, stop := interruptible(func(msg string) {
 		// --json: stdout holds one document whatever happened (the
 		// lock is kept: the run prints nothing more before the exit).
@@ -160,4 +164,18 @@ func stoppingLine() string {
 		return "stopping: the archive is not written (interrupt again to stop at once)"
 	}
 	return "stopping: finishing the writes in flight and the final checkpoints (interrupt again to stop at once)"
+}
+
+// stdLog sets the standard logger, which net/http writes a few of a
+// server's misbehaviours to (an answer on an idle connection, which
+// CouchDB sends when a cluster node is lost): a raw, timestamped line
+// among sofa's own. It is kept with --debug only, as a debug line.
+func stdLog(args []string) {
+	log.SetFlags(0)
+	if slices.Contains(args, "--debug") {
+		log.SetPrefix("sofa: debug: ")
+		log.SetOutput(os.Stderr)
+		return
+	}
+	log.SetOutput(io.Discard)
 }

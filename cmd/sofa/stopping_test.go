@@ -1,6 +1,9 @@
 package main
 
 import (
+	"io"
+	"log"
+	"os"
 	"strings"
 	"testing"
 
@@ -16,5 +19,22 @@ func TestStoppingLine(t *testing.T) {
 		if got := stoppingLine(); strings.Contains(got, "checkpoints") != checkpoints {
 			t.Errorf("%s: %q", name, got)
 		}
+	}
+}
+
+// TestStdLog: the standard logger (net/http's "Unsolicited response
+// received on idle HTTP channel", printed when a CouchDB cluster node is
+// lost) prints nothing without --debug, and a prefixed line with it.
+func TestStdLog(t *testing.T) {
+	defer log.SetOutput(log.Writer())
+	defer log.SetPrefix(log.Prefix())
+	defer log.SetFlags(log.Flags())
+	stdLog([]string{"backup", "http://x", "a.sofa"})
+	if log.Writer() != io.Discard {
+		t.Errorf("without --debug the standard logger writes to %v", log.Writer())
+	}
+	stdLog([]string{"backup", "--debug", "http://x", "a.sofa"})
+	if log.Writer() != os.Stderr || log.Prefix() != "sofa: debug: " || log.Flags() != 0 {
+		t.Errorf("with --debug: writer %v, prefix %q, flags %d", log.Writer(), log.Prefix(), log.Flags())
 	}
 }
