@@ -54,3 +54,31 @@ func TestOutageClock(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryTimeSpent: a request to a server that does not answer is
+// retried until RetryTime is spent, its last wait cut to what is left,
+// not given up a whole backoff early (a 20 s --retry-time ended 12.7 s
+// in). Only the lower bound is timed: a loaded machine is only slower.
+func TestRetryTimeSpent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens: every attempt is refused at once
+	// backoffs from 250 ms doubling: 0.25+0.5+1 = 1.75 s, and the next
+	// (2 s) would pass 2.5 s; the retries must reach 2.5 s
+	const budget = 2500 * time.Millisecond
+	c, err := NewClient(url, Options{RetryTime: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = c.do(t.Context(), &request{Method: "GET", Path: "/"})
+	if !errors.Is(err, replicate.ErrUnreachable) {
+		t.Fatalf("%v, want ErrUnreachable", err)
+	}
+	if d := time.Since(start); d < budget {
+		t.Errorf("gave up after %s, before the retry time of %s was spent: %v", d, budget, err)
+	}
+}
