@@ -109,7 +109,10 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 		// A database this client has just created has CouchDB's fixed
 		// default (1000): setting it again would cost a request per
 		// database for nothing.
-		if m.RevsLimit > 0 && !(d.fresh && m.RevsLimit == defaultRevsLimit) {
+		// An existing database is read first and written only when it
+		// differs: a rerun that copies nothing writes nothing (each PUT
+		// adds to the database file and its update_seq).
+		if m.RevsLimit > 0 && !(d.fresh && m.RevsLimit == defaultRevsLimit) && (d.fresh || !d.revsLimitIs(ctx, m.RevsLimit)) {
 			resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.path + "/_revs_limit", Body: []byte(strconv.Itoa(m.RevsLimit)), ContentType: "application/json"})
 			if err != nil {
 				if st := StatusOf(err); st == 404 || st == 405 || st == 400 {
@@ -133,6 +136,9 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 		if len(m.Security) > 0 {
 			if d.fresh && d.holdsDefaultSecurity(ctx, m.Security) {
 				return nil // what a PUT would write is already there
+			}
+			if !d.fresh && d.securityIs(ctx, m.Security) {
+				return nil // already the source's (read, not written again)
 			}
 			if d.notAdmin.Load() {
 				// CouchDB 3 answers a member's PUT with 500 no_majority,
