@@ -2,6 +2,7 @@ package sofa
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -144,6 +145,7 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 		return r, err
 	}
 	defer release()
+	defer func() { err = goneFromSource(ctx, src, err) }()
 	c := &dbCopy{task: t, r: &r, p: p}
 	if c.sinfo, err = j.sourceInfo(ctx, src); err != nil {
 		return r, fmt.Errorf("source: %w", err)
@@ -412,4 +414,19 @@ func partitionedWarning(srcPartitioned bool) string {
 		return "the source database is partitioned and the existing target is not: its documents are copied, the property is not (delete the target to have it created partitioned)"
 	}
 	return "the existing target database is partitioned and the source is not: it refuses documents whose ids have no partition prefix"
+}
+
+// goneFromSource turns err, a job's failure that says something is not
+// found, into a *fleet.LeftOutError when the source database itself no
+// longer exists (asked again): a database deleted at the source during a
+// many-database run is left out of it, not failed (with thousands of
+// tenants, a nightly run always met some).
+func goneFromSource(ctx context.Context, src replicate.Source, err error) error {
+	if err == nil || ctx.Err() != nil || !errors.Is(err, replicate.ErrNotFound) {
+		return err
+	}
+	if _, ierr := src.Info(ctx); !errors.Is(ierr, replicate.ErrNotFound) {
+		return err
+	}
+	return &fleet.LeftOutError{Reason: "deleted at the source during the run", Err: err}
 }

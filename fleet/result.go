@@ -25,7 +25,22 @@ const (
 	StatusInterrupted Status = "interrupted"
 	// StatusNotStarted: the run was cancelled before the job started.
 	StatusNotStarted Status = "not_started"
+	// StatusLeftOut: the job found the database is not the run's to copy
+	// after all (a *LeftOutError: deleted at the source during the run).
+	// Summary.Add lists it in LeftOut, not in DBs or any count of
+	// databases.
+	StatusLeftOut Status = "left_out"
 )
+
+// LeftOutError, returned (wrapped or not) by a job, leaves its database
+// out of the run (StatusLeftOut) with Reason: it is not a failure.
+type LeftOutError struct {
+	Reason string
+	Err    error // what showed it, for errors.Is
+}
+
+func (e *LeftOutError) Error() string { return e.Reason }
+func (e *LeftOutError) Unwrap() error { return e.Err }
 
 // Duration is a time.Duration that marshals to JSON as seconds.
 type Duration time.Duration
@@ -99,7 +114,8 @@ type Summary struct {
 	DBs []DBResult `json:"dbs"`
 	// LeftOut names the databases of the source that a default rule left
 	// out, which the caller's selection did not name (a restore's
-	// _replicator); they are not among DBs and not counted. Nil when
+	// _replicator), or that a job left out (StatusLeftOut: deleted at the
+	// source during the run); they are not among DBs and not counted. Nil when
 	// none or when the caller does not report them.
 	LeftOut []LeftOut `json:"left_out,omitempty"`
 	// MissingMembers names the members of a sharded backup's set that
@@ -199,6 +215,13 @@ var statusRank = map[Status]int{StatusOK: 0, StatusPartial: 1, StatusNotStarted:
 
 // Add counts r, whose Status is set, into the summary's totals and list.
 func (s *Summary) Add(r DBResult) {
+	if r.Status == StatusLeftOut {
+		s.LeftOut = append(s.LeftOut, LeftOut{Name: r.Name, Reason: r.Error})
+		s.DocsRead += r.DocsRead
+		s.DocsWritten += r.DocsWritten
+		s.Bytes += r.Bytes
+		return
+	}
 	s.DBs = append(s.DBs, r)
 	s.DBsTotal++
 	switch r.Status {

@@ -195,8 +195,9 @@ func runOne(ctx context.Context, db string, job Job, opts Options) (r DBResult, 
 
 // Decide sets the status of one database's result from the error its
 // job returned (and its Error from err), unless the job set a status:
-// interrupted (err caused by the cancellation of ctx), failed (any other
-// error), partial (revisions not copied), else ok. Every many-database
+// interrupted (err caused by the cancellation of ctx), left out (a
+// *LeftOutError), failed (any other error), partial (revisions not
+// copied), else ok. Every many-database
 // operation decides here, whether its databases ran under Run or one
 // after another.
 func Decide(ctx context.Context, r *DBResult, err error) {
@@ -206,9 +207,12 @@ func Decide(ctx context.Context, r *DBResult, err error) {
 	if r.Status != "" {
 		return
 	}
+	var lo *LeftOutError
 	switch {
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		r.Status = StatusInterrupted
+	case errors.As(err, &lo):
+		r.Status, r.Error = StatusLeftOut, lo.Reason
 	case err != nil:
 		r.Status = StatusFailed
 	case r.DocWriteFailures > 0 || len(r.Failures) > 0:
