@@ -64,7 +64,7 @@ func logOnce(t *Tracker, lg *slog.Logger, r *rates, o Options, gate *Gate) {
 		waiting = o.Waiting(stalled > 0)
 	}
 	attrs := []slog.Attr{
-		slog.Int("dbs_done", s.DBsDone), slog.Int("dbs_total", s.DBsTotal),
+		slog.Int("dbs_done", s.DBsDone), dbsTotalAttr(s, final),
 		slog.Int("dbs_failed", s.DBsFailed), slog.Int("dbs_interrupted", s.DBsInterrupted),
 		slog.Int("dbs_active", len(s.Active)),
 		slog.Int64("docs_read", s.Totals.DocsRead), slog.Int64("docs_written", s.Totals.DocsWritten),
@@ -120,4 +120,13 @@ func roundWait(d time.Duration) time.Duration {
 		return d.Round(time.Second)
 	}
 	return d.Round(100 * time.Millisecond)
+}
+
+// dbsTotalAttr is dbs_total, "unknown" while the databases are only known
+// as they come (the count of those begun is no total until the end).
+func dbsTotalAttr(s Snapshot, final bool) slog.Attr {
+	if s.TotalUnknown && !final {
+		return slog.String("dbs_total", "unknown")
+	}
+	return slog.Int("dbs_total", s.DBsTotal)
 }

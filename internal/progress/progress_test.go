@@ -180,3 +180,37 @@ func TestStartLog_NoLineForUnprintedChange(t *testing.T) {
 		}
 	})
 }
+
+// TestStartLog_UnknownTotal: while the number of databases is not known
+// (an archive read in order from stdin), the lines say dbs_total=unknown
+// and give no eta (they said dbs_total=529 of 3,000 and eta=0s for the
+// whole of a 95 s restore); the final line gives the total reached, and
+// the terminal's total line a "?".
+func TestStartLog_UnknownTotal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		lg := slog.New(slog.NewTextHandler(&buf, nil))
+		tr := NewTracker()
+		tr.SetTotal(-1)
+		d := tr.Begin("a")
+		disp := StartLog(tr, lg, Options{Interval: 10 * time.Second})
+		time.Sleep(5 * time.Second)
+		d.AddDocsWritten(10)
+		tr.End(d, false)
+		tr.Begin("b").AddDocsWritten(1)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if s := tr.Snapshot(); !strings.HasPrefix(totalLine(s, &rates{}, Options{}), "dbs 1/? ") {
+			t.Errorf("terminal total line %q, want dbs 1/?", totalLine(s, &rates{}, Options{}))
+		}
+		disp.Stop()
+		out := buf.String()
+		periodic, final, _ := strings.Cut(out, `msg="progress final"`)
+		if !strings.Contains(periodic, "dbs_total=unknown") || strings.Contains(periodic, "eta=") {
+			t.Errorf("periodic lines, want dbs_total=unknown and no eta:\n%s", periodic)
+		}
+		if !strings.Contains(final, "dbs_total=2") {
+			t.Errorf("final line, want dbs_total=2:\n%s", final)
+		}
+	})
+}

@@ -74,7 +74,11 @@ func StartTerminal(t *Tracker, w io.Writer, o Options) *Display {
 
 func totalLine(s Snapshot, r *rates, o Options) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "dbs %d/%d", s.DBsDone, s.DBsTotal)
+	if s.TotalUnknown {
+		fmt.Fprintf(&b, "dbs %d/?", s.DBsDone)
+	} else {
+		fmt.Fprintf(&b, "dbs %d/%d", s.DBsDone, s.DBsTotal)
+	}
 	if s.DBsFailed > 0 {
 		fmt.Fprintf(&b, " (%d failed)", s.DBsFailed)
 	}

@@ -200,10 +200,14 @@ type Active struct {
 
 // Snapshot is a Tracker's state at one moment.
 type Snapshot struct {
-	Elapsed   time.Duration
-	DBsTotal  int
-	DBsDone   int // finished, failed ones included
-	DBsFailed int
+	Elapsed  time.Duration
+	DBsTotal int
+	// TotalUnknown: the number of databases is not known beforehand (an
+	// archive read in order): DBsTotal counts those begun so far, and
+	// Fraction and ETA are unknown.
+	TotalUnknown bool
+	DBsDone      int // finished, failed ones included
+	DBsFailed    int
 	// DBsInterrupted counts the databases stopped by an interruption.
 	DBsInterrupted int
 	// Totals sums finished and active databases.
@@ -220,7 +224,7 @@ func (t *Tracker) Snapshot() Snapshot {
 	now := time.Now()
 	t.mu.Lock()
 	s := Snapshot{
-		Elapsed: now.Sub(t.start), DBsTotal: t.dbsTotal, DBsDone: t.dbsDone,
+		Elapsed: now.Sub(t.start), DBsTotal: t.dbsTotal, TotalUnknown: t.growing, DBsDone: t.dbsDone,
 		DBsFailed: t.dbsFailed, DBsInterrupted: t.dbsInter, Totals: t.finished,
 		Active: make([]Active, 0, len(t.active)),
 	}
@@ -236,9 +240,10 @@ func (t *Tracker) Snapshot() Snapshot {
 
 // Fraction estimates how much of the run is done, in [0, 1]: finished
 // databases count whole, active ones by their documents written against
-// their DocsTotal. 0 when the number of databases is unknown.
+// their DocsTotal. 0 when the number of databases is unknown
+// (TotalUnknown: the databases begun so far are no total).
 func (s Snapshot) Fraction() float64 {
-	if s.DBsTotal <= 0 {
+	if s.DBsTotal <= 0 || s.TotalUnknown {
 		return 0
 	}
 	f := float64(s.DBsDone)
