@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/md5"
@@ -150,5 +151,22 @@ func equalDocs(t testing.TB, db string, got, want []*replicate.Doc) {
 				t.Fatalf("%s: %q attachment: got %+v, want %+v", db, w.ID, ga, wa)
 			}
 		}
+	}
+}
+
+// memberNames lists an archive's tar member names in stream order.
+func memberNames(t testing.TB, data []byte) []string {
+	t.Helper()
+	var out []string
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, h.Name)
 	}
 }

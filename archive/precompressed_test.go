@@ -1,11 +1,8 @@
 package archive
 
 import (
-	"archive/tar"
 	"bytes"
 	"crypto/rand"
-	"errors"
-	"io"
 	"strings"
 	"testing"
 
@@ -26,17 +23,9 @@ func TestBlobOfCompressedTypeNotCompressed(t *testing.T) {
 	}}
 	data := writeArchive(t, Options{}, docs, []string{"d"})
 	var raw, zst int
-	tr := tar.NewReader(bytes.NewReader(data))
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasPrefix(h.Name, "blob/") {
-			if strings.HasSuffix(h.Name, ".zst") {
+	for _, name := range memberNames(t, data) {
+		if strings.HasPrefix(name, "blob/") {
+			if strings.HasSuffix(name, ".zst") {
 				zst++
 			} else {
 				raw++
