@@ -231,7 +231,8 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 		opts.Warn = func(s string) { j.rc.logf("%s: %s", t.Target, s) }
 		err = j.check(ctx, c, src, opts)
 	}
-	err = endTarget(c.target.Target, &r, err)
+	// an archive group of a database deleted meanwhile says so
+	err = endTarget(c.target.Target, &r, goneFromSource(ctx, src, err))
 	if err == nil && c.sess != nil {
 		j.keep(t.Target, c.sess)
 	}
@@ -422,7 +423,8 @@ func partitionedWarning(srcPartitioned bool) string {
 // many-database run is left out of it, not failed (with thousands of
 // tenants, a nightly run always met some).
 func goneFromSource(ctx context.Context, src replicate.Source, err error) error {
-	if err == nil || ctx.Err() != nil || !errors.Is(err, replicate.ErrNotFound) {
+	var lo *fleet.LeftOutError
+	if err == nil || ctx.Err() != nil || !errors.Is(err, replicate.ErrNotFound) || errors.As(err, &lo) {
 		return err
 	}
 	if _, ierr := src.Info(ctx); !errors.Is(ierr, replicate.ErrNotFound) {
