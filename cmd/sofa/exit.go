@@ -30,7 +30,8 @@ const exitCodesHelp = `Exit codes:
        listed; the closing line gives the first failure)
   2    usage error (bad flags or arguments)
   3    finished, but some documents or databases were not copied (each is listed; an existing
-       non-empty target database left alone is one); databases already up to date count as copied
+       non-empty target database left alone is one); databases already up to date count as copied,
+       and one deleted at the source during the run is left out (listed, in no count)
   4    verify found a difference
   130  interrupted (SIGINT, SIGTERM or SIGHUP): a copy or restore wrote its checkpoints (rerun to
        resume); an interrupted backup leaves no archive (rerun to start over)`
