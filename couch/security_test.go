@@ -32,6 +32,8 @@ func TestSetMetadata_FreshDatabase(t *testing.T) {
 			io.WriteString(w, `{"couchdb":"Welcome","version":"3.3.3","uuid":"u1"}`)
 		case r.Method == "GET" && strings.HasSuffix(r.URL.Path, "/_security"):
 			io.WriteString(w, adminOnly)
+		case r.Method == "GET" && strings.HasSuffix(r.URL.Path, "/_revs_limit"):
+			io.WriteString(w, "1000\n")
 		default:
 			io.WriteString(w, `{"ok":true}`)
 		}
@@ -50,13 +52,15 @@ func TestSetMetadata_FreshDatabase(t *testing.T) {
 	}
 	set("a", `{}`, true)                                                             // differs from the default: written
 	set("b", `{"admins":{"roles":["_admin"]},"members":{"roles":["_admin"]}}`, true) // equal (key order aside): skipped
-	set("c", adminOnly, false)                                                       // not created by us: written
-	// _revs_limit: the default of a new database is not set again.
+	set("c", adminOnly, false)                                                       // not created by us, equal: read, not written
+	set("c2", `{}`, false)                                                           // not created by us, differs: read, written
+	// _revs_limit: the default of a new database is not set again; an
+	// existing database's is read and set when it differs.
 	for _, c := range []struct {
 		name  string
 		limit int
 		fresh bool
-	}{{"d", 1000, true}, {"e", 1000, false}, {"f", 7, true}} {
+	}{{"d", 1000, true}, {"e", 1000, false}, {"f", 7, true}, {"g", 5, false}} {
 		d := ep.Server.OpenDB(c.name, DBOptions{Fresh: c.fresh})
 		if err := d.SetMetadata(ctx, replicate.Metadata{RevsLimit: c.limit}, replicate.BeforeDocs); err != nil {
 			t.Fatal(err)
@@ -68,9 +72,13 @@ func TestSetMetadata_FreshDatabase(t *testing.T) {
 		"GET / ",
 		"GET /a/_security ",
 		"PUT /a/_security {}",
-		"PUT /c/_security " + adminOnly,
-		"PUT /e/_revs_limit 1000",
+		"GET /c/_security ",
+		"GET /c2/_security ",
+		"PUT /c2/_security {}",
+		"GET /e/_revs_limit ",
 		"PUT /f/_revs_limit 7",
+		"GET /g/_revs_limit ",
+		"PUT /g/_revs_limit 5",
 	}
 	if strings.Join(log, "\n") != strings.Join(want, "\n") {
 		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(log, "\n"), strings.Join(want, "\n"))
