@@ -135,6 +135,7 @@ func openEndpoint(ctx context.Context, raw, role string, opts couch.Options, lim
 		}
 		return nil, fatal(fmt.Errorf("%s: %w", strings.ToLower(role), err))
 	}
+	checkOpenFiles(opts.MaxConns)
 	if srv := ep.Couch().Server; opts.Auth == couch.AuthCookie && srv.AuthUsed() != couch.AuthCookie {
 		fmt.Fprintf(os.Stderr, "sofa: warning: %s: %s has no /_session: credentials are sent with every request (basic authentication) instead of --auth cookie\n", strings.ToLower(role), srv.URL())
 	}
