@@ -59,6 +59,11 @@ func logOnce(t *Tracker, lg *slog.Logger, r *rates, o Options, gate *Gate) {
 		}
 	}
 	r.update(s)
+	if stalled > 0 {
+		// nothing moved for no_change_for: the smoothed rate of before
+		// would still show, and an eta as if the run went on
+		r.docsPS, r.bytesPS = 0, 0
+	}
 	waiting := ""
 	if o.Waiting != nil {
 		waiting = o.Waiting(stalled > 0)
@@ -74,7 +79,7 @@ func logOnce(t *Tracker, lg *slog.Logger, r *rates, o Options, gate *Gate) {
 	if !final {
 		attrs = append(attrs, slog.Float64("docs_per_s", round1(r.docsPS)),
 			slog.Int64("bytes_per_s", int64(r.bytesPS+0.5)))
-		if eta, ok := s.ETA(); ok {
+		if eta, ok := s.ETA(); ok && stalled == 0 {
 			attrs = append(attrs, slog.Duration("eta", eta.Round(time.Second)))
 		}
 	}

@@ -214,3 +214,46 @@ func TestStartLog_UnknownTotal(t *testing.T) {
 		}
 	})
 }
+
+// TestStartLog_WaitingLineNoStaleRate: a "progress waiting" line after a
+// stall says docs_per_s=0 and gives no eta (it showed the smoothed rate
+// of before the stall, and an eta as if the run went on); the next line
+// after a change gives a rate and an eta again.
+func TestStartLog_WaitingLineNoStaleRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		lg := slog.New(slog.NewTextHandler(&buf, nil))
+		tr := NewTracker()
+		tr.SetTotal(2)
+		d := tr.Begin("a")
+		disp := StartLog(tr, lg, Options{Interval: 10 * time.Second, Quiet: 30 * time.Second})
+		time.Sleep(5 * time.Second)
+		d.AddDocsWritten(1000)
+		tr.End(d, false)
+		e := tr.Begin("b")
+		time.Sleep(10 * time.Second) // a line with a rate and an eta
+		time.Sleep(40 * time.Second) // then a waiting line
+		e.AddDocsWritten(10)
+		time.Sleep(10 * time.Second) // a line with a rate again
+		synctest.Wait()
+		disp.Stop()
+		var waiting, after string
+		for _, l := range strings.Split(buf.String(), "\n") {
+			switch {
+			case strings.Contains(l, `msg="progress waiting"`):
+				waiting = l
+			case waiting != "" && strings.Contains(l, "msg=progress "):
+				after = l
+			}
+		}
+		if waiting == "" || after == "" {
+			t.Fatalf("want a waiting line and a line after it:\n%s", buf.String())
+		}
+		if !strings.Contains(waiting, "docs_per_s=0 ") || !strings.Contains(waiting, "bytes_per_s=0") || strings.Contains(waiting, "eta=") {
+			t.Errorf("waiting line, want docs_per_s=0, bytes_per_s=0 and no eta: %s", waiting)
+		}
+		if strings.Contains(after, "docs_per_s=0 ") || !strings.Contains(after, "eta=") {
+			t.Errorf("line after the stall, want a rate and an eta: %s", after)
+		}
+	})
+}
