@@ -107,9 +107,12 @@ func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, err
 	if err != nil {
 		return nil, err
 	}
-	warning := sameUUIDWarning(src, dst)
-	if warning != "" {
-		o.logf("warning: %s", warning)
+	var warnings []string
+	for _, w := range []string{sameUUIDWarning(src, dst), replicasWarning(ctx, dst.couch.Server, o.N)} {
+		if w != "" {
+			o.logf("warning: %s", w)
+			warnings = append(warnings, w)
+		}
 	}
 	dbs, err := SelectDBs(ctx, src, o.Selection, "source")
 	if err != nil {
@@ -122,9 +125,7 @@ func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, err
 	j := o.job(ssrv, tsrv, replicate.NewBudget(o.Engine.MaxInflightBytes), listTarget(ctx, tsrv, &o.RunControl))
 	sum, runErr := o.runDBs(ctx, dbs, j.fleetJob(), NewStallWatch(src, dst).Waiting, true, src, dst)
 	sum.RequestsByKind = map[string]map[string]int64{"source": ssrv.Stats.Kinds(), "target": tsrv.Stats.Kinds()}
-	if warning != "" {
-		sum.Warnings = append(sum.Warnings, warning)
-	}
+	sum.Warnings = append(sum.Warnings, warnings...)
 	if runErr != nil {
 		return &sum, fmt.Errorf("copy: %w", runErr)
 	}

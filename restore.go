@@ -235,6 +235,10 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	c.o.Engine.Workers = restoreWorkers(o.Engine.Workers, tgt.Server.Vendor)
 	skip := p.skip()
 	var sum fleet.Summary
+	nWarning := replicasWarning(ctx, tgt.Server, o.N)
+	if nWarning != "" {
+		c.o.logf("warning: %s", nWarning)
+	}
 	var fatalErr error
 	var idx []*archive.Index
 	closeAll := func() {}
@@ -260,6 +264,9 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	}
 	if tgt.DBName == "" {
 		sum.LeftOut = p.leftOut(c.archived)
+	}
+	if nWarning != "" {
+		sum.Warnings = append(sum.Warnings, nWarning)
 	}
 	return p.finish(&sum, fatalErr, p.filter)
 }
