@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/couch"
@@ -233,6 +234,12 @@ func (t *restoreTarget) setSecurity(ctx context.Context) error {
 	}
 	was := t.before(ctx)
 	err := t.DesignLast.SetMetadata(ctx, *t.after, replicate.AfterDocs)
+	if t.chain != nil && len(t.after.Security) > 0 {
+		t.chain.secs = append(t.chain.secs, t.after.Security)
+		if slices.ContainsFunc(t.chain.secs, func(s []byte) bool { return jsonx.Same(was, s) }) {
+			was = nil // the chain's own, from a run of it stopped part way
+		}
+	}
 	if err == nil && was != nil && !t.later && t.warn != nil && len(t.after.Security) > 0 && !jsonx.Same(was, t.after.Security) {
 		t.warn(fmt.Sprintf("_security replaced by the archive's %s; the database had %s (whom only that gave access has lost it)", compactSecurity(t.after.Security), compactSecurity(was)))
 	}
@@ -308,6 +315,10 @@ type chainSteps struct {
 	// step (secRead: read), named if the last step replaces it.
 	sec     []byte
 	secRead bool
+	// secs are the `_security` objects of the steps so far: the
+	// database's before the first step may be one of them, written by an
+	// earlier run of the same chain stopped part way (not named then).
+	secs [][]byte
 }
 
 // close releases what a chain left by an error part way still holds.

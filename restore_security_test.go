@@ -53,9 +53,10 @@ func TestRestore_SecurityReplacedWarned(t *testing.T) {
 // TestRestore_ChainSecurityWarnedOnce: a chain whose archives carry
 // different `_security` objects, restored into a server without the
 // database, warns of nothing (each step replaces only the chain's own);
-// restored again, nothing either (the database ends as it was); after the
-// target's `_security` was changed, one warning naming it and the chain's
-// last one.
+// restored again, nothing either (the database ends as it was); over the
+// state a run stopped after the first step leaves, nothing (it warned of
+// the first archive's `_security`); after the target's `_security` was
+// changed, one warning naming it and the chain's last one.
 func TestRestore_ChainSecurityWarnedOnce(t *testing.T) {
 	ctx := t.Context()
 	src := couchtest.Start(t)
@@ -96,6 +97,19 @@ func TestRestore_ChainSecurityWarnedOnce(t *testing.T) {
 	}
 	if ws := restore(); len(ws) != 0 {
 		t.Errorf("the same chain again: %q, want no _security warning", ws)
+	}
+	// a run of the chain stopped after its first step left the first
+	// archive's _security (boss): run again, the chain names nobody
+	dst2 := couchtest.StartKind(t, src.Kind)
+	restoreWarnings(t, []*sofa.Endpoint{full}, dst2, sofa.RestoreOptions{})
+	var ws2 []string
+	for _, w := range restoreWarnings(t, []*sofa.Endpoint{full, inc}, dst2, sofa.RestoreOptions{ReuseExisting: true}) {
+		if strings.Contains(w, "_security") {
+			ws2 = append(ws2, w)
+		}
+	}
+	if len(ws2) != 0 {
+		t.Errorf("the chain over its own first step: %q, want no _security warning", ws2)
 	}
 	if err := dst.Client().PutSecurity(ctx, "sec", couchtest.Security{Admins: couchtest.Group{Names: []string{"dave"}}}); err != nil {
 		t.Fatal(err)
