@@ -259,7 +259,7 @@ func (d *DBWriter) PutLocal(ctx context.Context, id string, body []byte) error {
 		return &Error{Err: ErrClosed}
 	}
 	compact := new(bytes.Buffer)
-	if err := json.Compact(compact, body); err != nil {
+	if err := json.Compact(compact, newestHistory(body)); err != nil {
 		return fmt.Errorf("archive: checkpoint %q: %w", id, err)
 	}
 	d.locals[id] = compact.Bytes()

@@ -140,7 +140,7 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 		hdr: Header{
 			Format: FormatName, Version: FormatVersion, Tool: opts.Tool,
 			Created: now().UTC().Truncate(time.Second), Compression: c,
-			ID: hex.EncodeToString(id[:]), Since: opts.Since, Source: opts.Source, Shard: opts.Shard,
+			ID: hex.EncodeToString(id[:]), Since: opts.Since.withNewestHistory(), Source: opts.Source, Shard: opts.Shard,
 		},
 		cw:        &countWriter{w: w},
 		names:     map[string]bool{},
