@@ -324,12 +324,13 @@ func openS3(ctx context.Context, location string, o OpenOptions) (*Endpoint, err
 
 // checkServerURL refuses, as an *OptionError, what a server or database
 // URL cannot hold and a request would only fail on after its retries: a
+// URL that does not parse (couch.ParseURL: credentials never shown), a
 // port outside 1-65535, a query string or a fragment (never sent:
 // a database URL names the database by its path alone).
 func checkServerURL(location string) error {
-	u, err := url.Parse(location)
+	u, err := couch.ParseURL(location)
 	if err != nil {
-		return nil // couch.Probe says what is wrong with it
+		return &OptionError{Err: err}
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {

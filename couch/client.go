@@ -142,9 +142,9 @@ type Client struct {
 // userinfo; SOFA_USER/SOFA_PASSWORD style fallbacks are resolved by the
 // caller. The database path, if any, is returned as the decoded db name.
 func NewClient(rawURL string, opts Options) (*Client, error) {
-	u, err := url.Parse(rawURL)
+	u, err := ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("invalid URL %q: %w", RedactURL(rawURL), redactErr(err))
+		return nil, err
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("invalid URL %q: scheme must be http or https", RedactURL(rawURL))

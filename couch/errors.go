@@ -116,7 +116,6 @@ func stripURLError(err error) error {
 	return err
 }
 
-func redactErr(err error) error { return stripURLError(err) }
 
 func asError(err error, target **Error) bool { return errors.As(err, target) }
 

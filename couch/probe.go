@@ -22,9 +22,9 @@ type Endpoint struct {
 // `GET /db` answers JSON with `db_name` (a missing database gives a DB
 // with Exists false via DB.Info). Errors name the URL without credentials.
 func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) {
-	u, err := url.Parse(rawURL)
+	u, err := ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("invalid URL %q: %w", RedactURL(rawURL), stripURLError(err))
+		return nil, err
 	}
 	// The database is the last path segment; anything before is a prefix.
 	p := strings.TrimRight(u.EscapedPath(), "/")
