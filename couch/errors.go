@@ -116,7 +116,6 @@ func stripURLError(err error) error {
 	return err
 }
 
-
 func asError(err error, target **Error) bool { return errors.As(err, target) }
 
 // DocRefusal reports a 400 that refuses a request for what one of its
