@@ -56,6 +56,7 @@ func Probe(ctx context.Context, rawURL string, opts Options) (*Endpoint, error) 
 	c.Stats = stats // the probe's requests count too
 	s := &Server{Client: c}
 	if err := s.welcome(ctx); err != nil {
+		c.CloseIdleConnections()
 		if hint := slashHint(serverURL.Path, dbEsc, err); hint != "" {
 			return nil, fmt.Errorf("%w (%s)", err, hint)
 		}
@@ -98,6 +99,7 @@ func probeSelf(ctx context.Context, u *url.URL, opts Options, stats *Counters) (
 	if err != nil {
 		return nil, err
 	}
+	defer c.CloseIdleConnections() // never returned: a server found gets its own client
 	c.Stats = stats
 	s := &Server{Client: c}
 	err = s.welcome(ctx)
@@ -140,6 +142,7 @@ func parentIsCouch(ctx context.Context, u *url.URL, opts Options, stats *Counter
 	if err != nil {
 		return false
 	}
+	defer c.CloseIdleConnections()
 	c.Stats = stats
 	err = (&Server{Client: c}).welcome(ctx)
 	var ce *Error
@@ -168,6 +171,7 @@ func loginAt(ctx context.Context, u *url.URL, opts Options, stats *Counters) (*S
 	if err != nil {
 		return nil, false
 	}
+	defer c.CloseIdleConnections() // the server found gets its own client
 	c.Stats = stats
 	c.sess.mu.Lock()
 	lerr := c.loginLocked(ctx)
