@@ -21,3 +21,16 @@ func TestOpen_MalformedCredentialsNotShown(t *testing.T) {
 		}
 	}
 }
+
+// TestOpen_EmptyLocationRefused: "" is no archive path (a backup into it
+// ran whole and then failed to rename its file into place).
+func TestOpen_EmptyLocationRefused(t *testing.T) {
+	_, err := sofa.Open(t.Context(), "", sofa.OpenOptions{})
+	var oe *sofa.OptionError
+	if !errors.As(err, &oe) || !strings.Contains(err.Error(), "empty location") {
+		t.Errorf("Open(\"\"): %v, want an *OptionError", err)
+	}
+	if err := sofa.CheckLocation(""); err == nil {
+		t.Error("CheckLocation(\"\") accepted")
+	}
+}

@@ -171,6 +171,9 @@ var schemeRE = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*)://`)
 
 // schemeOf returns the registered scheme of location.
 func schemeOf(location string) (*Scheme, error) {
+	if location == "" {
+		return nil, optionErr("empty location: want %s (or - for stdin or stdout)", knownSchemes())
+	}
 	name := ""
 	if m := schemeRE.FindStringSubmatch(location); m != nil {
 		name = strings.ToLower(m[1]) // schemes are case-insensitive (RFC 3986)
