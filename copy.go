@@ -183,6 +183,9 @@ var ErrNoTarget = errors.New("target database does not exist")
 // into an archive check it first; a caller may check before it starts
 // anything else.
 func CheckDistinct(src, dst *Endpoint) error {
+	if err := opened(src, dst); err != nil {
+		return err
+	}
 	if src.Kind() == KindArchive && dst.Kind() == KindArchive {
 		if src.archive != storage.Stdio && sameArchive(src, dst) {
 			return optionErr("SOURCE and TARGET are the same archive (%s)", dst)

@@ -102,7 +102,7 @@ type watchedHost struct {
 func NewStallWatch(eps ...*Endpoint) *StallWatch {
 	w := &StallWatch{}
 	for _, e := range eps {
-		if e.couch != nil && e.limiter != nil {
+		if e != nil && e.couch != nil && e.limiter != nil {
 			s := e.couch.Server.Stats
 			w.hosts = append(w.hosts, &watchedHost{lim: e.limiter.l, stats: s, retries: s.Retries.Load()})
 		}

@@ -199,6 +199,9 @@ func (o RestoreOptions) check() (RestoreOptions, fleet.Filter, error) {
 // the set is an error (unless Selection.Sharded); a member that holds
 // no selected database is none. It is PlanRestoreSets of the one set.
 func PlanRestoreSet(ctx context.Context, set *ArchiveSet, o RestoreOptions) (*RestorePlan, error) {
+	if set == nil {
+		return nil, optionErr("no archive set (nil): open one with sofa.OpenSet")
+	}
 	chain, err := ChainSets(set)
 	if err != nil {
 		return nil, err
@@ -211,6 +214,9 @@ func PlanRestoreSet(ctx context.Context, set *ArchiveSet, o RestoreOptions) (*Re
 // consolidated into that one full archive (see runIntoArchive), whose
 // restore into a server gives what the chain's restore gives.
 func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) {
+	if p == nil {
+		return nil, optionErr("no restore plan (nil): make one with sofa.PlanRestore")
+	}
 	if err := opened(dst); err != nil {
 		return nil, err
 	}

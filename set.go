@@ -203,7 +203,7 @@ func (s *ArchiveSet) Member(i int) *Endpoint {
 // ends in ".set.json", or no archive has its name but a set manifest
 // (SetManifestName) exists.
 func IsSet(ctx context.Context, ep *Endpoint) bool {
-	if ep.Kind() != KindArchive || ep.archive == storage.Stdio {
+	if opened(ep) != nil || ep.Kind() != KindArchive || ep.archive == storage.Stdio {
 		return false
 	}
 	if strings.HasSuffix(ep.archive, ".set.json") {
@@ -225,6 +225,9 @@ func IsSet(ctx context.Context, ep *Endpoint) bool {
 // wrapping ErrPartialSet that names them, unless o.AllowPartial; a set
 // none of whose members is present always is.
 func OpenSet(ctx context.Context, ep *Endpoint, o SetOptions) (*ArchiveSet, error) {
+	if err := opened(ep); err != nil {
+		return nil, err
+	}
 	if ep.Kind() != KindArchive || ep.archive == storage.Stdio {
 		return nil, optionErr("%s is not an archive set", ep)
 	}

@@ -43,6 +43,11 @@ func ChainSets(sets ...*ArchiveSet) (*SetChain, error) {
 	if len(sets) == 0 {
 		return nil, optionErr("no set")
 	}
+	for _, s := range sets {
+		if s == nil {
+			return nil, optionErr("no archive set (nil): open each with sofa.OpenSet")
+		}
+	}
 	n := sets[0].Count
 	c := &SetChain{Sets: sets, Count: n, Shards: make([][]*Endpoint, n)}
 	for k, s := range sets {
@@ -95,6 +100,9 @@ func memberNames(eps []*Endpoint) string {
 // Nothing selected across the sets is an error (unless
 // Selection.Sharded).
 func PlanRestoreSets(ctx context.Context, c *SetChain, o RestoreOptions) (*RestorePlan, error) {
+	if c == nil {
+		return nil, optionErr("no chain of archive sets (nil): make one with sofa.ChainSets")
+	}
 	defaultSkip := o.Selection.Skip == nil && !o.WithReplicator
 	o, filter, err := o.check()
 	if err != nil {
@@ -136,6 +144,9 @@ func PlanRestoreSets(ctx context.Context, c *SetChain, o RestoreOptions) (*Resto
 // chain: a full archive, then incrementals in order, each continuing the
 // one before it. It reads no member beyond the headers and manifests.
 func CheckChain(ctx context.Context, archives ...*Endpoint) error {
+	if err := opened(archives...); err != nil {
+		return err
+	}
 	for _, a := range archives {
 		if a.Kind() != KindArchive || a.archive == storage.Stdio {
 			return optionErr("%s is not an archive file or object", a)

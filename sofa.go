@@ -71,7 +71,12 @@ type Endpoint struct {
 }
 
 // String is the location without credentials.
-func (e *Endpoint) String() string { return e.location }
+func (e *Endpoint) String() string {
+	if e == nil {
+		return "<nil endpoint>"
+	}
+	return e.location
+}
 
 // opened refuses, with an *OptionError, an endpoint that Open did not
 // return (nil, or a zero Endpoint): each call that takes endpoints checks
@@ -90,7 +95,7 @@ func opened(eps ...*Endpoint) error {
 // a server or database stays usable (a later call opens new ones). An
 // archive endpoint holds none. It returns nil.
 func (e *Endpoint) Close() error {
-	if e.couch != nil {
+	if e != nil && e.couch != nil {
 		e.couch.Server.CloseIdleConnections()
 	}
 	return nil

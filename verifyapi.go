@@ -296,6 +296,12 @@ func verifyArchive(ctx context.Context, a, b *Endpoint, o verify.Options, filter
 // summary. A selection that matches no database of the set is an error,
 // unless o.Selection.Sharded (the summary is then empty and equal).
 func VerifySet(ctx context.Context, set *ArchiveSet, b *Endpoint, o VerifyOptions) (*VerifySummary, error) {
+	if set == nil {
+		return nil, optionErr("verify: no archive set (nil): open one with sofa.OpenSet")
+	}
+	if err := opened(b); err != nil {
+		return nil, err
+	}
 	if b.Kind() != KindServer {
 		return nil, optionErr("verify: a set holds several databases: compare it with a server URL, or select one with --include, not %s", b)
 	}
