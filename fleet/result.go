@@ -47,7 +47,10 @@ type Duration time.Duration
 
 // MarshalJSON writes seconds with millisecond precision.
 func (d Duration) MarshalJSON() ([]byte, error) {
-	return strconv.AppendFloat(nil, time.Duration(d).Round(time.Millisecond).Seconds(), 'f', -1, 64), nil
+	// whole milliseconds divided once: Seconds() adds two parts and
+	// printed 1.1219999999999999 for 1.122 s
+	ms := time.Duration(d).Round(time.Millisecond).Milliseconds()
+	return strconv.AppendFloat(nil, float64(ms)/1000, 'f', -1, 64), nil
 }
 
 // UnmarshalJSON reads seconds.
