@@ -84,6 +84,9 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	if err := opened(src, dst); err != nil {
 		return nil, err
 	}
+	if err := o.checkLocal(); err != nil {
+		return nil, err
+	}
 	if src.Kind() == KindArchive {
 		return backupArchive(ctx, src, dst, o)
 	}
