@@ -4,8 +4,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sofadb/sofa"
+	"github.com/sofadb/sofa/couch"
 )
 
 // TestOpen_MalformedCredentialsNotShown: Open refuses a URL whose
@@ -32,5 +34,23 @@ func TestOpen_EmptyLocationRefused(t *testing.T) {
 	}
 	if err := sofa.CheckLocation(""); err == nil {
 		t.Error("CheckLocation(\"\") accepted")
+	}
+}
+
+// TestOpen_BadClientOptionsRefused: client options no request can use
+// are refused before anything is asked (a negative attempt timeout timed
+// every attempt out, and Open failed after its retries).
+func TestOpen_BadClientOptionsRefused(t *testing.T) {
+	for what, c := range map[string]couch.Options{
+		"negative AttemptTimeout": {AttemptTimeout: -time.Second},
+		"negative Max429Wait":     {Max429Wait: -time.Second},
+		"negative MaxConns":       {MaxConns: -1},
+		"unknown Auth":            {Auth: "bogus"},
+	} {
+		_, err := sofa.Open(t.Context(), "http://127.0.0.1:1/db", sofa.OpenOptions{Client: c})
+		var oe *sofa.OptionError
+		if !errors.As(err, &oe) {
+			t.Errorf("%s: %v, want an *OptionError", what, err)
+		}
 	}
 }

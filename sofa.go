@@ -293,6 +293,9 @@ func openCouch(ctx context.Context, location string, o OpenOptions) (*Endpoint, 
 	if err := checkServerURL(location); err != nil {
 		return nil, err
 	}
+	if err := o.Client.Check(); err != nil {
+		return nil, &OptionError{Err: err}
+	}
 	lim := o.Limiter
 	if lim == nil && !o.Unpaced {
 		lim = NewLimiter(HostOf(location), o.Limit)

@@ -209,3 +209,22 @@ func (c *Client) URL() string { return c.base.String() }
 // carry no request now (a program done with a server; the transport
 // closes them itself after 90 s idle). Requests made later open new ones.
 func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
+// Check refuses option values no client can use: a negative
+// AttemptTimeout, Max429Wait or MaxConns (a negative AttemptTimeout
+// timed every attempt out at once), and an Auth other than AuthBasic,
+// AuthCookie or "". RetryTime and ChangesPage give negative values a
+// meaning.
+func (o *Options) Check() error {
+	switch {
+	case o.AttemptTimeout < 0:
+		return fmt.Errorf("attempt timeout %v: want 0 (the default, %v) or more", o.AttemptTimeout, DefaultAttemptTimeout)
+	case o.Max429Wait < 0:
+		return fmt.Errorf("429 wait %v: want 0 (the default, %v) or more", o.Max429Wait, DefaultMax429Wait)
+	case o.MaxConns < 0:
+		return fmt.Errorf("connections per host %d: want 0 (the default, %d) or more", o.MaxConns, DefaultMaxConns)
+	case o.Auth != "" && o.Auth != AuthBasic && o.Auth != AuthCookie:
+		return fmt.Errorf("authentication mode %q: want %q or %q", o.Auth, AuthBasic, AuthCookie)
+	}
+	return nil
+}
