@@ -1,6 +1,7 @@
 package sofa_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -52,5 +53,16 @@ func TestOpen_BadClientOptionsRefused(t *testing.T) {
 		if !errors.As(err, &oe) {
 			t.Errorf("%s: %v, want an *OptionError", what, err)
 		}
+	}
+}
+
+// TestOpen_CancelledNotCannotConnect: Open with a cancelled context says
+// so, not "cannot connect" (nothing failed to connect).
+func TestOpen_CancelledNotCannotConnect(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := sofa.Open(ctx, "http://127.0.0.1:1/db", sofa.OpenOptions{})
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "cannot connect") {
+		t.Errorf("Open with a cancelled context: %v", err)
 	}
 }

@@ -180,7 +180,7 @@ func NewReader(r io.Reader, opts *ReaderOptions) (*Reader, error) {
 	if err != nil {
 		rd.Close()
 		if errors.Is(err, io.EOF) {
-			return nil, &Error{Err: &detailErr{ErrTruncated, "empty archive"}}
+			return nil, &Error{Err: &detailErr{ErrTruncated, "no complete first member (" + headerName + "): the archive is empty or cut short"}}
 		}
 		return nil, err
 	}

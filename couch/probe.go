@@ -256,6 +256,9 @@ func (s *Server) describe(err error) error {
 	case 403:
 		return fmt.Errorf("%s: access forbidden (HTTP 403): %w", s.URL(), err)
 	case 0:
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%s: %w", s.URL(), err) // the caller's: no connection failed
+		}
 		if errors.Is(err, errAttemptTimeout) {
 			return fmt.Errorf("%s: connected, but no answer in time: %w", s.URL(), err)
 		}
