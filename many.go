@@ -30,7 +30,9 @@ type RunControl struct {
 	IdealDuration time.Duration
 	// Progress receives the run's progress; nil: NoProgress.
 	Progress Progress
-	// Logger receives one line per database and the controller's
+	// Logger receives one record per database as it ends, at level Debug
+	// for a database copied whole and Warn otherwise (a handler at the
+	// default Info level shows the others only), and the controller's
 	// decisions; nil: none.
 	Logger *slog.Logger
 	// Logf receives retries, warnings and decisions worth a line; nil:
