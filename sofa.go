@@ -273,8 +273,11 @@ func IsURL(location string) bool {
 // (probed once: the server's welcome, and the database when the URL has
 // a path), an archive path, "-" (stdin or stdout), or an archive object
 // s3://BUCKET/KEY (read and written in place, never copied locally). An archive is not
-// looked at before it is used (a backup creates it). Errors never carry
-// credentials.
+// looked at before it is used (a backup creates it). The probe retries
+// for at most 5 s (Client.RetryTime when shorter), whatever RetryTime
+// says, so that a server that does not answer is reported soon; later
+// requests retry for RetryTime. Errors never carry credentials; a
+// location or option no request could use is an *OptionError.
 func Open(ctx context.Context, location string, o OpenOptions) (*Endpoint, error) {
 	s, err := schemeOf(location)
 	if err != nil {
