@@ -12,6 +12,9 @@ import (
 // directory (found only when a database first spooled, part way
 // through a whole-server backup).
 func (o BackupOptions) checkLocal() error {
+	if err := checkRun(o.RunControl, o.Engine, 0, 0); err != nil {
+		return err
+	}
 	if _, err := archive.ParseCompression(string(o.Compression)); err != nil {
 		return &OptionError{Err: err}
 	}

@@ -231,6 +231,9 @@ func CopyDB(ctx context.Context, src, dst *Endpoint, o CopyDBOptions) (*replicat
 	if src.Kind() != KindDatabase || dst.Kind() != KindDatabase {
 		return nil, optionErr("copy: %s to %s: both must be database URLs", src, dst)
 	}
+	if err := o.Engine.Check(); err != nil {
+		return nil, &OptionError{Err: err}
+	}
 	sdb := src.couch.Server.DB(src.couch.DBName)
 	sinfo, err := sdb.Info(ctx)
 	if err != nil {

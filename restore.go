@@ -158,6 +158,9 @@ func PlanRestore(ctx context.Context, archives []*Endpoint, o RestoreOptions) (*
 
 // check validates the options and fills their defaults.
 func (o RestoreOptions) check() (RestoreOptions, fleet.Filter, error) {
+	if err := checkRun(o.RunControl, o.Engine, o.Q, o.N); err != nil {
+		return o, fleet.Filter{}, err
+	}
 	if o.Replace && o.ReuseExisting {
 		return o, fleet.Filter{}, optionErr("--replace and --reuse-existing exclude each other: --replace deletes and recreates existing databases, --reuse-existing writes into them")
 	}

@@ -299,6 +299,9 @@ func openCouch(ctx context.Context, location string, o OpenOptions) (*Endpoint, 
 	if err := o.Client.Check(); err != nil {
 		return nil, &OptionError{Err: err}
 	}
+	if o.Limit.MaxRequests < 0 || o.Limit.MaxRPS < 0 {
+		return nil, optionErr("requests in flight %d, requests per second %g: want 0 (the default: %d; no cap) or more", o.Limit.MaxRequests, o.Limit.MaxRPS, DefaultMaxRequests)
+	}
 	lim := o.Limiter
 	if lim == nil && !o.Unpaced {
 		lim = NewLimiter(HostOf(location), o.Limit)

@@ -330,6 +330,9 @@ func (s *syncer) deniedErr() error {
 
 // copyDefaults checks and completes CopyOptions as Copy does.
 func copyDefaults(o CopyOptions) (CopyOptions, error) {
+	if err := checkRun(o.RunControl, o.Engine, o.Q, o.N); err != nil {
+		return o, err
+	}
 	switch o.Verify {
 	case "":
 		o.Verify = VerifyCheap
