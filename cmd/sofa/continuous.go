@@ -67,7 +67,7 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 	sum, err := sofa.Sync(ctx, src, tgt, sofa.SyncOptions{
 		Copy: sofa.CopyOptions{
 			Engine:        rc.engine.options(),
-			Selection:     sofa.Selection{Include: rc.include, Exclude: rc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, rc.withUsers), Shard: shard},
+			Selection:     sofa.Selection{Include: usersIncluded(rc.include, rc.withUsers), Exclude: rc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, rc.withUsers), Shard: shard},
 			ReuseExisting: rc.reuseExisting, Q: rc.q, N: rc.n,
 			Verify:            sofa.VerifyMode(rc.verifyMode),
 			SourceCheckpoints: rc.checkpoints == checkpointsBoth,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -141,7 +142,7 @@ JSON status (/status).
 	fs.StringArrayVar(&rc.include, "include", nil, "server mode: copy only databases matching this glob (repeatable; shell-style: * and ? do not match /, [!a-c] negates a class)")
 	fs.StringArrayVar(&rc.exclude, "exclude", nil, "server mode: skip databases matching this glob (repeatable; wins over --include)")
 	rc.shard.register(fs, "copy")
-	fs.BoolVar(&rc.withUsers, "with-users", false, "server mode: also copy _users (skipped by default: it holds password hashes and the target may have its own users); _replicator and _global_changes are always skipped unless named by --include")
+	fs.BoolVar(&rc.withUsers, "with-users", false, "server mode: also copy _users (skipped by default: it holds password hashes and the target may have its own users), with or without --include; _replicator and _global_changes are always skipped unless named by --include")
 	fs.BoolVar(&rc.reuseExisting, "reuse-existing", false, "server mode: write into existing non-empty target databases (without it each is left as it is and reported as failed, exit 3, unless it holds this job's checkpoint); their _revs_limit and _security become the source's (a warning names what was replaced)")
 	fs.IntVar(&rc.q, "q", 0, "server mode: shards (q) of created databases (0: the target's default)")
 	fs.IntVar(&rc.n, "n", 0, "server mode: replicas (n) of created databases (0: the target's default)")
@@ -368,4 +369,14 @@ func (rc *replicateCmd) finish(res *replicate.Result, err error, out io.Writer) 
 		return err // nothing was copied
 	}
 	return &outcome{res: res, err: err}
+}
+
+// usersIncluded is --include with _users added when --with-users is
+// given beside it: an --include of other names ('tenant-*') left _users
+// out without a word.
+func usersIncluded(include []string, withUsers bool) []string {
+	if !withUsers || len(include) == 0 {
+		return include
+	}
+	return append(slices.Clone(include), "_users")
 }

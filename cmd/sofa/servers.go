@@ -23,7 +23,7 @@ func (rc *replicateCmd) runServers(ctx context.Context, src, tgt *sofa.Endpoint)
 	prog := out.progress()
 	sum, err := sofa.Copy(ctx, src, tgt, sofa.CopyOptions{
 		Engine:        rc.engine.options(),
-		Selection:     sofa.Selection{Include: rc.include, Exclude: rc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, rc.withUsers), Shard: shard},
+		Selection:     sofa.Selection{Include: usersIncluded(rc.include, rc.withUsers), Exclude: rc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, rc.withUsers), Shard: shard},
 		ReuseExisting: rc.reuseExisting, Q: rc.q, N: rc.n,
 		Verify:            sofa.VerifyMode(rc.verifyMode),
 		SourceCheckpoints: rc.checkpoints == checkpointsBoth,

@@ -136,7 +136,7 @@ refused unless --allow-partial, which checks the members present and exits
 	vc.shard.register(fs, "compare")
 	fs.BoolVar(&vc.allowPartial, "allow-partial", false, "check the members of a sharded backup's set that are present when some are missing")
 	fs.BoolVar(&vc.withRepl, "with-replicator", false, "ARCHIVE with a server URL: also compare the archive's _replicator (left out by default, as restore leaves it out)")
-	fs.BoolVar(&vc.withUsers, "with-users", false, "server mode: also compare _users; _replicator and _global_changes are skipped unless named by --include")
+	fs.BoolVar(&vc.withUsers, "with-users", false, "server mode: also compare _users, with or without --include; _replicator and _global_changes are skipped unless named by --include")
 	return cmd
 }
 
@@ -154,7 +154,7 @@ func (vc *verifyCmd) options(metadataDefault bool, cmd *cobra.Command) sofa.Veri
 	}
 	o.Partitioned = o.Metadata
 	return sofa.VerifyOptions{Compare: o,
-		Selection:      sofa.Selection{Include: vc.include, Exclude: vc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, vc.withUsers), Shard: vc.mustShard()},
+		Selection:      sofa.Selection{Include: usersIncluded(vc.include, vc.withUsers), Exclude: vc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, vc.withUsers), Shard: vc.mustShard()},
 		WithReplicator: vc.withRepl,
 		RunControl:     sofa.RunControl{MaxDBs: vc.control.maxDBs, Fixed: vc.control.fixed, IdealDuration: vc.control.idealDuration}}
 }
