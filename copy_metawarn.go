@@ -35,6 +35,27 @@ func metaBefore(ctx context.Context, c *dbCopy) *replicate.Metadata {
 	return &m
 }
 
+// metadataReplacer tells what its SetMetadata wrote over
+// (couch.DB.MetadataReplaced).
+type metadataReplacer interface {
+	MetadataReplaced() (security []byte, revsLimit int)
+}
+
+// warnRerunReplaced warns, for a database metaBefore did not read (one
+// an earlier run created or claimed), of the `_security` and
+// `_revs_limit` the copy wrote the source's over because they had been
+// changed on the target since (a last copy after a cut-over reverted
+// them without a word).
+func warnRerunReplaced(ctx context.Context, c *dbCopy) {
+	mr, ok := c.target.Target.(metadataReplacer)
+	if !ok {
+		return
+	}
+	if sec, rl := mr.MetadataReplaced(); sec != nil || rl > 0 {
+		warnMetaReplaced(ctx, c, replicate.Metadata{Security: sec, RevsLimit: rl})
+	}
+}
+
 // warnMetaReplaced warns of what the copy changed of the target's
 // `_security` (one that named someone, replaced by another) and
 // `_revs_limit` (lowered) since before.

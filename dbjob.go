@@ -224,6 +224,8 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 		warnUserConflicts(ctx, c)
 		if before != nil {
 			warnMetaReplaced(ctx, c, *before)
+		} else if j.warnReplaced && opts.CopyMetadata {
+			warnRerunReplaced(ctx, c)
 		}
 	}
 	if err == nil && len(r.Failures) == 0 {

@@ -36,6 +36,10 @@ type DB struct {
 	partitioned     bool // props.partitioned from the last Info
 	infoRead        bool
 	localRevs       map[string]string // _local id (no prefix) -> _rev last written
+	// replacedSec and replacedRevsLimit are what SetMetadata read on
+	// the database before writing other values over them (MetadataReplaced).
+	replacedSec       []byte
+	replacedRevsLimit int
 	// BulkGetUnsupported is set once `_bulk_get` failed; reads then use
 	// `open_revs` GETs.
 	bulkGetOff bool

@@ -112,7 +112,7 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 		// An existing database is read first and written only when it
 		// differs: a rerun that copies nothing writes nothing (each PUT
 		// adds to the database file and its update_seq).
-		if m.RevsLimit > 0 && !(d.fresh && m.RevsLimit == defaultRevsLimit) && (d.fresh || !d.revsLimitIs(ctx, m.RevsLimit)) {
+		if m.RevsLimit > 0 && !(d.fresh && m.RevsLimit == defaultRevsLimit) && (d.fresh || !d.revsLimitIs(ctx, m.RevsLimit, true)) {
 			resp, err := d.srv.do(ctx, &request{Method: "PUT", Path: d.path + "/_revs_limit", Body: []byte(strconv.Itoa(m.RevsLimit)), ContentType: "application/json"})
 			if err != nil {
 				if st := StatusOf(err); st == 404 || st == 405 || st == 400 {
@@ -120,7 +120,7 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 				}
 				if Denied(err) {
 					d.notAdmin.Store(true)
-					if d.revsLimitIs(ctx, m.RevsLimit) {
+					if d.revsLimitIs(ctx, m.RevsLimit, false) {
 						return nil // refused, but already what the source has
 					}
 					return fmt.Errorf("%s: _revs_limit not set to %d: %w: the account is not an admin of the database (%w)", d, m.RevsLimit, replicate.ErrMetadataRefused, err)
@@ -137,7 +137,7 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 			if d.fresh && d.holdsDefaultSecurity(ctx, m.Security) {
 				return nil // what a PUT would write is already there
 			}
-			if !d.fresh && d.securityIs(ctx, m.Security) {
+			if !d.fresh && d.securityIsOr(ctx, m.Security, true) {
 				return nil // already the source's (read, not written again)
 			}
 			if d.notAdmin.Load() {
@@ -167,6 +167,12 @@ func (d *DB) SetMetadata(ctx context.Context, m replicate.Metadata, phase replic
 // securityIs reports whether the database's `_security` reads as want
 // (as JSON values: key order aside); a failed read answers false.
 func (d *DB) securityIs(ctx context.Context, want []byte) bool {
+	return d.securityIsOr(ctx, want, false)
+}
+
+// securityIsOr is securityIs; with record, a `_security` read that
+// differs is kept as what a write would replace (MetadataReplaced).
+func (d *DB) securityIsOr(ctx context.Context, want []byte, record bool) bool {
 	var w, got any
 	if json.Unmarshal(want, &w) != nil {
 		return false
@@ -175,14 +181,34 @@ func (d *DB) securityIs(ctx context.Context, want []byte) bool {
 	if err != nil {
 		return false
 	}
-	err = json.NewDecoder(resp.Body).Decode(&got)
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	resp.Body.Close()
-	return err == nil && reflect.DeepEqual(got, w)
+	if err != nil || json.Unmarshal(b, &got) != nil {
+		return false
+	}
+	if reflect.DeepEqual(got, w) {
+		return true
+	}
+	if record {
+		d.mu.Lock()
+		d.replacedSec = b
+		d.mu.Unlock()
+	}
+	return false
+}
+
+// MetadataReplaced returns the `_security` and `_revs_limit` this
+// handle's SetMetadata read on the database (not one it created) and
+// then wrote the source's over: nil and 0 for what it left as it was.
+func (d *DB) MetadataReplaced() (security []byte, revsLimit int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.replacedSec, d.replacedRevsLimit
 }
 
 // revsLimitIs reports whether the database's `_revs_limit` reads as
 // want; a failed read (a member may be refused it too) answers false.
-func (d *DB) revsLimitIs(ctx context.Context, want int) bool {
+func (d *DB) revsLimitIs(ctx context.Context, want int, record bool) bool {
 	resp, err := d.readRevsLimit(ctx)
 	if err != nil {
 		return false
@@ -190,6 +216,11 @@ func (d *DB) revsLimitIs(ctx context.Context, want int) bool {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64))
 	resp.Body.Close()
 	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err == nil && n != want && record {
+		d.mu.Lock()
+		d.replacedRevsLimit = n
+		d.mu.Unlock()
+	}
 	return err == nil && n == want
 }
 
