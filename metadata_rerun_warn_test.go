@@ -45,7 +45,9 @@ func TestCopy_RerunWarnsOfMetadataReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := warnings()
-	if !slices.ContainsFunc(ws, func(w string) bool { return strings.Contains(w, "_security replaced") && strings.Contains(w, "newteam") }) ||
+	if !slices.ContainsFunc(ws, func(w string) bool {
+		return strings.Contains(w, "_security replaced") && strings.Contains(w, "newteam")
+	}) ||
 		!slices.ContainsFunc(ws, func(w string) bool { return strings.Contains(w, "_revs_limit lowered") && strings.Contains(w, "3000") }) {
 		t.Errorf("a rerun over a changed _security and _revs_limit: %q, want both named", ws)
 	}
