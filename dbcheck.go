@@ -3,6 +3,8 @@ package sofa
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/replicate"
@@ -72,6 +74,7 @@ func (j *pairJob) check(ctx context.Context, c *dbCopy, src replicate.Source, op
 		j.rc.logf("%s: the source can be read only once (in order): checked by its counts only", name)
 		return nil
 	}
+	defer func() { warnOtherWinners(c, rep) }()
 	if rep.Equal() {
 		return nil
 	}
@@ -184,4 +187,29 @@ func checkStored(ctx context.Context, sc replicate.StoredCounter, src replicate.
 		}
 	}
 	r.Failures = append(r.Failures, replicate.DocError{Error: "verify", Reason: reason})
+}
+
+// warnOtherWinners warns of the documents a full check found deleted at
+// the source and live on the target, or the reverse, because the target
+// holds leaves of its own (verify.Report.OtherWinners): not a failure
+// (a target may hold more), but what its readers see differs.
+func warnOtherWinners(c *dbCopy, rep *verify.Report) {
+	if rep == nil || rep.OtherWinners == 0 {
+		return
+	}
+	what := fmt.Sprintf("%d documents are", rep.OtherWinners)
+	if rep.OtherWinners == 1 {
+		what = "1 document is"
+	}
+	c.warn(fmt.Sprintf("%s deleted on one side and live on the other because the target holds revisions of its own (a conflict CouchDB picks as the winner there, or a history stemmed by the source's _revs_limit, which a copy writes as a new branch): first %s; sofa verify lists them",
+		what, quotedIDs(rep.OtherWinnerIDs)))
+}
+
+// quotedIDs lists ids quoted, comma-separated.
+func quotedIDs(ids []string) string {
+	q := make([]string, len(ids))
+	for i, id := range ids {
+		q[i] = strconv.Quote(id)
+	}
+	return strings.Join(q, ", ")
 }

@@ -145,7 +145,7 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 		return r, err
 	}
 	defer release()
-	defer func() { err = goneFromSource(ctx, src, err) }()
+	defer func() { err = goneFromSource(ctx, src, err, r.DocsWritten) }()
 	c := &dbCopy{task: t, r: &r, p: p}
 	if c.sinfo, err = j.sourceInfo(ctx, src); err != nil {
 		return r, fmt.Errorf("source: %w", err)
@@ -234,7 +234,7 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 		err = j.check(ctx, c, src, opts)
 	}
 	// an archive group of a database deleted meanwhile says so
-	err = endTarget(c.target.Target, &r, goneFromSource(ctx, src, err))
+	err = endTarget(c.target.Target, &r, goneFromSource(ctx, src, err, r.DocsWritten))
 	if err == nil && c.sess != nil {
 		j.keep(t.Target, c.sess)
 	}
@@ -423,8 +423,9 @@ func partitionedWarning(srcPartitioned bool) string {
 // found, into a *fleet.LeftOutError when the source database itself no
 // longer exists (asked again): a database deleted at the source during a
 // many-database run is left out of it, not failed (with thousands of
-// tenants, a nightly run always met some).
-func goneFromSource(ctx context.Context, src replicate.Source, err error) error {
+// tenants, a nightly run always met some). written is what the target
+// got before: a partial copy, which the reason names.
+func goneFromSource(ctx context.Context, src replicate.Source, err error, written int64) error {
 	var lo *fleet.LeftOutError
 	if err == nil || ctx.Err() != nil || !errors.Is(err, replicate.ErrNotFound) || errors.As(err, &lo) {
 		return err
@@ -432,5 +433,9 @@ func goneFromSource(ctx context.Context, src replicate.Source, err error) error 
 	if _, ierr := src.Info(ctx); !errors.Is(ierr, replicate.ErrNotFound) {
 		return err
 	}
-	return &fleet.LeftOutError{Reason: "deleted at the source during the run", Err: err}
+	reason := "deleted at the source during the run"
+	if written > 0 {
+		reason += fmt.Sprintf("; the %d revisions written before stay on the target, a partial copy", written)
+	}
+	return &fleet.LeftOutError{Reason: reason, Err: err}
 }

@@ -2,6 +2,7 @@ package sofa_test
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,4 +88,54 @@ func deletedDuringRun(t *testing.T, src *couchtest.Server, run func(from *sofa.E
 		t.Errorf("left out: %+v, want gone, deleted at the source during the run", sum.LeftOut)
 	}
 	return sum
+}
+
+// TestCopy_DatabaseDeletedDuringRun_PartialNamed: a database deleted at
+// the source after part of it was written to the target is left out
+// with a reason that says a partial copy stays on the target (it said
+// only "deleted", and later runs never mentioned the half copy).
+func TestCopy_DatabaseDeletedDuringRun_PartialNamed(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "a first copy from PouchDB Server reads every document in its feed: nothing read after it can fail")
+	ctx := t.Context()
+	src, dst := couchtest.Start(t), couchtest.Start(t)
+	seed(t, src, "keep", 3)
+	seed(t, src, "gone", 1200) // three batches of 500
+	p := faultproxy.StartT(t, src.URL)
+	hold := faultproxy.Rule{Name: "hold", Method: "POST", Path: `^/gone/_bulk_get$`, After: 1, Times: 1, Delay: 5 * time.Second, Fault: faultproxy.Forward}
+	if err := p.SetRules(hold); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var sum *sofa.Summary
+	var err error
+	go func() {
+		defer close(done)
+		sum, err = sofa.Copy(ctx, openAt(t, p.URL, nil), openAt(t, dst.URL, nil), sofa.CopyOptions{Selection: sofa.Selection{Include: []string{"keep", "gone"}}})
+	}()
+	tc := couchtest.NewClient(dst.URL)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for { // the held batch waits; another one reached the target
+		var info struct {
+			DocCount int `json:"doc_count"`
+		}
+		if p.Rule(hold.Name).Matched > 0 && tc.GetJSON(ctx, "/gone", &info) == nil && info.DocCount > 0 {
+			break
+		}
+		select {
+		case <-done:
+			t.Fatalf("the run ended before gone was partly written: %+v, %v", sum, err)
+		case <-tick.C:
+		}
+	}
+	if _, err := couchtest.NewClient(src.URL).Do(ctx, "DELETE", "/gone", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if err != nil || !sum.Complete() || len(sum.LeftOut) != 1 {
+		t.Fatalf("run: %v, left out %+v", err, sum.LeftOut)
+	}
+	if r := sum.LeftOut[0].Reason; !strings.HasPrefix(r, "deleted at the source during the run; the ") || !strings.Contains(r, "revisions written before stay on the target, a partial copy") {
+		t.Errorf("left out because %q, want the partial copy named", r)
+	}
 }

@@ -158,7 +158,7 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 				wait = ra + time.Duration(rand.Int64N(int64(100*time.Millisecond)))
 			}
 			if waited429+wait > c.opts.Max429Wait {
-				return nil, fmt.Errorf("%w (gave up after waiting %s on rate limits)", err, waited429.Round(time.Second))
+				return nil, fmt.Errorf("%w (gave up after waiting %s on rate limits or overload: 429, 503 and CouchDB's overload 500s count against the 429 wait, not the retry time)", err, waited429.Round(time.Second))
 			}
 			waited429 += wait
 		} else {

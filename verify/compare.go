@@ -249,6 +249,8 @@ func compareB(ctx context.Context, b replicate.Source, docs map[string]*entry, r
 		}
 		if e.deleted != c.Deleted && (same || !opts.AllowExtra) {
 			r.addf(KindDeleted, c.ID, "", "winner deleted in a: %t, in b: %t", e.deleted, c.Deleted)
+		} else if e.deleted != c.Deleted {
+			r.otherWinner(c.ID)
 		}
 		e.leaves = common
 		return nil

@@ -96,8 +96,26 @@ type Report struct {
 	// Differences holds the first Options.MaxDifferences of them, in the
 	// order found.
 	Differences []Difference `json:"differences"`
+	// OtherWinners counts, with Options.AllowExtra, the documents whose
+	// winner is deleted on one side and live on the other because B holds
+	// leaves of its own (not differences: B may hold more; but a reader
+	// of B sees the document in another state: a conflict of B's own, or
+	// a history stemmed by A's _revs_limit copied as a new branch);
+	// OtherWinnerIDs lists the first of them.
+	OtherWinners   int      `json:"other_winners,omitempty"`
+	OtherWinnerIDs []string `json:"other_winner_ids,omitempty"`
 
 	max int
+}
+
+// maxOtherWinnerIDs bounds Report.OtherWinnerIDs.
+const maxOtherWinnerIDs = 10
+
+func (r *Report) otherWinner(id string) {
+	r.OtherWinners++
+	if len(r.OtherWinnerIDs) < maxOtherWinnerIDs {
+		r.OtherWinnerIDs = append(r.OtherWinnerIDs, id)
+	}
 }
 
 // Equal reports whether no difference was found.

@@ -117,8 +117,8 @@ type tlsFiles struct{ ca, cert, key string }
 // over the shared ones for that endpoint.
 func (f *clientFlags) register(fs *pflag.FlagSet, roles ...string) {
 	fs.DurationVar(&f.requestTimeout, "request-timeout", couch.DefaultAttemptTimeout, "time limit of one HTTP attempt (0: the default)")
-	fs.DurationVar(&f.retryTime, "retry-time", couch.DefaultRetryTime, "total time one request (to a server, or to S3 for s3:// archives) may spend retrying network errors, timeouts and 5xx (0: the default)")
-	fs.DurationVar(&f.max429Wait, "max-429-wait", couch.DefaultMax429Wait, "total time one request may wait on 429/503 rate limiting (0: the default)")
+	fs.DurationVar(&f.retryTime, "retry-time", couch.DefaultRetryTime, "total time one request (to a server, or to S3 for s3:// archives) may spend retrying network errors, timeouts and other 5xx; the first request to each server, at the start, gives up after 5 s whatever this says (0: the default)")
+	fs.DurationVar(&f.max429Wait, "max-429-wait", couch.DefaultMax429Wait, "total time one request may wait on 429 and 503 rate limiting and on CouchDB's overload 500s (all_dbs_active, \"No DB shards could be opened\", which a node in maintenance mode answers too) (0: the default)")
 	fs.IntVar(&f.maxConns, "max-conns", couch.DefaultMaxConns, "TCP connections per server (0: the default; a run warns when the open-file limit, ulimit -n, cannot hold them)")
 	fs.IntVar(&f.changesPage, "changes-page", 0, "_changes rows asked per request (0: the server's default, 10000 on CouchDB, 2000 on PouchDB Server; -1: the whole feed in one request)")
 	fs.StringVar(&f.auth, "auth", string(couch.AuthBasic), "how credentials are sent: basic (with every request) or cookie (once to /_session, then its AuthSession cookie; basic when the server has no /_session)")

@@ -21,7 +21,7 @@ func newLsCmd() *cobra.Command {
 	var s3f s3Flags
 	cmd := &cobra.Command{
 		Use:   "ls ENDPOINT",
-		Short: "List the databases of an archive or a server, with counts and sizes",
+		Short: "List the databases of an archive (counts and sizes) or a server (counts)",
 		Long: `List the databases of an archive (a file or s3://BUCKET/KEY; from its manifest: documents, revisions
 stored, tombstones, attachments, sizes, seq reached; a document changed
 while the backup ran is stored at both revisions it read, so revisions may
