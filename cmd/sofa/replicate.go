@@ -148,7 +148,7 @@ JSON status (/status).
 	fs.IntVar(&rc.n, "n", 0, "server mode: replicas (n) of created databases (0: the target's default)")
 	fs.StringVar(&rc.checkpoints, "checkpoints", checkpointsTarget, "where checkpoints are written: target (only the target is written to; the source needs read access only) or both (source and target, as CouchDB's replicator does)")
 	fs.DurationVar(&rc.cont.flushInterval, "flush-interval", replicate.DefaultFlushInterval, "with --continuous: the longest a change waits for its batch to fill before the batch is copied (0: copy what the feed delivered at once)")
-	fs.StringVar(&rc.verifyMode, "verify", "cheap", "server mode: check each database after copying it: cheap (doc counts; on a mismatch every document is compared, the database copied once more, and each remaining difference reported), full (compare every document and leaf revision, same retry), none")
+	fs.StringVar(&rc.verifyMode, "verify", "cheap", "server mode: check each database after copying it: cheap (doc counts; on a mismatch every document is compared, the database copied once more, and each remaining difference reported), full (compare every document and leaf revision of the source with the target, same retry), none; the target may hold more than the source (documents or revisions of its own are not differences, but a document deleted on one side and live on the other is warned of: sofa verify SOURCE TARGET lists them)")
 	return cmd
 }
 
