@@ -52,11 +52,26 @@ func TestBackup_DatabaseDeletedDuringRun(t *testing.T) {
 // gone out, complete; nil after a failed check.
 func deletedDuringRun(t *testing.T, src *couchtest.Server, run func(from *sofa.Endpoint) (*sofa.Summary, error)) *sofa.Summary {
 	t.Helper()
-	ctx := t.Context()
 	seed(t, src, "keep", 3)
 	seed(t, src, "gone", 3)
-	p := faultproxy.StartT(t, src.URL)
 	hold := faultproxy.Rule{Name: "hold", Method: "GET", Path: `^/gone/_changes$`, Times: 1, Delay: 3 * time.Second, Fault: faultproxy.Forward}
+	sum, err := deleteGoneWhen(t, src, hold, func(p *faultproxy.Proxy) bool { return p.Rule(hold.Name).Matched > 0 }, run)
+	if err != nil || !sum.Complete() || sum.DBsTotal != 1 {
+		t.Errorf("run: %v, databases %+v; want keep done, complete", err, sum.DBs)
+		return nil
+	}
+	if len(sum.LeftOut) != 1 || sum.LeftOut[0].Name != "gone" || sum.LeftOut[0].Reason != "deleted at the source during the run" {
+		t.Errorf("left out: %+v, want gone, deleted at the source during the run", sum.LeftOut)
+	}
+	return sum
+}
+
+// deleteGoneWhen runs run through a proxy of src holding requests by
+// hold, deletes the database gone at src once ready says so (failing the
+// test if the run ends first), and returns the run's summary and error.
+func deleteGoneWhen(t *testing.T, src *couchtest.Server, hold faultproxy.Rule, ready func(p *faultproxy.Proxy) bool, run func(from *sofa.Endpoint) (*sofa.Summary, error)) (*sofa.Summary, error) {
+	t.Helper()
+	p := faultproxy.StartT(t, src.URL)
 	if err := p.SetRules(hold); err != nil {
 		t.Fatal(err)
 	}
@@ -69,25 +84,18 @@ func deletedDuringRun(t *testing.T, src *couchtest.Server, run func(from *sofa.E
 	}()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for p.Rule(hold.Name).Matched == 0 {
+	for !ready(p) {
 		select {
 		case <-done:
-			t.Fatalf("the run ended before it read gone's feed: %+v, %v", sum, err)
+			t.Fatalf("the run ended before gone was deleted: %+v, %v", sum, err)
 		case <-tick.C:
 		}
 	}
-	if _, err := couchtest.NewClient(src.URL).Do(ctx, "DELETE", "/gone", nil, nil); err != nil {
+	if _, err := couchtest.NewClient(src.URL).Do(t.Context(), "DELETE", "/gone", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	<-done
-	if err != nil || !sum.Complete() || sum.DBsTotal != 1 {
-		t.Errorf("run: %v, databases %+v; want keep done, complete", err, sum.DBs)
-		return nil
-	}
-	if len(sum.LeftOut) != 1 || sum.LeftOut[0].Name != "gone" || sum.LeftOut[0].Reason != "deleted at the source during the run" {
-		t.Errorf("left out: %+v, want gone, deleted at the source during the run", sum.LeftOut)
-	}
-	return sum
+	return sum, err
 }
 
 // TestCopy_DatabaseDeletedDuringRun_PartialNamed: a database deleted at
@@ -100,38 +108,17 @@ func TestCopy_DatabaseDeletedDuringRun_PartialNamed(t *testing.T) {
 	src, dst := couchtest.Start(t), couchtest.Start(t)
 	seed(t, src, "keep", 3)
 	seed(t, src, "gone", 1200) // three batches of 500
-	p := faultproxy.StartT(t, src.URL)
 	hold := faultproxy.Rule{Name: "hold", Method: "POST", Path: `^/gone/_bulk_get$`, After: 1, Times: 1, Delay: 5 * time.Second, Fault: faultproxy.Forward}
-	if err := p.SetRules(hold); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	var sum *sofa.Summary
-	var err error
-	go func() {
-		defer close(done)
-		sum, err = sofa.Copy(ctx, openAt(t, p.URL, nil), openAt(t, dst.URL, nil), sofa.CopyOptions{Selection: sofa.Selection{Include: []string{"keep", "gone"}}})
-	}()
 	tc := couchtest.NewClient(dst.URL)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for { // the held batch waits; another one reached the target
+	written := func(p *faultproxy.Proxy) bool { // the held batch waits; another one reached the target
 		var info struct {
 			DocCount int `json:"doc_count"`
 		}
-		if p.Rule(hold.Name).Matched > 0 && tc.GetJSON(ctx, "/gone", &info) == nil && info.DocCount > 0 {
-			break
-		}
-		select {
-		case <-done:
-			t.Fatalf("the run ended before gone was partly written: %+v, %v", sum, err)
-		case <-tick.C:
-		}
+		return p.Rule(hold.Name).Matched > 0 && tc.GetJSON(ctx, "/gone", &info) == nil && info.DocCount > 0
 	}
-	if _, err := couchtest.NewClient(src.URL).Do(ctx, "DELETE", "/gone", nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	<-done
+	sum, err := deleteGoneWhen(t, src, hold, written, func(from *sofa.Endpoint) (*sofa.Summary, error) {
+		return sofa.Copy(ctx, from, openAt(t, dst.URL, nil), sofa.CopyOptions{Selection: sofa.Selection{Include: []string{"keep", "gone"}}})
+	})
 	if err != nil || !sum.Complete() || len(sum.LeftOut) != 1 {
 		t.Fatalf("run: %v, left out %+v", err, sum.LeftOut)
 	}
