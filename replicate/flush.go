@@ -160,6 +160,8 @@ func (r *run) runBatch(ctx context.Context, b *batch, tr *tracker) error {
 	if err := r.pace(ctx, nil); err != nil {
 		return err
 	}
+	tr.picked(b.n)
+	defer tr.docsWritten(b.n)
 	for attempt := 1; ; attempt++ {
 		acct := &batchAcct{}
 		err := r.process(context.WithValue(ctx, batchFailedKey{}, acct), b, tr)

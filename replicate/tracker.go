@@ -28,12 +28,20 @@ type tracker struct {
 	// inherited: the tracker started held (a Session pass after one whose
 	// failures it cannot retry).
 	inherited bool
-	// moved, when not nil, is closed when the prefix moves (waitPrefix).
+	// working holds the batches a worker picked whose revisions other
+	// than held design documents are not all written yet (picked,
+	// docsWritten): a design document waits for them too (waitOthers).
+	// CouchDB's clustered feed merges its shards' feeds as they come, so
+	// a document written on the source before a design document may come
+	// after it in the feed, in a later batch.
+	working map[int64]bool
+	// moved, when not nil, is closed when the prefix moves or a picked
+	// batch's documents are written (waitPrefix, waitOthers).
 	moved chan struct{}
 }
 
 func newTracker() *tracker {
-	return &tracker{seqs: map[int64]Seq{}, tails: map[int64]*anchor{}, fin: map[int64]bool{}, failed: map[int64]bool{}}
+	return &tracker{seqs: map[int64]Seq{}, tails: map[int64]*anchor{}, fin: map[int64]bool{}, failed: map[int64]bool{}, working: map[int64]bool{}}
 }
 
 // started records batch n, its seq and its last revision (tail; nil:
@@ -149,4 +157,71 @@ func (t *tracker) readThrough() Seq {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.read
+}
+
+// picked records that a worker took batch n.
+func (t *tracker) picked(n int64) {
+	t.mu.Lock()
+	t.working[n] = true
+	t.mu.Unlock()
+}
+
+// docsWritten records that batch n's revisions other than its held
+// design documents are written (or that it ended without writing them);
+// calling it again is harmless.
+func (t *tracker) docsWritten(n int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.working[n] {
+		delete(t.working, n)
+		t.signal()
+	}
+}
+
+// othersWritten reports, without waiting, that no batch but n is picked
+// with revisions not yet written.
+func (t *tracker) othersWritten(n int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for m := range t.working {
+		if m != n {
+			return false
+		}
+	}
+	return true
+}
+
+// waitOthers waits until every batch but n picked when it is called has
+// its revisions other than held design documents written. It fails only
+// when ctx ends. Those batches never wait for n's design documents, so
+// this cannot wait for ever.
+func (t *tracker) waitOthers(ctx context.Context, n int64) error {
+	t.mu.Lock()
+	var wait []int64
+	for m := range t.working {
+		if m != n {
+			wait = append(wait, m)
+		}
+	}
+	t.mu.Unlock()
+	for _, m := range wait {
+		for {
+			t.mu.Lock()
+			if !t.working[m] {
+				t.mu.Unlock()
+				break
+			}
+			if t.moved == nil {
+				t.moved = make(chan struct{})
+			}
+			ch := t.moved
+			t.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
 }

@@ -370,15 +370,20 @@ type writeBuf struct {
 func isDesign(id string) bool { return strings.HasPrefix(id, "_design/") }
 
 // finish writes what the buffer holds, then the held design documents
-// once every earlier batch is written.
+// once every earlier batch is written and every other batch a worker
+// has taken has written its documents (waitOthers).
 func (w *writeBuf) finish(ctx context.Context) error {
-	if len(w.held) > 0 && w.tr.prefixDone(w.n) {
+	if len(w.held) > 0 && w.tr.prefixDone(w.n) && w.tr.othersWritten(w.n) {
 		w.docs, w.held = append(w.docs, w.held...), nil
 	}
 	if err := w.flush(ctx); err != nil || len(w.held) == 0 {
 		return err
 	}
+	w.tr.docsWritten(w.n)
 	if err := w.tr.waitPrefix(ctx, w.n); err != nil {
+		return err
+	}
+	if err := w.tr.waitOthers(ctx, w.n); err != nil {
 		return err
 	}
 	w.docs, w.held = w.held, nil
