@@ -102,9 +102,16 @@ func (t *tracker) prefixDone(n int64) bool {
 // waitPrefix waits until every batch numbered below n is finished (with
 // failures or not). It fails only when ctx ends.
 func (t *tracker) waitPrefix(ctx context.Context, n int64) error {
+	return t.waitUntil(ctx, func() bool { return t.next >= n })
+}
+
+// waitUntil waits until cond, called with t.mu held, is true; it is
+// asked again each time the tracker signals a move. It fails only when
+// ctx ends.
+func (t *tracker) waitUntil(ctx context.Context, cond func() bool) error {
 	for {
 		t.mu.Lock()
-		if t.next >= n {
+		if cond() {
 			t.mu.Unlock()
 			return nil
 		}
@@ -204,24 +211,12 @@ func (t *tracker) waitOthers(ctx context.Context, n int64) error {
 		}
 	}
 	t.mu.Unlock()
-	for _, m := range wait {
-		for {
-			t.mu.Lock()
-			if !t.working[m] {
-				t.mu.Unlock()
-				break
-			}
-			if t.moved == nil {
-				t.moved = make(chan struct{})
-			}
-			ch := t.moved
-			t.mu.Unlock()
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return ctx.Err()
+	return t.waitUntil(ctx, func() bool {
+		for _, m := range wait {
+			if t.working[m] {
+				return false
 			}
 		}
-	}
-	return nil
+		return true
+	})
 }
