@@ -429,7 +429,7 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer, tr *tra
 				if b.carries {
 					<-r.carried
 				}
-				if err := r.runBatch(gctx, b, tr); err != nil {
+				if err := r.runBatch(gctx, b, tr, g.Go); err != nil {
 					return err
 				}
 			}

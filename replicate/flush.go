@@ -3,6 +3,7 @@ package replicate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -156,26 +157,34 @@ const maxBatchAttempts = 8
 // that fails (target or source unreachable beyond the client's own
 // retries) is tried again after a backoff, since writes are idempotent,
 // but for a refusal for lack of rights (ErrDenied), which stops the run.
-func (r *run) runBatch(ctx context.Context, b *batch, tr *tracker) error {
+// A batch whose design documents must wait (see writeBuf) hands them to
+// spawn, which runs writeHeld off the worker and reports the batch after
+// it.
+func (r *run) runBatch(ctx context.Context, b *batch, tr *tracker, spawn func(func() error)) error {
 	if err := r.pace(ctx, nil); err != nil {
 		return err
 	}
-	tr.picked(b.n)
 	defer tr.docsWritten(b.n)
 	for attempt := 1; ; attempt++ {
 		acct := &batchAcct{}
-		err := r.process(context.WithValue(ctx, batchFailedKey{}, acct), b, tr)
-		if err == nil {
-			tr.done(b.n, acct.failed.Load())
-			r.c.batches.Add(1)
-			r.opts.Observer.BatchWritten(int(acct.written.Load()), int(acct.failures.Load()), time.Since(b.first))
-			r.live.done(b.n)
-			if n := acct.failures.Load(); n > 0 && r.opts.Continuous {
-				r.logf("%d revisions not copied (doc_write_failures, listed at the end); the checkpoint stays before them, so a restart tries them again", n)
-			}
+		actx := context.WithValue(ctx, batchFailedKey{}, acct)
+		held, err := r.process(actx, b, tr)
+		if err == nil && len(held) > 0 {
+			tr.docsWritten(b.n)
+			spawn(func() error {
+				if err := r.writeHeld(actx, b.n, tr, held); err != nil {
+					return err
+				}
+				r.batchDone(b, tr, acct)
+				return nil
+			})
 			return nil
 		}
-		if !r.opts.Continuous || ctx.Err() != nil || attempt >= maxBatchAttempts || errors.Is(err, ErrDenied) {
+		if err == nil {
+			r.batchDone(b, tr, acct)
+			return nil
+		}
+		if !r.retries(ctx, err, attempt) {
 			return err
 		}
 		// The documents the feed delivered had their bytes released
@@ -183,14 +192,68 @@ func (r *run) runBatch(ctx context.Context, b *batch, tr *tracker) error {
 		for i := range b.changes {
 			b.changes[i].Docs = nil
 		}
-		wait := reconnectWait(attempt)
-		r.logf("a batch of %d changes failed: %v; retrying in %s", len(b.changes), err, wait.Round(100*time.Millisecond))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := r.backoff(ctx, attempt, fmt.Sprintf("a batch of %d changes", len(b.changes)), err); err != nil {
+			return err
 		}
+	}
+}
+
+// batchDone reports batch b finished: to the tracker, the Observer and
+// the liveness watch.
+func (r *run) batchDone(b *batch, tr *tracker, acct *batchAcct) {
+	tr.done(b.n, acct.failed.Load())
+	r.c.batches.Add(1)
+	r.opts.Observer.BatchWritten(int(acct.written.Load()), int(acct.failures.Load()), time.Since(b.first))
+	r.live.done(b.n)
+	if n := acct.failures.Load(); n > 0 && r.opts.Continuous {
+		r.logf("%d revisions not copied (doc_write_failures, listed at the end); the checkpoint stays before them, so a restart tries them again", n)
+	}
+}
+
+// writeHeld writes batch n's held design documents once every batch
+// before n is finished and every other batch cut by then has its other
+// revisions written. It runs off the workers: the batches it waits for
+// need one (with one worker, waiting on it would wait for ever). A
+// continuous run tries the write again as runBatch does.
+func (r *run) writeHeld(ctx context.Context, n int64, tr *tracker, held []*Doc) error {
+	if err := tr.waitPrefix(ctx, n); err != nil {
+		return err
+	}
+	if err := tr.waitOthers(ctx, n); err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		dctx, done := drain(ctx, interruptGrace)
+		err := r.write(dctx, held)
+		done()
+		if err == nil {
+			return nil
+		}
+		if !r.retries(ctx, err, attempt) {
+			return err
+		}
+		if err := r.backoff(ctx, attempt, fmt.Sprintf("a write of %d design documents", len(held)), err); err != nil {
+			return err
+		}
+	}
+}
+
+// retries says whether a failed attempt of a batch is tried again: in a
+// continuous run, up to maxBatchAttempts, but for ErrDenied.
+func (r *run) retries(ctx context.Context, err error, attempt int) bool {
+	return r.opts.Continuous && ctx.Err() == nil && attempt < maxBatchAttempts && !errors.Is(err, ErrDenied)
+}
+
+// backoff logs a failed attempt of what and waits before the next one.
+func (r *run) backoff(ctx context.Context, attempt int, what string, err error) error {
+	wait := reconnectWait(attempt)
+	r.logf("%s failed: %v; retrying in %s", what, err, wait.Round(100*time.Millisecond))
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }

@@ -28,14 +28,14 @@ type tracker struct {
 	// inherited: the tracker started held (a Session pass after one whose
 	// failures it cannot retry).
 	inherited bool
-	// working holds the batches a worker picked whose revisions other
-	// than held design documents are not all written yet (picked,
-	// docsWritten): a design document waits for them too (waitOthers).
-	// CouchDB's clustered feed merges its shards' feeds as they come, so
-	// a document written on the source before a design document may come
-	// after it in the feed, in a later batch.
+	// working holds the batches cut whose revisions other than held
+	// design documents are not all written yet (started, docsWritten): a
+	// design document waits for them too (waitOthers). CouchDB's
+	// clustered feed merges its shards' feeds as they come, so a document
+	// written on the source before a design document may come after it in
+	// the feed, in a later batch.
 	working map[int64]bool
-	// moved, when not nil, is closed when the prefix moves or a picked
+	// moved, when not nil, is closed when the prefix moves or a cut
 	// batch's documents are written (waitPrefix, waitOthers).
 	moved chan struct{}
 }
@@ -44,10 +44,11 @@ func newTracker() *tracker {
 	return &tracker{seqs: map[int64]Seq{}, tails: map[int64]*anchor{}, fin: map[int64]bool{}, failed: map[int64]bool{}, working: map[int64]bool{}}
 }
 
-// started records batch n, its seq and its last revision (tail; nil:
-// none fit for a checkpoint).
+// started records batch n, cut, its seq and its last revision (tail;
+// nil: none fit for a checkpoint).
 func (t *tracker) started(n int64, seq Seq, tail *anchor) {
 	t.mu.Lock()
+	t.working[n] = true
 	t.seqs[n] = seq
 	if tail != nil {
 		t.tails[n] = tail
@@ -166,13 +167,6 @@ func (t *tracker) readThrough() Seq {
 	return t.read
 }
 
-// picked records that a worker took batch n.
-func (t *tracker) picked(n int64) {
-	t.mu.Lock()
-	t.working[n] = true
-	t.mu.Unlock()
-}
-
 // docsWritten records that batch n's revisions other than its held
 // design documents are written (or that it ended without writing them);
 // calling it again is harmless.
@@ -185,7 +179,7 @@ func (t *tracker) docsWritten(n int64) {
 	}
 }
 
-// othersWritten reports, without waiting, that no batch but n is picked
+// othersWritten reports, without waiting, that no batch but n is cut
 // with revisions not yet written.
 func (t *tracker) othersWritten(n int64) bool {
 	t.mu.Lock()
@@ -198,10 +192,10 @@ func (t *tracker) othersWritten(n int64) bool {
 	return true
 }
 
-// waitOthers waits until every batch but n picked when it is called has
+// waitOthers waits until every batch but n cut when it is called has
 // its revisions other than held design documents written. It fails only
-// when ctx ends. Those batches never wait for n's design documents, so
-// this cannot wait for ever.
+// when ctx ends. Those batches never wait for n's design documents, and
+// n's wait is off the workers (writeHeld), so this cannot wait for ever.
 func (t *tracker) waitOthers(ctx context.Context, n int64) error {
 	t.mu.Lock()
 	var wait []int64

@@ -49,8 +49,10 @@ func (s *diffSkipper) observe(missing, checked int) {
 	s.mu.Unlock()
 }
 
-// process copies one batch: revs_diff, fetch, attachments, write.
-func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
+// process copies one batch: revs_diff, fetch, attachments, write. It
+// returns the batch's design documents when they must wait (see
+// writeBuf), unwritten.
+func (r *run) process(ctx context.Context, b *batch, tr *tracker) ([]*Doc, error) {
 	revs := make(map[string][]string, len(b.changes))
 	checked, found := 0, 0
 	if r.opts.Debug != nil {
@@ -109,7 +111,7 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 		var err error
 		missing, refused, err = r.revsDiff(ctx, revs)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// Revisions the target refused are not copied: reported as a
 		// write refused for the same reason is (see rejected).
@@ -128,7 +130,7 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 	}
 	r.c.missingFound.Add(int64(found))
 	if found == 0 {
-		return nil
+		return nil, nil
 	}
 	w := &writeBuf{r: r, tr: tr, n: b.n}
 	// Revisions the source delivered with the feed (an archive, or
@@ -150,7 +152,7 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 			covered[key] = true
 			r.c.docsRead.Add(1)
 			if err := w.reserve(ctx, d.Size(), true); err != nil {
-				return err
+				return nil, err
 			}
 			// Attachment bytes delivered with the revision that an
 			// ancestor the target holds introduced go as stubs.
@@ -163,13 +165,13 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 				continue
 			}
 			if err := w.add(ctx, d); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
 	if len(needAtts) > 0 {
 		if err := r.resolveAttachments(ctx, needAtts, attsSince, w); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// The other missing revisions are fetched, in changes order; an id
@@ -193,11 +195,11 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 		chunk := reqs[:n]
 		reqs = reqs[n:]
 		if err := r.pace(ctx, func() error { return w.flush(ctx) }); err != nil {
-			return err
+			return nil, err
 		}
 		docs, errs, err := r.fetchAll(ctx, chunk)
 		if err != nil {
-			return fmt.Errorf("source: %w", err)
+			return nil, fmt.Errorf("source: %w", err)
 		}
 		r.fail(ctx, errs...)
 		docs = distinctRevs(docs, covered)
@@ -210,11 +212,11 @@ func (r *run) process(ctx context.Context, b *batch, tr *tracker) error {
 		// Bodies are in memory already: account for them, waiting only
 		// while this worker holds nothing.
 		if err := w.reserve(ctx, bodies, true); err != nil {
-			return err
+			return nil, err
 		}
 		w.pending += bodies
 		if err := r.resolveAttachments(ctx, docs, chunk, w); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	return w.finish(ctx)
@@ -353,14 +355,16 @@ type writeBuf struct {
 	acq     int64 // budget units taken from the semaphore
 	pending int64 // bytes reserved for documents not yet in docs
 	// Design documents wait in held until the batch's other revisions
-	// are written and every batch numbered below n (in tr) is too. A
+	// are written, every batch numbered below n (in tr) is finished and
+	// every other batch cut by then has its revisions written. A
 	// validate_doc_update function written before older documents would
 	// judge (and may refuse) them on the target, where the source never
-	// did. When the earlier batches are written already, they go with the
-	// batch's last write (a target validates a request's documents
-	// against the design documents it held before it), so a database
-	// copied in one write still is. Held revisions are outside the budget
-	// while they wait. A nil tr holds nothing.
+	// did. When that holds already, they go with the batch's last write
+	// (a target validates a request's documents against the design
+	// documents it held before it), so a database copied in one write
+	// still is; otherwise they wait off the worker (writeHeld). Held
+	// revisions are outside the budget while they wait. A nil tr holds
+	// nothing.
 	held []*Doc
 	tr   *tracker
 	n    int64
@@ -369,25 +373,18 @@ type writeBuf struct {
 // isDesign: id names a design document.
 func isDesign(id string) bool { return strings.HasPrefix(id, "_design/") }
 
-// finish writes what the buffer holds, then the held design documents
-// once every earlier batch is written and every other batch a worker
-// has taken has written its documents (waitOthers).
-func (w *writeBuf) finish(ctx context.Context) error {
+// finish writes what the buffer holds. The held design documents go
+// with it when every earlier batch is finished and every other batch cut
+// has written its documents; otherwise they are returned, to be written
+// off the worker once that holds (writeHeld).
+func (w *writeBuf) finish(ctx context.Context) ([]*Doc, error) {
 	if len(w.held) > 0 && w.tr.prefixDone(w.n) && w.tr.othersWritten(w.n) {
 		w.docs, w.held = append(w.docs, w.held...), nil
 	}
-	if err := w.flush(ctx); err != nil || len(w.held) == 0 {
-		return err
+	if err := w.flush(ctx); err != nil {
+		return nil, err
 	}
-	w.tr.docsWritten(w.n)
-	if err := w.tr.waitPrefix(ctx, w.n); err != nil {
-		return err
-	}
-	if err := w.tr.waitOthers(ctx, w.n); err != nil {
-		return err
-	}
-	w.docs, w.held = w.held, nil
-	return w.flush(ctx)
+	return w.held, nil
 }
 
 func (w *writeBuf) reserve(ctx context.Context, n int64, mayFlush bool) error {
