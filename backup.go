@@ -168,7 +168,7 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 			return nil, optionErr("--since %s: that archive is a backup of another server (%s), not of %s (%s); take a full backup (without --since)", o.Since, since.Source, srv.URL(), source)
 		}
 	}
-	dbs, err := SelectDBs(ctx, src, o.Selection, "source")
+	dbs, skipped, err := selectDBs(ctx, src, o.Selection, "source")
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +188,7 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		return nil, fmt.Errorf("write archive: %w", err)
 	}
 	sum, runErr := o.runDBs(ctx, dbs, o.job(srv, w, listTarget(ctx, w, &o.RunControl)).fleetJob(), NewStallWatch(src).Waiting, false, src)
+	sum.LeftOut = append(skipped, sum.LeftOut...)
 	if sum.Interrupted || runErr != nil {
 		sink.Abort()
 		if runErr == nil {

@@ -114,7 +114,7 @@ func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, err
 			warnings = append(warnings, w)
 		}
 	}
-	dbs, err := SelectDBs(ctx, src, o.Selection, "source")
+	dbs, skipped, err := selectDBs(ctx, src, o.Selection, "source")
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +126,7 @@ func Copy(ctx context.Context, src, dst *Endpoint, o CopyOptions) (*Summary, err
 	sum, runErr := o.runDBs(ctx, dbs, j.fleetJob(), NewStallWatch(src, dst).Waiting, true, src, dst)
 	sum.RequestsByKind = map[string]map[string]int64{"source": ssrv.Stats.Kinds(), "target": tsrv.Stats.Kinds()}
 	sum.Warnings = append(sum.Warnings, warnings...)
+	sum.LeftOut = append(skipped, sum.LeftOut...)
 	if runErr != nil {
 		return &sum, fmt.Errorf("copy: %w", runErr)
 	}

@@ -48,6 +48,22 @@ func (s Selection) apply(names []string) []string {
 	return out
 }
 
+// skipped returns the names the selection's Skip alone leaves out (its
+// Include, Exclude and shard keep them), in order, each with why
+// (fleet.SkipReason): a run lists them in its Summary's LeftOut, so that
+// a whole-server run says which system databases it did not copy.
+func (s Selection) skipped(names []string) []fleet.LeftOut {
+	loose := s
+	loose.Skip = nil
+	var out []fleet.LeftOut
+	for _, n := range names {
+		if loose.holds(n) && !s.holds(n) {
+			out = append(out, fleet.LeftOut{Name: n, Reason: fleet.SkipReason(n)})
+		}
+	}
+	return out
+}
+
 // ErrNoneSelected is wrapped by the error of a call whose Selection
 // matched no database (and is not one part of a sharded run).
 var ErrNoneSelected = errors.New("the selection matches no database")
@@ -93,33 +109,40 @@ func optionErr(format string, args ...any) error {
 // shard is no error) and ep must be a server; so must it with
 // sel.Include or sel.Exclude (an *OptionError otherwise).
 func SelectDBs(ctx context.Context, ep *Endpoint, sel Selection, role string) ([]string, error) {
+	dbs, _, err := selectDBs(ctx, ep, sel, role)
+	return dbs, err
+}
+
+// selectDBs is SelectDBs, and the databases of the listing its Skip
+// alone left out (see skipped), for the run's Summary.LeftOut.
+func selectDBs(ctx context.Context, ep *Endpoint, sel Selection, role string) ([]string, []fleet.LeftOut, error) {
 	if err := sel.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if ep.couch == nil {
-		return nil, optionErr("%s: %s is an archive, not a server or database", role, ep)
+		return nil, nil, optionErr("%s: %s is an archive, not a server or database", role, ep)
 	}
 	if sel.Shard.Sharded() && ep.couch.DBName != "" {
-		return nil, optionErr("--shard %s: %s is a database; a sharded run needs a server URL", sel.Shard, ep)
+		return nil, nil, optionErr("--shard %s: %s is a database; a sharded run needs a server URL", sel.Shard, ep)
 	}
 	if ep.couch.DBName != "" && (len(sel.Include) > 0 || len(sel.Exclude) > 0) {
-		return nil, optionErr("--include and --exclude select databases of a server; %s %s is a database", role, ep)
+		return nil, nil, optionErr("--include and --exclude select databases of a server; %s %s is a database", role, ep)
 	}
 	if ep.couch.DBName != "" {
 		if _, err := ep.couch.Server.DB(ep.couch.DBName).Info(ctx); err != nil {
-			return nil, fmt.Errorf("%s: %w", role, err)
+			return nil, nil, fmt.Errorf("%s: %w", role, err)
 		}
-		return []string{ep.couch.DBName}, nil
+		return []string{ep.couch.DBName}, nil, nil
 	}
 	names, err := fleet.ListDBs(ctx, ep.couch.Server, 1000)
 	if err != nil {
-		return nil, fmt.Errorf("%s: list databases: %w", role, err)
+		return nil, nil, fmt.Errorf("%s: list databases: %w", role, err)
 	}
 	dbs := sel.apply(names)
 	if err := sel.noneMatched(len(dbs), "%s: no database matches (of %d listed)", role, len(names)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return dbs, nil
+	return dbs, sel.skipped(names), nil
 }
 
 // WithoutUsers returns skip without _users when withUsers is set.

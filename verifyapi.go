@@ -61,8 +61,10 @@ type VerifySummary struct {
 	Interrupted bool               `json:"interrupted,omitempty"`
 	DBs         []VerifyDB         `json:"dbs"`
 	Hosts       []limitstats.Stats `json:"hosts,omitempty"`
-	// LeftOut are the archive's databases not compared by default (see
-	// VerifyOptions.WithReplicator), with the reason.
+	// LeftOut are the databases not compared by default, with the
+	// reason: an archive's _replicator (see VerifyOptions.WithReplicator),
+	// or the system databases of server a that the Selection's Skip left
+	// out (ReplicateSkip unless set).
 	LeftOut []fleet.LeftOut `json:"left_out,omitempty"`
 }
 
@@ -177,6 +179,7 @@ func verifyServers(ctx context.Context, a, b *Endpoint, o VerifyOptions) (*Verif
 		return nil, fmt.Errorf("b: list databases: %w", err)
 	}
 	dbs := o.Selection.apply(an)
+	res.LeftOut = o.Selection.skipped(an)
 	var mu sync.Mutex
 	out := map[string]VerifyDB{}
 	job := func(ctx context.Context, name string, _ DBProgress) (fleet.DBResult, error) {

@@ -17,6 +17,20 @@ var ReplicateSkip = []string{"_replicator", "_global_changes", "_users"}
 // restore can rebuild the server.
 var BackupSkip = []string{"_global_changes"}
 
+// SkipReason says why a database of ReplicateSkip or BackupSkip is left
+// out by default and how to select it.
+func SkipReason(name string) string {
+	switch name {
+	case "_replicator":
+		return "a system database: its documents are replication jobs, which would start running on the target server; --include _replicator selects it"
+	case "_global_changes":
+		return "a system database: the server's own log of database changes; --include _global_changes selects it"
+	case "_users":
+		return "a system database: accounts and password hashes; --with-users selects it"
+	}
+	return "left out by the selection's Skip list"
+}
+
 // Filter selects databases by name.
 //
 // Patterns are shell-style globs on the whole name: `*` matches any run

@@ -117,7 +117,8 @@ type Summary struct {
 	DBs []DBResult `json:"dbs"`
 	// LeftOut names the databases of the source that a default rule left
 	// out, which the caller's selection did not name (a restore's
-	// _replicator), or that a job left out (StatusLeftOut: deleted at the
+	// _replicator; the system databases of ReplicateSkip and BackupSkip
+	// a whole-server copy or backup left out), or that a job left out (StatusLeftOut: deleted at the
 	// source during the run); they are not among DBs and not counted. Nil when
 	// none or when the caller does not report them.
 	LeftOut []LeftOut `json:"left_out,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/sofadb/sofa/couch"
@@ -106,9 +107,13 @@ func printSummary(w io.Writer, res *replicate.Result, h httpSummary, failed bool
 	if failed {
 		ended = "stopped after"
 	}
-	fmt.Fprintf(w, "sofa: %s %.1fs: docs_read=%d docs_written=%d doc_write_failures=%d missing_checked=%d missing_found=%d bytes=%d (%s, %.0f revisions/s) seq %s -> %s\n",
+	held := ""
+	if slices.Contains(res.Warnings, replicate.WarnCheckpointHeld) {
+		held = " (the checkpoint, held before the first revision not copied)"
+	}
+	fmt.Fprintf(w, "sofa: %s %.1fs: docs_read=%d docs_written=%d doc_write_failures=%d missing_checked=%d missing_found=%d bytes=%d (%s, %.0f revisions/s) seq %s -> %s%s\n",
 		ended, res.Duration.Seconds(), s.DocsRead, s.DocsWritten, s.DocWriteFailures, s.MissingChecked, s.MissingFound,
-		s.Bytes, humanBytes(s.Bytes), rate, res.StartSeq.String(), res.EndSeq.String())
+		s.Bytes, humanBytes(s.Bytes), rate, res.StartSeq.String(), res.EndSeq.String(), held)
 	fmt.Fprintf(w, "sofa: http: requests=%d retries=%d throttled=%d waited=%.1fs\n", h.Requests, h.Retries, h.Throttled, h.WaitedSeconds)
 	printFailures(w, res.Failures)
 }
