@@ -7,6 +7,21 @@
 // The one-database engine is package replicate, the CouchDB client
 // package couch, the archive format package archive and archive files
 // package storage.
+//
+// Errors name options as the sofa command's users meet them, by its
+// flags: --include, --exclude and --shard are Selection's Include,
+// Exclude and Shard; --since and --set-id BackupOptions.Since and SetID;
+// --force the Overwrite of BackupOptions and ArchiveOutput; --replace,
+// --reuse-existing, --rename and --with-replicator RestoreOptions'
+// Replace, ReuseExisting, Renames and WithReplicator (ReuseExisting and
+// WithReplicator of the other options too); --with-users WithoutUsers;
+// --q and --n the options' Q and N; --verify their Verify, and verify
+// --full a verify.Options Mode of full; --create-target
+// CopyDBOptions.CreateTarget; --no-checkpoints
+// replicate.Options.NoCheckpoints; --allow-partial
+// SetOptions.AllowPartial; --max-dbs and --ideal-duration RunControl's
+// MaxDBs and IdealDuration; --fixed LimitOptions.Fixed; --retry-time
+// couch.Options.RetryTime; --s3-region s3.Options.Region.
 package sofa
 
 import (
