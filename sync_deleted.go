@@ -10,6 +10,7 @@ import (
 
 	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/internal/dbcopy"
+	"github.com/sofadb/sofa/metrics"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -112,6 +113,7 @@ func (s *syncer) deletedOnSource(ctx context.Context, name string) {
 			s.mu.Unlock()
 		}
 	}
+	s.o.Metrics.DB(name).SetState(metrics.StateDeleted)
 	s.reportDeleted(name, "deleted on the source", detail)
 }
 

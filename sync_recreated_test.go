@@ -13,6 +13,7 @@ import (
 
 	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/internal/couchtest"
+	"github.com/sofadb/sofa/metrics"
 	"github.com/sofadb/sofa/internal/faultproxy"
 )
 
@@ -321,5 +322,52 @@ func TestSync_DeletedWhileStopped(t *testing.T) {
 	}
 	if d := r3.deleted["gone"]; !strings.Contains(d, "deleted on the target") {
 		t.Errorf("gone's deletion event says %q: want its copy deleted on the target", d)
+	}
+}
+
+// TestSync_EmptyDeletedWhileStopped (found by a tester on CouchDB 3.5):
+// an empty database is copied without a write, so its copy held no mark
+// of this source, and when it was deleted on the source while no run went
+// on the next run neither reported it nor deleted it with DeleteMissing.
+// A run that writes nothing now stores its checkpoint, as a mark.
+func TestSync_EmptyDeletedWhileStopped(t *testing.T) {
+	ctx := context.Background()
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	ca, cb := couchtest.NewClient(a.URL), couchtest.NewClient(b.URL)
+	seed(t, a, "empty", 0)
+	seed(t, a, "stays", 1)
+	r := startSync(t, a.URL, b.URL, sofa.SyncOptions{})
+	r.wait("the first run's copy", func() bool { return r.caughtUp })
+	// and one created empty while the run follows the source
+	if err := ca.CreateDB(ctx, "empty2"); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("the new database's copy", func() bool { return r.synced["empty2"] > 0 })
+	if _, err := r.stop(); !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	for _, db := range []string{"empty", "empty2"} {
+		if _, err := cb.Do(ctx, "GET", "/"+db, nil, nil); err != nil {
+			t.Fatalf("the first run did not copy %s: %v", db, err)
+		}
+		if err := ca.DeleteDB(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r2 := startSync(t, a.URL, b.URL, sofa.SyncOptions{DeleteMissing: true})
+	r2.wait("the second run's catch-up", func() bool { return r2.caughtUp })
+	// /status says so too (it said idle, pending -1)
+	if st := r2.status(); st.DBs["empty"].State != metrics.StateDeleted {
+		t.Errorf("/status says %+v for the database deleted while no run went on, want %s", st.DBs["empty"], metrics.StateDeleted)
+	}
+	sum, _ := r2.stop()
+	slices.Sort(sum.DeletedOnTarget)
+	if !slices.Equal(sum.DeletedOnTarget, []string{"empty", "empty2"}) {
+		t.Errorf("deleted on the target %v, want the empty databases", sum.DeletedOnTarget)
+	}
+	for _, db := range []string{"empty", "empty2"} {
+		if _, err := cb.Do(ctx, "GET", "/"+db, nil, nil); err == nil {
+			t.Errorf("%s is still on the target", db)
+		}
 	}
 }

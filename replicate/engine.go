@@ -493,6 +493,9 @@ func (r *run) pipeline(ctx context.Context, since Seq, cp *checkpointer, tr *tra
 			lostCP = cerr
 		}
 	}
+	if err == nil && ctx.Err() == nil {
+		err = r.markUnwritten(ctx)
+	}
 	if !r.opts.NoCheckpoints {
 		if tr.heldHere() {
 			r.warn(WarnCheckpointHeld)

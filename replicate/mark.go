@@ -138,6 +138,29 @@ func (c *checkpointer) storeMark(ctx context.Context) error {
 	return nil
 }
 
+// markUnwritten stores the mark of an Unclaimed run that ended complete
+// without writing (an empty source database, or one whose revisions the
+// target held): without it the target database holds no sign of this
+// replication, and a later run could not tell it from one of the
+// target's own (a sync's DeleteMissing would leave it on the target).
+func (r *run) markUnwritten(ctx context.Context) error {
+	m := r.mark
+	if m == nil || r.opts.NoCheckpoints || m.writes.Load() > 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.needed {
+		return nil
+	}
+	if err := r.cp.storeMark(ctx); err != nil {
+		return fmt.Errorf("write checkpoint on target: %w", err)
+	}
+	m.needed = false
+	r.debug("checkpoint at the start stored: the run wrote nothing")
+	return nil
+}
+
 // lightEnd says the run ends without a final checkpoint: an Unclaimed
 // run that ended complete (no error, nothing left out) after reading one
 // batch and at most one write, and wrote no checkpoint before (one at the
