@@ -13,8 +13,8 @@ import (
 
 	"github.com/sofadb/sofa"
 	"github.com/sofadb/sofa/internal/couchtest"
-	"github.com/sofadb/sofa/metrics"
 	"github.com/sofadb/sofa/internal/faultproxy"
+	"github.com/sofadb/sofa/metrics"
 )
 
 // TestSync_DeleteMissingRecreatedDuringFirstCopy (found by a new user on
