@@ -123,6 +123,10 @@ type Tracker struct {
 	dbsFailed int
 	dbsInter  int    // stopped by an interruption (not in dbsDone)
 	finished  Counts // sums over finished and interrupted databases
+	// doneSized counts the finished databases (dbsDone) whose DocsTotal
+	// was known, doneDocs sums those totals (Fraction's weights).
+	doneSized int
+	doneDocs  int64
 	active    []*DB
 }
 
@@ -188,7 +192,12 @@ func (t *Tracker) end(d *DB, failed, interrupted bool) {
 	default:
 		t.dbsDone++
 	}
-	t.finished.add(d.Counts())
+	c := d.Counts()
+	if !interrupted && c.DocsTotal > 0 {
+		t.doneSized++
+		t.doneDocs += c.DocsTotal
+	}
+	t.finished.add(c)
 }
 
 // Active is one database in progress in a Snapshot.
@@ -214,6 +223,9 @@ type Snapshot struct {
 	Totals Counts
 	// Active lists the databases in progress, in start order.
 	Active []Active
+	// doneSized and doneDocs are the Tracker's (Fraction's weights).
+	doneSized int
+	doneDocs  int64
 }
 
 // Snapshot reads the tracker. A nil tracker gives the zero Snapshot.
@@ -226,7 +238,7 @@ func (t *Tracker) Snapshot() Snapshot {
 	s := Snapshot{
 		Elapsed: now.Sub(t.start), DBsTotal: t.dbsTotal, TotalUnknown: t.growing, DBsDone: t.dbsDone,
 		DBsFailed: t.dbsFailed, DBsInterrupted: t.dbsInter, Totals: t.finished,
-		Active: make([]Active, 0, len(t.active)),
+		Active: make([]Active, 0, len(t.active)), doneSized: t.doneSized, doneDocs: t.doneDocs,
 	}
 	act := slices.Clone(t.active)
 	t.mu.Unlock()
@@ -238,19 +250,44 @@ func (t *Tracker) Snapshot() Snapshot {
 	return s
 }
 
-// Fraction estimates how much of the run is done, in [0, 1]: finished
-// databases count whole, active ones by their documents written against
-// their DocsTotal. 0 when the number of databases is unknown
+// Fraction estimates how much of the run is done, in [0, 1], weighing
+// each database by its documents (DocsTotal): finished databases count
+// whole, active ones by their documents written against their total, and
+// a database whose total is not known (not begun yet, or not reported)
+// weighs the mean of the known ones. Without any known total every
+// database weighs one. 0 when the number of databases is unknown
 // (TotalUnknown: the databases begun so far are no total).
 func (s Snapshot) Fraction() float64 {
 	if s.DBsTotal <= 0 || s.TotalUnknown {
 		return 0
 	}
-	f := float64(s.DBsDone)
+	sized, docs := s.doneSized, float64(s.doneDocs)
 	for _, a := range s.Active {
-		f += a.fraction()
+		if a.DocsTotal > 0 {
+			sized++
+			docs += float64(a.DocsTotal)
+		}
 	}
-	return min(1, f/float64(s.DBsTotal))
+	mean := 1.0
+	if sized > 0 && docs > 0 {
+		mean = docs / float64(sized)
+	} else {
+		sized, docs = 0, 0
+	}
+	done := float64(s.doneDocs) + float64(s.DBsDone-s.doneSized)*mean
+	if sized == 0 {
+		done = float64(s.DBsDone)
+	}
+	for _, a := range s.Active {
+		if a.DocsTotal > 0 {
+			done += a.fraction() * float64(a.DocsTotal)
+		}
+	}
+	whole := docs + float64(s.DBsTotal-sized)*mean
+	if whole <= 0 {
+		return 0
+	}
+	return min(1, max(0, done/whole))
 }
 
 // ETA estimates the time left from the elapsed time and Fraction; ok is
