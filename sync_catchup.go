@@ -229,9 +229,11 @@ func (s *syncer) ended(ctx context.Context, name string, r fleet.DBResult, res *
 		s.mu.Unlock()
 		return
 	}
+	created := false
 	if d.deleted {
 		d.deleted = false
 		s.sum.Created = append(s.sum.Created, name)
+		created = true
 	}
 	var retry time.Duration
 	if err != nil {
@@ -247,6 +249,7 @@ func (s *syncer) ended(ctx context.Context, name string, r fleet.DBResult, res *
 	} else {
 		if !d.synced && s.sum.CatchUp != nil && !slices.Contains(s.sum.Created, name) && !s.inCatchUp(name) {
 			s.sum.Created = append(s.sum.Created, name)
+			created = true
 		}
 		d.synced = true
 		d.retry = 0
@@ -254,6 +257,9 @@ func (s *syncer) ended(ctx context.Context, name string, r fleet.DBResult, res *
 		delete(s.sum.Failing, name)
 	}
 	s.mu.Unlock()
+	if created && err == nil {
+		s.o.Copy.logf("%s: created on the source; copied (docs_written=%d)", name, r.DocsWritten)
+	}
 	s.event(SyncEvent{Kind: EventSynced, DB: name, Err: err, DocsWritten: r.DocsWritten})
 	switch {
 	case errors.Is(err, dbcopy.ErrNotEmpty):

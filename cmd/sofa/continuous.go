@@ -64,6 +64,12 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 	}
 	prog := out.progress()
 	var stopProg sync.Once
+	follow := newFollowLog(rc.progressEvery, logf)
+	if prog.show {
+		fctx, stopFollow := context.WithCancel(ctx)
+		defer stopFollow()
+		go follow.run(fctx)
+	}
 	sum, err := sofa.Sync(ctx, src, tgt, sofa.SyncOptions{
 		Copy: sofa.CopyOptions{
 			Engine:        rc.engine.options(),
@@ -85,6 +91,7 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 			if e.Kind == sofa.EventCaughtUp {
 				stopProg.Do(prog.Stop)
 			}
+			follow.event(e)
 		},
 	})
 	stopProg.Do(prog.Stop)
@@ -106,8 +113,8 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 			if sum.CatchUp != nil {
 				printFleetSummary(os.Stderr, withoutWarnings(sum.CatchUp), false)
 			}
-			fmt.Fprintf(os.Stderr, "sofa: continuous (%s) for %s: %d catch-up copies (%d failed), docs_written=%d doc_write_failures=%d, _security updates %d, _revs_limit updates %d; created %v, deleted on the source %v (deleted on the target %v)\n",
-				sum.Mode, time.Duration(sum.Duration).Round(time.Second), sum.Runs, sum.RunsFailed, sum.DocsWritten, sum.DocWriteFailures, sum.SecurityUpdates, sum.RevsLimitUpdates,
+			fmt.Fprintf(os.Stderr, "sofa: continuous (%s) for %s: %s (%d failed), docs_written=%d doc_write_failures=%d, _security updates %d, _revs_limit updates %d; created %v, deleted on the source %v (deleted on the target %v)\n",
+				sum.Mode, time.Duration(sum.Duration).Round(time.Second), catchUpCopies(sum.Runs), sum.RunsFailed, sum.DocsWritten, sum.DocWriteFailures, sum.SecurityUpdates, sum.RevsLimitUpdates,
 				eventNames(sum.Created), eventNames(sum.Deleted), eventNames(sum.DeletedOnTarget))
 			for db, e := range sum.Failing {
 				fmt.Fprintf(os.Stderr, "sofa: database %q: last copy failed: %s\n", db, e)

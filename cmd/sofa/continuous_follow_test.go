@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sofadb/sofa/internal/couchtest"
+)
+
+// TestCLI_ContinuousFollowLines (found by a tester on CouchDB 3.5): once
+// a continuous whole-server run followed the source, nothing was printed
+// until it stopped, whatever --progress-interval said, and a database
+// created on the source showed only in the summary at the end. Now a
+// new database is logged when it is copied, a line every interval tells
+// the catch-up copies that ended, and one after six quiet intervals says
+// nothing changed.
+func TestCLI_ContinuousFollowLines(t *testing.T) {
+	bin := sofaBin(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	a, b := couchtest.Start(t), couchtest.Start(t)
+	ca := couchtest.NewClient(a.URL)
+	if err := ca.CreateDB(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	cliLoad(t, a, "c1", 2)
+	cmd := exec.CommandContext(ctx, bin, "replicate", "--continuous", "--progress-interval", "100ms",
+		"--poll-interval", "200ms", a.URL, b.URL)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	lines := make(chan string, 1000)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var log strings.Builder
+	waitLine := func(re *regexp.Regexp) {
+		t.Helper()
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("sofa ended before a line matching %s:\n%s", re, log.String())
+				}
+				log.WriteString(l + "\n")
+				if re.MatchString(l) {
+					return
+				}
+			case <-ctx.Done():
+				t.Fatalf("no line matching %s:\n%s", re, log.String())
+			}
+		}
+	}
+	waitLine(regexp.MustCompile(`initial copy done: 1 database \(1 ok`))
+	waitLine(regexp.MustCompile(`following: no change copied in the last 600ms; docs_written=0 since the initial copy`))
+	if err := ca.CreateDB(ctx, "c2"); err != nil {
+		t.Fatal(err)
+	}
+	cliLoad(t, a, "c2", 3)
+	waitLine(regexp.MustCompile(`c2: created on the source; copied \(docs_written=\d+\)`))
+	// c2's three documents may come in more than one catch-up copy
+	waitLine(regexp.MustCompile(`following: \d+ catch-up cop(y|ies) of 1 database ended \(0 failed\): docs_written=\+\d+; docs_written=3 since the initial copy`))
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for l := range lines {
+		log.WriteString(l + "\n")
+	}
+	if testing.Verbose() {
+		t.Log(log.String())
+	}
+}
