@@ -52,7 +52,7 @@ func TestSync_ContinuousWatchDeniedStops(t *testing.T) {
 		p := faultproxy.StartT(t, a.URL)
 		retried := make(chan string, 100)
 		o := sofa.SyncOptions{Poll: true, PollInterval: 20 * time.Millisecond}
-		o.Copy.Logf = watchLines(t, retried, "source: poll:", "source: list databases:")
+		o.Copy.Logf = watchLines(t, retried, "source: poll lost:", "source: list databases:")
 		r := startSync(t, p.URL, b.URL, o)
 		r.wait("a poll after the initial copy", func() bool { return r.caughtUp && r.polls > 0 })
 		list := refused

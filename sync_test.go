@@ -476,7 +476,7 @@ func TestSync_Faults(t *testing.T) {
 	var backLines int // "feed back" lines
 	so := sofa.SyncOptions{PollInterval: 200 * time.Millisecond, RetryInterval: 100 * time.Millisecond}
 	so.Copy.Logf = func(format string, args ...any) {
-		if l := fmt.Sprintf(format, args...); strings.Contains(l, "_db_updates feed back after") {
+		if l := fmt.Sprintf(format, args...); strings.Contains(l, "_db_updates feed back after") && strings.Contains(l, "reconnect attempt") {
 			linesMu.Lock()
 			backLines++
 			linesMu.Unlock()
@@ -679,9 +679,12 @@ func TestSync_PollBackLine(t *testing.T) {
 		case l := <-lines:
 			t.Log("sofa: " + l)
 			switch {
-			case strings.HasPrefix(l, "source: poll answered again after"):
+			case strings.HasPrefix(l, "source: poll back after"):
 				back++
-			case strings.HasPrefix(l, "source: poll:"):
+				if !strings.Contains(l, "reconnect attempt") {
+					t.Errorf("the back line does not count the attempts: %s", l)
+				}
+			case strings.HasPrefix(l, "source: poll lost:"):
 				failed++
 			}
 		case <-deadline:

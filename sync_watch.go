@@ -29,6 +29,7 @@ func (s *syncer) watch(ctx context.Context, ready chan<- string) {
 		since, first = seq, false
 		ready <- "db_updates"
 	} else if errors.Is(err, couch.ErrNoDBUpdates) {
+		s.pollWhy()
 		s.poll(ctx, ready)
 		return
 	} else if ctx.Err() != nil || s.refused("source", err) {
@@ -36,11 +37,12 @@ func (s *syncer) watch(ctx context.Context, ready chan<- string) {
 	}
 	wait := 250 * time.Millisecond
 	var lostAt time.Time // when the feed failed, until it answers again
+	attempts := 0
 	for {
 		err := s.ssrv.DBUpdates(ctx, since, s.o.Heartbeat, func() {
 			if !lostAt.IsZero() {
-				s.o.Copy.logf("source: _db_updates feed back after %s", time.Since(lostAt).Round(100*time.Millisecond))
-				lostAt = time.Time{}
+				s.o.Copy.logf("source: _db_updates feed back after %s (%s)", time.Since(lostAt).Round(100*time.Millisecond), reconnectAttempts(attempts))
+				lostAt, attempts = time.Time{}, 0
 			}
 			if first {
 				first = false
@@ -66,6 +68,7 @@ func (s *syncer) watch(ctx context.Context, ready chan<- string) {
 		}
 		if errors.Is(err, couch.ErrNoDBUpdates) {
 			if first {
+				s.pollWhy()
 				s.poll(ctx, ready)
 				return
 			}
@@ -81,7 +84,8 @@ func (s *syncer) watch(ctx context.Context, ready chan<- string) {
 		if lostAt.IsZero() {
 			lostAt = time.Now()
 		}
-		s.o.Copy.logf("source: %v; reconnecting in %s", err, wait)
+		attempts++
+		s.o.Copy.logf("source: _db_updates feed lost: %v; reconnecting in %s", err, wait)
 		if sleepCtx(ctx, wait) != nil {
 			return
 		}
@@ -111,6 +115,7 @@ func (s *syncer) poll(ctx context.Context, ready chan<- string) {
 	t := time.NewTicker(s.o.PollInterval)
 	defer t.Stop()
 	var lostAt time.Time // when a poll failed, until one succeeds
+	attempts := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -127,15 +132,16 @@ func (s *syncer) poll(ctx context.Context, ready chan<- string) {
 			s.sum.Reconnects++
 			s.mu.Unlock()
 			s.event(SyncEvent{Kind: EventReconnect, Err: err})
-			s.o.Copy.logf("source: poll: %v", err)
+			s.o.Copy.logf("source: poll lost: %v; polling again in %s", err, s.o.PollInterval)
 			if lostAt.IsZero() {
 				lostAt = time.Now()
 			}
+			attempts++
 			continue
 		}
 		if !lostAt.IsZero() {
-			s.o.Copy.logf("source: poll answered again after %s", time.Since(lostAt).Round(100*time.Millisecond))
-			lostAt = time.Time{}
+			s.o.Copy.logf("source: poll back after %s (%s)", time.Since(lostAt).Round(100*time.Millisecond), reconnectAttempts(attempts))
+			lostAt, attempts = time.Time{}, 0
 		}
 		s.event(SyncEvent{Kind: EventPolled, Detail: fmt.Sprint(len(cur))})
 		now := time.Now()
@@ -206,4 +212,18 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// reconnectAttempts is "1 reconnect attempt" or "N reconnect attempts".
+func reconnectAttempts(n int) string {
+	if n == 1 {
+		return "1 reconnect attempt"
+	}
+	return fmt.Sprintf("%d reconnect attempts", n)
+}
+
+// pollWhy says why a run polls the source: it serves no `_db_updates`
+// feed, which costs a poll interval of lag.
+func (s *syncer) pollWhy() {
+	s.o.Copy.logf("source: no _db_updates feed: polling it every %s (changes arrive up to that late; a CouchDB serves _db_updates once its _global_changes database exists)", s.o.PollInterval)
 }
