@@ -107,10 +107,10 @@ func (s *syncer) checkpointAll(ctx context.Context) {
 	}
 	n, due := s.checkpointDue(fctx, time.Time{}, atOnce, true)
 	if n > 0 {
-		s.o.Copy.logf("final checkpoints of %d databases written", n)
+		s.o.Copy.logf("final checkpoints of %d %s written", n, plural(int64(n), "database"))
 	}
 	if n < due {
-		s.o.Copy.logf("final checkpoints of %d databases not written (the target did not take them): a restart resumes them from their last checkpoint", due-n)
+		s.o.Copy.logf("final checkpoints of %d %s not written (the target did not take them): a restart resumes them from their last checkpoint", due-n, plural(int64(due-n), "database"))
 		s.mu.Lock()
 		s.sum.FinalCheckpointsLost = due - n
 		s.mu.Unlock()

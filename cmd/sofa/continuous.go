@@ -97,7 +97,7 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 	stopProg.Do(prog.Stop)
 	var o error = err // an interruption says resumeMsg
 	if sum != nil && sum.FinalCheckpointsLost > 0 && errors.Is(err, context.Canceled) {
-		o = &outcome{err: err, interrupted: fmt.Sprintf("interrupted: the final checkpoints of %d databases could not be written; run the same command again to resume from the last checkpoints written", sum.FinalCheckpointsLost)}
+		o = &outcome{err: err, interrupted: fmt.Sprintf("interrupted: the final checkpoints of %s could not be written; run the same command again to resume from the last checkpoints written", countDBs(sum.FinalCheckpointsLost))}
 	}
 	if sum != nil {
 		if rc.jsonOut {

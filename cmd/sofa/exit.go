@@ -136,7 +136,7 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 	case o.res != nil && canceled && errors.Is(o.err, replicate.ErrFinalCheckpoint):
 		return exitInterrupted, "interrupted: " + strings.TrimPrefix(msg, context.Canceled.Error()+": ") + "; run the same command again to resume from the last checkpoint written"
 	case o.sum != nil && (canceled || o.sum.Interrupted) && lostCheckpoints(o.sum) > 0:
-		return exitInterrupted, cmp.Or(o.interrupted, fmt.Sprintf("interrupted: the final checkpoint of %d databases could not be written (listed above); run the same command again to resume from the last checkpoints written", lostCheckpoints(o.sum)))
+		return exitInterrupted, cmp.Or(o.interrupted, fmt.Sprintf("interrupted: the final checkpoints of %s could not be written (listed above); run the same command again to resume from the last checkpoints written", countDBs(lostCheckpoints(o.sum))))
 	case o.sum != nil && (canceled || o.sum.Interrupted), o.res != nil && canceled:
 		return exitInterrupted, cmp.Or(o.interrupted, resumeLine())
 	case o.verify != nil && (o.verify.Interrupted || interrupted):

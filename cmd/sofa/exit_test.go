@@ -60,7 +60,7 @@ func TestExitFor(t *testing.T) {
 		{"fleet canceled", &outcome{sum: ok, err: canceled}, false, exitInterrupted, resumeMsg},
 		{"fleet interrupted, a final checkpoint lost", &outcome{sum: &sofa.Summary{DBsTotal: 2, Interrupted: true, DBs: []sofa.DBResult{
 			{Name: "a", Status: "interrupted", Error: "context canceled: " + replicate.ErrFinalCheckpoint.Error() + ": 503"}, {Name: "b", Status: "ok"}}}, err: canceled}, false, exitInterrupted,
-			"interrupted: the final checkpoint of 1 databases could not be written (listed above); run the same command again to resume from the last checkpoints written"},
+			"interrupted: the final checkpoints of 1 database could not be written (listed above); run the same command again to resume from the last checkpoints written"},
 		{"servers continuous, final checkpoints lost", &outcome{err: canceled, interrupted: "interrupted: lost"}, false, exitInterrupted, "interrupted: lost"},
 		{"fleet failed", &outcome{sum: ok, err: boom}, false, exitFatal, "boom"},
 		{"fleet refused", &outcome{err: &sofa.OptionError{Err: boom}}, false, exitUsage, (&sofa.OptionError{Err: boom}).Error()},

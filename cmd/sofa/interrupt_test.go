@@ -122,7 +122,7 @@ func TestCLI_InterruptTargetDown(t *testing.T) {
 		says    string
 	}{
 		{"final checkpoint refused", false, "the final checkpoint could not be written"},
-		{"servers, final checkpoint refused", true, "the final checkpoints of 1 databases could not be written"},
+		{"servers, final checkpoint refused", true, "the final checkpoints of 1 database could not be written"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
