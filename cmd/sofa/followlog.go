@@ -27,7 +27,6 @@ type followLog struct {
 	failed    int
 	dbs       map[string]bool
 	written   int64
-	failures  int64
 	total     int64
 }
 
