@@ -25,7 +25,7 @@ const module = "github.com/sofadb/sofa"
 // its helpers) above those, the library's API (package sofa) above all of
 // them, and the commands on top.
 var layers = [][]string{
-	{"internal/flock"},
+	{"internal/flock", "internal/wait"},
 	{"internal/jsonx", "limitstats", "storage"},
 	{"internal/limit", "internal/progress", "storage/s3"},
 	{"replicate"},

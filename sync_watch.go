@@ -9,6 +9,7 @@ import (
 
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
+	ctxwait "github.com/sofadb/sofa/internal/wait"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -86,7 +87,7 @@ func (s *syncer) watch(ctx context.Context, ready chan<- string) {
 		}
 		attempts++
 		s.o.Copy.logf("source: _db_updates feed lost: %v; reconnecting in %s", err, wait)
-		if sleepCtx(ctx, wait) != nil {
+		if ctxwait.Sleep(ctx, wait) != nil {
 			return
 		}
 		wait = min(2*wait, 10*time.Second)
@@ -103,7 +104,7 @@ func (s *syncer) poll(ctx context.Context, ready chan<- string) {
 		}
 		s.o.Metrics.FeedReconnected(err)
 		s.o.Copy.logf("source: list databases: %v; retrying in %s", err, s.o.PollInterval)
-		if sleepCtx(ctx, s.o.PollInterval) != nil {
+		if ctxwait.Sleep(ctx, s.o.PollInterval) != nil {
 			return
 		}
 		prev, err = s.snapshot(ctx)
@@ -201,17 +202,6 @@ func (s *syncer) snapshot(ctx context.Context) (map[string]polledDB, error) {
 	}
 	wg.Wait()
 	return out, ctx.Err()
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // reconnectAttempts is "1 reconnect attempt" or "N reconnect attempts".

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	ctxwait "github.com/sofadb/sofa/internal/wait"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -144,7 +145,7 @@ func (d *DB) changes(ctx context.Context, since replicate.Seq, extra string, fn 
 			d.srv.opts.Log("changes feed of %s broke after %d rows (%v); resuming from seq %s", d.name, delivered, perr, last.String())
 		}
 		d.srv.Stats.Backoff.Add(1)
-		err = sleepCtx(ctx, wait)
+		err = ctxwait.Sleep(ctx, wait)
 		d.srv.Stats.Backoff.Add(-1)
 		if err != nil {
 			return err

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sofadb/sofa/internal/jsonx"
 	"github.com/sofadb/sofa/replicate"
@@ -225,15 +224,4 @@ func (d *DB) LocalRev(id string) (string, bool) {
 	defer d.mu.Unlock()
 	rev, ok := d.localRevs[strings.TrimPrefix(id, "_local/")]
 	return rev, ok
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	ctxwait "github.com/sofadb/sofa/internal/wait"
 	"github.com/sofadb/sofa/replicate"
 )
 
@@ -256,7 +257,7 @@ func (c *Client) busyWait(ctx context.Context, attempt int, waited *time.Duratio
 	c.Stats.WaitNanos.Add(int64(wait))
 	c.Stats.Backoff.Add(1)
 	defer c.Stats.Backoff.Add(-1)
-	return sleepCtx(ctx, wait)
+	return ctxwait.Sleep(ctx, wait)
 }
 
 // attempt sends one HTTP attempt. On success the returned cancel must be

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	ctxwait "github.com/sofadb/sofa/internal/wait"
 )
 
 // cutter cuts the changes rows into numbered batches for the workers:
@@ -248,12 +250,5 @@ func (r *run) retries(ctx context.Context, err error, attempt int) bool {
 func (r *run) backoff(ctx context.Context, attempt int, what string, err error) error {
 	wait := reconnectWait(attempt)
 	r.logf("%s failed: %v; retrying in %s", what, err, wait.Round(100*time.Millisecond))
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return ctxwait.Sleep(ctx, wait)
 }

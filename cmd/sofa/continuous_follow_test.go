@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"os/exec"
 	"regexp"
@@ -32,40 +31,10 @@ func TestCLI_ContinuousFollowLines(t *testing.T) {
 	cliLoad(t, a, "c1", 2)
 	cmd := exec.CommandContext(ctx, bin, "replicate", "--continuous", "--progress-interval", "100ms",
 		"--poll-interval", "200ms", a.URL, b.URL)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	lines := stderrLines(t, cmd)
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	lines := make(chan string, 1000)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
 	var log strings.Builder
-	waitLine := func(re *regexp.Regexp) {
-		t.Helper()
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("sofa ended before a line matching %s:\n%s", re, log.String())
-				}
-				log.WriteString(l + "\n")
-				if re.MatchString(l) {
-					return
-				}
-			case <-ctx.Done():
-				t.Fatalf("no line matching %s:\n%s", re, log.String())
-			}
-		}
-	}
+	waitLine := func(re *regexp.Regexp) { t.Helper(); waitMatch(t, ctx, lines, &log, re) }
 	waitLine(regexp.MustCompile(`initial copy done: 1 database \(1 ok`))
 	waitLine(regexp.MustCompile(`following: no change copied in the last 600ms; docs_written=0 since the initial copy`))
 	if err := ca.CreateDB(ctx, "c2"); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -39,41 +38,11 @@ func TestCLI_ContinuousServers(t *testing.T) {
 	}
 	cmd := exec.CommandContext(ctx, bin, "replicate", "--continuous", "--json", "--metrics-addr", "127.0.0.1:0",
 		"--poll-interval", "200ms", a.URL, b.URL)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var stdout strings.Builder
 	cmd.Stdout = &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1000)
+	lines := stderrLines(t, cmd)
 	var log strings.Builder
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	waitLine := func(re *regexp.Regexp) []string {
-		t.Helper()
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("sofa ended before a line matching %s:\n%s", re, log.String())
-				}
-				log.WriteString(l + "\n")
-				if m := re.FindStringSubmatch(l); m != nil {
-					return m
-				}
-			case <-ctx.Done():
-				t.Fatalf("no line matching %s:\n%s", re, log.String())
-			}
-		}
-	}
+	waitLine := func(re *regexp.Regexp) []string { t.Helper(); return waitMatch(t, ctx, lines, &log, re) }
 	addr := waitLine(regexp.MustCompile(`metrics on http://([0-9.:]+)/metrics`))[1]
 	waitLine(regexp.MustCompile(`initial copy done: 1 database \(1 ok`))
 
