@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"os/exec"
 	"regexp"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -29,28 +27,19 @@ func TestCLI_ContinuousFollowLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	cliLoad(t, a, "c1", 2)
-	cmd := exec.CommandContext(ctx, bin, "replicate", "--continuous", "--progress-interval", "100ms",
-		"--poll-interval", "200ms", a.URL, b.URL)
-	lines := stderrLines(t, cmd)
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	var log strings.Builder
-	waitLine := func(re *regexp.Regexp) { t.Helper(); waitMatch(t, ctx, lines, &log, re) }
-	waitLine(regexp.MustCompile(`initial copy done: 1 database \(1 ok`))
-	waitLine(regexp.MustCompile(`following: no change copied in the last 600ms; docs_written=0 since the initial copy`))
+	r := startBg(t, ctx, bin, "replicate", "--continuous", "--progress-interval", "100ms", "--poll-interval", "200ms", a.URL, b.URL)
+	defer func() { _ = r.cmd.Process.Kill() }()
+	r.waitLine(regexp.MustCompile(`initial copy done: 1 database \(1 ok`))
+	r.waitLine(regexp.MustCompile(`following: no change copied in the last 600ms; docs_written=0 since the initial copy`))
 	if err := ca.CreateDB(ctx, "c2"); err != nil {
 		t.Fatal(err)
 	}
 	cliLoad(t, a, "c2", 3)
-	waitLine(regexp.MustCompile(`c2: created on the source; copied \(docs_written=\d+\)`))
+	r.waitLine(regexp.MustCompile(`c2: created on the source; copied \(docs_written=\d+\)`))
 	// c2's three documents may come in more than one catch-up copy
-	waitLine(regexp.MustCompile(`following: \d+ catch-up cop(y|ies) of 1 database ended \(0 failed\): docs_written=\+\d+; docs_written=3 since the initial copy`))
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	for l := range lines {
-		log.WriteString(l + "\n")
-	}
+	r.waitLine(regexp.MustCompile(`following: \d+ catch-up cop(y|ies) of 1 database ended \(0 failed\): docs_written=\+\d+; docs_written=3 since the initial copy`))
+	_, log := r.stop(syscall.SIGINT)
 	if testing.Verbose() {
-		t.Log(log.String())
+		t.Log(log)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"os/exec"
 	"regexp"
@@ -19,47 +18,21 @@ type bgRun struct {
 	t     *testing.T
 	ctx   context.Context
 	cmd   *exec.Cmd
-	lines chan string
+	lines <-chan string
 	log   strings.Builder
 }
 
 func startBg(t *testing.T, ctx context.Context, bin string, args ...string) *bgRun {
 	t.Helper()
-	r := &bgRun{t: t, ctx: ctx, cmd: exec.CommandContext(ctx, bin, args...), lines: make(chan string, 1000)}
-	stderr, err := r.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(r.lines)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			r.lines <- sc.Text()
-		}
-	}()
+	r := &bgRun{t: t, ctx: ctx, cmd: exec.CommandContext(ctx, bin, args...)}
+	r.lines = stderrLines(t, r.cmd)
 	return r
 }
 
 // waitLine returns the first line from here on matching re.
 func (r *bgRun) waitLine(re *regexp.Regexp) string {
 	r.t.Helper()
-	for {
-		select {
-		case l, ok := <-r.lines:
-			if !ok {
-				r.t.Fatalf("sofa ended before a line matching %s:\n%s", re, r.log.String())
-			}
-			r.log.WriteString(l + "\n")
-			if re.MatchString(l) {
-				return l
-			}
-		case <-r.ctx.Done():
-			r.t.Fatalf("no line matching %s:\n%s", re, r.log.String())
-		}
-	}
+	return waitMatch(r.t, r.ctx, r.lines, &r.log, re)[0]
 }
 
 // stop sends sig, reads the rest of stderr and returns the exit code and
