@@ -1,6 +1,7 @@
 package sofa_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -210,6 +211,19 @@ func TestBackup_FromArchive(t *testing.T) {
 	}
 	if _, dbsI := listArchive(t, inc); len(dbsI["rich"].Since) == 0 || dbsI["rich"].Revisions != 1 || dbsI["plain"].Revisions != 0 {
 		t.Errorf("incremental after B: rich since %q, %d revisions; plain %d: want 1 and 0 since B's seqs", dbsI["rich"].Since, dbsI["rich"].Revisions, dbsI["plain"].Revisions)
+	}
+
+	// An incremental written over the archive it continues (a nightly
+	// job reusing one name, with Overwrite) would cut the chain: refused,
+	// the archive kept (found by a tester: it was replaced, exit 0).
+	before, err := os.ReadFile(inc.Archive())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sofa.Backup(ctx, server, openAt(t, filepath.Join(dir, ".", "inc.sofa"), nil), sofa.BackupOptions{Since: inc.Archive(), Overwrite: true})
+	wantOptionError(t, "an incremental over the archive it continues", err, "is the archive this backup writes")
+	if after, err := os.ReadFile(inc.Archive()); err != nil || !bytes.Equal(before, after) {
+		t.Errorf("the refused incremental changed %s (%v)", inc, err)
 	}
 
 	// Refusals: nothing written.

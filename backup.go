@@ -161,6 +161,9 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		if err != nil {
 			return nil, err
 		}
+		if prev != storage.Stdio && sameArchive(&Endpoint{archive: prev, store: sinceStore}, &Endpoint{archive: name, store: dst.store}) {
+			return nil, optionErr("--since %s is the archive this backup writes: replacing it would cut the chain (the archives after it continue it, and its changes would be lost); write the incremental under a new name", Redact(prev))
+		}
 		if since, err = readSince(ctx, sinceStore, prev, o.logf); err != nil {
 			return nil, fmt.Errorf("--since %s: %w", prev, err)
 		}
