@@ -94,7 +94,7 @@ sofa restore FULL INC... NEW.sofa.
 	bc.s3.register(fs, &bc.client.retryTime)
 	fs.StringArrayVar(&bc.include, "include", nil, "back up only databases matching this glob (repeatable; shell-style: * and ? do not match /, [!a-c] negates a class)")
 	fs.StringArrayVar(&bc.exclude, "exclude", nil, "skip databases matching this glob (repeatable; wins over --include)")
-	fs.StringVar(&bc.since, "since", "", "previous archive of the chain: store only what changed after it, in an archive of a new name (the chain needs the previous one: writing over it is refused); it is checked whole first, as sofa verify ARCHIVE does: a damaged one is refused); every database of it that the source still holds must be selected again (a restore of the chain takes one left out for deleted)")
+	fs.StringVar(&bc.since, "since", "", "previous archive of the chain: store only what changed after it, in an archive of a new name (the chain needs the previous one: writing over it is refused); it is checked whole first, as sofa verify ARCHIVE does (a damaged one is refused); every database of it that the source still holds must be selected again (a restore of the chain takes one left out for deleted)")
 	bc.shard.register(fs, "back up")
 	fs.StringVar(&bc.setID, "set-id", "", "with --shard: the name of this run, the same for its n workers (recorded in the set manifest and every member: a member left by another run is refused)")
 	fs.StringVar(&bc.compression, "compression", "zstd", "compression of archive members: zstd, gzip or none")
