@@ -198,6 +198,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 			}
 		})
 	}
+	ct := contactOf(o.Endpoint)
 	lo := []func(*config.LoadOptions) error{
 		config.WithHTTPClient(hc),
 		// the SDK logs its own warnings to stderr ("failed to discard
@@ -209,11 +210,11 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		// drop the idle timeout
 		config.WithDefaultsMode(aws.DefaultsModeLegacy),
 		config.WithRetryer(func() aws.Retryer {
-			r := retry.NewStandard(func(so *retry.StandardOptions) {
+			var r aws.RetryerV2 = contactRetryer{RetryerV2: retry.NewStandard(func(so *retry.StandardOptions) {
 				so.MaxAttempts = o.MaxAttempts
 				so.MaxBackoff = o.MaxBackoff
 				so.RateLimiter = ratelimit.None // every failed request may retry
-			})
+			}), ct: ct}
 			if o.Log == nil {
 				return r
 			}
@@ -242,6 +243,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 			so.BaseEndpoint = aws.String(o.Endpoint)
 		}
 		so.UsePathStyle = o.PathStyle
+		so.APIOptions = append(so.APIOptions, ct.watch)
 	})
 	return &Store{c: c, o: o}, nil
 }
