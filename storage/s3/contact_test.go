@@ -53,3 +53,29 @@ func TestOutageAfterContactWaitedOut(t *testing.T) {
 		t.Errorf("the outage took %s, not more than %s: the test proves nothing (its backoff was too short)", took, s3.FirstContactTime)
 	}
 }
+
+// An outage is waited out once: once RetryTime has passed since the
+// requests began to go unanswered, a request is no longer retried (a
+// restore of 25 databases from a service that went away failed them one
+// after another, each after its own RetryTime: 19 times RetryTime).
+func TestOutageWaitedOutOnce(t *testing.T) {
+	_, p, bucket := proxied(t)
+	st := newStore(t, p.URL, s3.Options{PartSize: s3.MinPartSize, Transfers: 1, MaxBackoff: 200 * time.Millisecond, RetryTime: 2 * time.Second})
+	name := "s3://" + bucket + "/once.sofa"
+	roundTrip(t, context.Background(), st, name, pattern(100)) // answered
+	if err := p.SetRules(faultproxy.Rule{Name: "down", Fault: faultproxy.Reset}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := st.Open(context.Background(), name); err == nil {
+		t.Fatal("opened through an outage")
+	}
+	first := time.Since(start)
+	start = time.Now()
+	if _, err := st.Open(context.Background(), name); err == nil {
+		t.Fatal("opened through an outage")
+	}
+	if second := time.Since(start); second > first/2 {
+		t.Errorf("the second request in the outage took %s, the first %s: want it given up at once", second, first)
+	}
+}

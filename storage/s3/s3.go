@@ -214,7 +214,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 				so.MaxAttempts = o.MaxAttempts
 				so.MaxBackoff = o.MaxBackoff
 				so.RateLimiter = ratelimit.None // every failed request may retry
-			}), ct: ct}
+			}), ct: ct, retryTime: o.RetryTime}
 			if o.Log == nil {
 				return r
 			}
