@@ -83,8 +83,8 @@ func lsArchive(ctx context.Context, s3f *s3Flags, path string, jsonOut bool) err
 	}
 	fmt.Printf("archive %s: %s, %s, created %s by %s, compression %s\n", escapeControls(path), hdr.ID, kind, hdr.Created.Format("2006-01-02 15:04:05Z"), hdr.Tool, hdr.Compression)
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	// The seq, last, ends its line unpadded: a CouchDB seq is a long
-	// opaque string that would widen every line to the longest one.
+	// The seq, last, ends its line unpadded and cut (shortSeq): a CouchDB
+	// seq is a long opaque string that made every line wrap.
 	fmt.Fprintln(tw, "database\tdocs\tdeleted\trevisions\ttombstones\tattachments\tstored\t seq")
 	var incomplete []string
 	for _, d := range dbs {
@@ -98,7 +98,7 @@ func lsArchive(ctx context.Context, s3f *s3Flags, path string, jsonOut bool) err
 		if d.DelCountUnknown {
 			deleted = "?" // the source (PouchDB Server) did not say
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t %s\n", name, d.DocCount, deleted, d.Revisions, d.Tombstones, d.Attachments, humanBytes(d.StoredBytes), d.Seq.String())
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t %s\n", name, d.DocCount, deleted, d.Revisions, d.Tombstones, d.Attachments, humanBytes(d.StoredBytes), shortSeq(d.Seq.String()))
 	}
 	err = listed(tw.Flush())
 	for _, l := range incomplete {
@@ -132,7 +132,7 @@ func lsServer(ctx context.Context, raw string, client clientFlags, jsonOut bool)
 				fmt.Fprintf(tw, "%s\t?\t?\t %s\n", r.Name, "not read: "+r.Error)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t %s\n", r.Name, r.DocCount, r.DelCount, r.UpdateSeq)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t %s\n", r.Name, r.DocCount, r.DelCount, shortSeq(r.UpdateSeq))
 		}
 		if err := listed(tw.Flush()); err != nil {
 			return err
@@ -197,4 +197,17 @@ func listed(err error) error {
 		return nil
 	}
 	return err
+}
+
+// maxSeqShown is the most bytes of a seq a table shows.
+const maxSeqShown = 24
+
+// shortSeq is seq as a table shows it: its first maxSeqShown bytes and
+// "..." when longer (CouchDB's seqs are 100 bytes and more; --json gives
+// them whole).
+func shortSeq(seq string) string {
+	if len(seq) <= maxSeqShown {
+		return seq
+	}
+	return seq[:maxSeqShown] + "..."
 }

@@ -106,3 +106,29 @@ func TestJSON_ServerRunHasStatus(t *testing.T) {
 		t.Errorf("--json: status %q, exit_code %v (%v), want ok and 0:\n%s", doc.Status, doc.ExitCode, err, r.stdout)
 	}
 }
+
+// A table's seq is cut (found by a tester: CouchDB's seqs of 100 bytes
+// and more wrapped every row of ls); --json gives it whole.
+func TestLs_SeqCutInTable(t *testing.T) {
+	couchtest.RequireKind(t, couchtest.CouchDB, "CouchDB's seqs are long; PouchDB Server's are numbers")
+	bin := sofaBin(t)
+	srv := couchtest.Start(t)
+	arCreate(t, srv, "one", true, arSmallDocs("o", 2)...)
+	r := cliRun(t, bin, "ls", srv.URL)
+	r.wantCode(t, exitOK)
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if len(l) > 100 {
+			t.Errorf("a line of %d bytes:\n%s", len(l), r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, "...") {
+		t.Errorf("no seq cut:\n%s", r.stdout)
+	}
+	r = cliRun(t, bin, "ls", srv.URL, "--json")
+	var rows []struct {
+		UpdateSeq string `json:"update_seq"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) == 0 || len(rows[0].UpdateSeq) <= maxSeqShown {
+		t.Errorf("ls --json: %+v (%v), want whole seqs", rows, err)
+	}
+}
