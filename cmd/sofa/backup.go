@@ -168,19 +168,23 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 		}
 		return err
 	}
-	o := finishDBs(sum, err, bc.out, "backed up", interruptedArchive(path, "a backup"))
-	if code, _ := exitFor(o, ctx.Err() != nil); code == exitInterrupted || code == exitFatal {
-		return o
-	}
 	// A sharded backup wrote its member, not ARCHIVE: that is named.
 	name, label := dst.Archive(), dst.String()
 	if shard.Sharded() {
 		name, label = sofa.ShardArchiveName(name, shard), sofa.ShardArchiveName(label, shard)
 	}
-	if !bc.out.quiet && path != "-" {
+	var arch *archiveDoc
+	if code, _ := exitFor(&outcome{sum: sum, err: err}, ctx.Err() != nil); code != exitInterrupted && code != exitFatal && path != "-" {
 		if st, err := dst.Store().Stat(ctx, name); err == nil {
-			fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", escapeControls(label), humanBytes(st.Size))
+			arch = &archiveDoc{Location: label, Bytes: st.Size}
 		}
+	}
+	o := finishDBsInto(sum, err, bc.out, "backed up", interruptedArchive(path, "a backup"), arch)
+	if code, _ := exitFor(o, ctx.Err() != nil); code == exitInterrupted || code == exitFatal {
+		return o
+	}
+	if !bc.out.quiet && arch != nil {
+		fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", escapeControls(label), humanBytes(arch.Bytes))
 	}
 	if shard.Sharded() && bc.setID == "" && !bc.out.quiet {
 		fmt.Fprintln(os.Stderr, "sofa: warning: --shard without --set-id: a member an earlier run left beside this run's cannot be told apart from them; give the run's workers one --set-id (a new one each run)")

@@ -113,6 +113,17 @@ func TestBackup_Selection(t *testing.T) {
 			if s := r.summary(t); s.DBsOK != len(tc.want) {
 				t.Errorf("summary: %d ok, want %d", s.DBsOK, len(tc.want))
 			}
+			// the document names the archive written (a script records it)
+			var doc struct {
+				Archive *struct {
+					Location string `json:"location"`
+					Bytes    int64  `json:"bytes"`
+				} `json:"archive"`
+			}
+			fi, serr := os.Stat(path)
+			if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || serr != nil || doc.Archive == nil || doc.Archive.Location != path || doc.Archive.Bytes != fi.Size() {
+				t.Errorf("--json archive %+v (%v, %v), want %s", doc.Archive, err, serr, path)
+			}
 			l := arLs(t, bin, path)
 			if got := l.names(); !slices.Equal(got, tc.want) {
 				t.Errorf("case %d: archive holds %v, want %v", i, got, tc.want)

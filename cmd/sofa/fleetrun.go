@@ -92,11 +92,17 @@ func (p *displayProgress) Stop() {
 // and returns its outcome (verb names the work: "copied", "backed up";
 // interrupted is what an interruption says, "" for resumeMsg).
 func finishDBs(sum *sofa.Summary, err error, out outputFlags, verb, interrupted string) *outcome {
+	return finishDBsInto(sum, err, out, verb, interrupted, nil)
+}
+
+// finishDBsInto is finishDBs for a run that wrote the archive arch (nil:
+// none written), named in its --json document.
+func finishDBsInto(sum *sofa.Summary, err error, out outputFlags, verb, interrupted string, arch *archiveDoc) *outcome {
 	o := &outcome{sum: sum, err: err, verb: verb, interrupted: interrupted}
 	if sum != nil {
 		if out.jsonOut {
 			code, msg := exitFor(o, false)
-			doc := summaryDoc{Summary: sum, Status: runStatus(code), ExitCode: code}
+			doc := summaryDoc{Summary: sum, Status: runStatus(code), ExitCode: code, Archive: arch}
 			if err != nil && code != exitOK {
 				// stopped by an error: said as a failureDoc says it
 				doc.Error = msg
@@ -115,9 +121,17 @@ func finishDBs(sum *sofa.Summary, err error, out outputFlags, verb, interrupted 
 // failureDoc has it.
 type summaryDoc struct {
 	*sofa.Summary
-	Status   string `json:"status"`
-	Error    string `json:"error,omitempty"`
-	ExitCode int    `json:"exit_code"`
+	Status   string      `json:"status"`
+	Error    string      `json:"error,omitempty"`
+	ExitCode int         `json:"exit_code"`
+	Archive  *archiveDoc `json:"archive,omitempty"`
+}
+
+// archiveDoc is the archive a backup wrote, in its --json document: its
+// location (without credentials) and size in bytes.
+type archiveDoc struct {
+	Location string `json:"location"`
+	Bytes    int64  `json:"bytes"`
 }
 
 func registerOutput(fs *pflag.FlagSet, o *outputFlags) {
