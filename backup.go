@@ -190,7 +190,7 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		sink.Abort()
 		return nil, fmt.Errorf("write archive: %w", err)
 	}
-	sum, runErr := o.runDBs(ctx, dbs, o.job(srv, w, listTarget(ctx, w, &o.RunControl)).fleetJob(), NewStallWatch(src).Waiting, false, src)
+	sum, runErr := o.runDBs(ctx, dbs, o.job(srv, w, listTarget(ctx, w, &o.RunControl)).fleetJob(), NewStallWatch(src, dst).Waiting, false, src)
 	sum.LeftOut = append(skipped, sum.LeftOut...)
 	if sum.Interrupted || runErr != nil {
 		sink.Abort()

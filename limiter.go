@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
@@ -87,8 +88,16 @@ func limiters(eps ...*Endpoint) []fleet.Limiter {
 // still: per host, the requests retried (client counters) and in flight
 // (limiter).
 type StallWatch struct {
-	mu    sync.Mutex
-	hosts []*watchedHost
+	mu     sync.Mutex
+	hosts  []*watchedHost
+	stores []unansweredStore
+}
+
+// unansweredStore is a storage.Store that says when its service stops
+// answering (package storage/s3's Store).
+type unansweredStore interface {
+	Unanswered() (time.Duration, bool)
+	Service() string
 }
 
 type watchedHost struct {
@@ -97,14 +106,20 @@ type watchedHost struct {
 	retries int64 // Retries at the last change of progress
 }
 
-// NewStallWatch watches the http(s) endpoints among eps (archives are
-// skipped).
+// NewStallWatch watches the http(s) endpoints among eps, and the
+// archives among them on a store that says when its service stops
+// answering (s3://).
 func NewStallWatch(eps ...*Endpoint) *StallWatch {
 	w := &StallWatch{}
 	for _, e := range eps {
 		if e != nil && e.couch != nil && e.limiter != nil {
 			s := e.couch.Server.Stats
 			w.hosts = append(w.hosts, &watchedHost{lim: e.limiter.l, stats: s, retries: s.Retries.Load()})
+		}
+		if e != nil && e.couch == nil {
+			if u, ok := e.store.(unansweredStore); ok {
+				w.stores = append(w.stores, u)
+			}
 		}
 	}
 	return w
@@ -128,6 +143,11 @@ func (w *StallWatch) Waiting(stalled bool) string {
 			h.retries = h.stats.Retries.Load()
 		}
 		return ""
+	}
+	for _, st := range w.stores {
+		if d, ok := st.Unanswered(); ok {
+			return fmt.Sprintf("retrying: %s has answered no request for %s", st.Service(), d.Round(time.Second))
+		}
 	}
 	var total, backoff int64
 	var busiest *watchedHost

@@ -213,7 +213,7 @@ func (c *restorer) runIndexed(ctx context.Context, archives []*Endpoint, idx []*
 		}
 		return r, nil
 	}
-	sum, err := c.o.runDBs(ctx, names, job, NewStallWatch(dst).Waiting, true, dst)
+	sum, err := c.o.runDBs(ctx, names, job, NewStallWatch(append([]*Endpoint{dst}, archives...)...).Waiting, true, dst)
 	if err != nil {
 		return sum, fmt.Errorf("restore: %w", err)
 	}

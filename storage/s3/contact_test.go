@@ -79,3 +79,31 @@ func TestOutageWaitedOutOnce(t *testing.T) {
 		t.Errorf("the second request in the outage took %s, the first %s: want it given up at once", second, first)
 	}
 }
+
+// Unanswered tells an outage in progress (the progress line's waiting
+// says so), and nothing once the service answers again.
+func TestUnanswered(t *testing.T) {
+	_, p, bucket := proxied(t)
+	st := newStore(t, p.URL, s3.Options{MaxBackoff: 50 * time.Millisecond, RetryTime: time.Second})
+	name := "s3://" + bucket + "/unanswered.sofa"
+	roundTrip(t, context.Background(), st, name, pattern(100))
+	if d, ok := st.Unanswered(); ok {
+		t.Errorf("unanswered for %s while the service answers", d)
+	}
+	if err := p.SetRules(faultproxy.Rule{Name: "down", Fault: faultproxy.Reset}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Open(context.Background(), name); err == nil {
+		t.Fatal("opened through an outage")
+	}
+	if _, ok := st.Unanswered(); !ok {
+		t.Error("not unanswered in an outage")
+	}
+	if err := p.SetRules(); err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, context.Background(), st, name+"2", pattern(100))
+	if d, ok := st.Unanswered(); ok {
+		t.Errorf("unanswered for %s once the service answers again", d)
+	}
+}

@@ -168,8 +168,9 @@ func (o Options) withDefaults() Options {
 
 // Store is the storage.Store of s3:// locations.
 type Store struct {
-	c *awss3.Client
-	o Options
+	c  *awss3.Client
+	o  Options
+	ct *contact
 }
 
 var (
@@ -245,7 +246,26 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		so.UsePathStyle = o.PathStyle
 		so.APIOptions = append(so.APIOptions, ct.watch)
 	})
-	return &Store{c: c, o: o}, nil
+	return &Store{c: c, o: o, ct: ct}, nil
+}
+
+// Unanswered says how long the service's requests have gone without an
+// answer (an outage in progress, its requests retried); ok is false while
+// it answers.
+func (s *Store) Unanswered() (d time.Duration, ok bool) {
+	t := s.ct.down.Load()
+	if t == 0 {
+		return 0, false
+	}
+	return time.Since(time.Unix(0, t)), true
+}
+
+// Service names the S3 service: its endpoint, or "AWS S3".
+func (s *Store) Service() string {
+	if s.o.Endpoint == "" {
+		return "AWS S3"
+	}
+	return s.o.Endpoint
 }
 
 // Client is the store's S3 client.
