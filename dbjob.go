@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sofadb/sofa/couch"
 	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/internal/dbcopy"
 	"github.com/sofadb/sofa/replicate"
@@ -208,6 +209,15 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 	}
 	if ti := c.target.InfoRead; ti != nil && ti.Partitioned != c.sinfo.Partitioned {
 		c.warn(partitionedWarning(c.sinfo.Partitioned))
+	}
+	if ts, ok := j.tgt.(*couch.Server); ok && ts.Vendor == couch.VendorPouchDB {
+		// PouchDB Server takes both silently (found by a tester)
+		if c.target.Created && c.sinfo.Partitioned {
+			c.warn("the source database is partitioned; PouchDB Server has no partitioned databases: its documents are copied, the property is not")
+		}
+		if st := ts.StoredAs(t.Target); st != t.Target {
+			c.warn(fmt.Sprintf("PouchDB Server keeps it as %q (it drops \"/\" from database names)", st))
+		}
 	}
 	opts := j.options(c)
 	var before *replicate.Metadata
