@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sofadb/sofa/internal/couchtest"
+	"github.com/sofadb/sofa/internal/faultproxy"
 )
 
 // memberServer is a CouchDB whose user alice (password alice-pw) may
@@ -130,5 +131,26 @@ func TestLs_SeqCutInTable(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) == 0 || len(rows[0].UpdateSeq) <= maxSeqShown {
 		t.Errorf("ls --json: %+v (%v), want whole seqs", rows, err)
+	}
+}
+
+// verify takes -v and --debug as the other verbs do (found by a
+// tester); under -v a retried request is logged.
+func TestVerify_VerboseLogsRetries(t *testing.T) {
+	bin := sofaBin(t)
+	srv := couchtest.Start(t)
+	arCreate(t, srv, "one", true, arSmallDocs("o", 2)...)
+	p := faultproxy.StartT(t, srv.URL)
+	if err := p.SetRules(faultproxy.Rule{Name: "503", Method: "GET", Path: `^/one$`, Fault: faultproxy.Status, Status: 503, Times: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r := cliRun(t, bin, "verify", p.URL+"/one", srv.URL+"/one", "-v")
+	r.wantCode(t, exitOK)
+	if p.Rule("503").Fired != 1 || !strings.Contains(r.stderr, "retry") {
+		t.Errorf("verify -v: the 503 fired %d times; stderr does not log its retry:\n%s", p.Rule("503").Fired, r.stderr)
+	}
+	r = cliRun(t, bin, "verify", srv.URL+"/one", srv.URL+"/one", "--debug")
+	if r.code == exitUsage {
+		t.Errorf("verify --debug refused:\n%s", r.stderr)
 	}
 }

@@ -22,6 +22,8 @@ type verifyCmd struct {
 	maxDiffs     int
 	jsonOut      bool
 	quiet        bool
+	verbose      bool
+	debug        bool
 	include      []string
 	exclude      []string
 	shard        shardFlag
@@ -93,6 +95,7 @@ refused unless --allow-partial, which checks the members present and exits
 			if err := applyEnvAndConfig(cmd); err != nil {
 				return err
 			}
+			vc.s3.log = vc.out().logf
 			if _, err := vc.shard.shard(); err != nil {
 				return err
 			}
@@ -130,6 +133,8 @@ refused unless --allow-partial, which checks the members present and exits
 	fs.IntVar(&vc.maxDiffs, "max-differences", verify.DefaultMaxDifferences, "differences listed per database (all are counted; 0 or less: the default)")
 	fs.BoolVar(&vc.jsonOut, "json", false, "print the result as JSON on stdout (a run stopped by an error prints {status, error, exit_code})")
 	fs.BoolVarP(&vc.quiet, "quiet", "q", false, "print nothing but errors and differences")
+	fs.BoolVarP(&vc.verbose, "verbose", "v", false, "log retries, waits and controller decisions")
+	fs.BoolVar(&vc.debug, "debug", false, "log more (as --verbose, at debug level)")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
 	fs.StringArrayVar(&vc.include, "include", nil, "server mode, and ARCHIVE with a URL: compare only databases matching this glob (repeatable; shell-style: * and ? do not match /, [!a-c] negates a class; an indexed archive is read only where they are)")
 	fs.StringArrayVar(&vc.exclude, "exclude", nil, "server mode, and ARCHIVE with a URL: skip databases matching this glob (repeatable; wins over --include)")
@@ -156,7 +161,12 @@ func (vc *verifyCmd) options(metadataDefault bool, cmd *cobra.Command) sofa.Veri
 	return sofa.VerifyOptions{Compare: o,
 		Selection:      sofa.Selection{Include: usersIncluded(vc.include, vc.withUsers), Exclude: vc.exclude, Skip: sofa.WithoutUsers(sofa.ReplicateSkip, vc.withUsers), Shard: vc.mustShard()},
 		WithReplicator: vc.withRepl,
-		RunControl:     sofa.RunControl{MaxDBs: vc.control.maxDBs, Fixed: vc.control.fixed, IdealDuration: vc.control.idealDuration}}
+		RunControl:     vc.control.runControl(vc.out(), nil)}
+}
+
+// out is what verify prints besides its result: logs under -v/--debug.
+func (vc *verifyCmd) out() *outputFlags {
+	return &outputFlags{jsonOut: vc.jsonOut, quiet: vc.quiet, verbose: vc.verbose, debug: vc.debug}
 }
 
 func (vc *verifyCmd) run(ctx context.Context, cmd *cobra.Command, aURL, bURL string) error {
@@ -165,6 +175,7 @@ func (vc *verifyCmd) run(ctx context.Context, cmd *cobra.Command, aURL, bURL str
 	}
 	sl, tl := vc.control.limiters(aURL, bURL)
 	copts := vc.client.options()
+	copts.Log = vc.out().logf
 	a, err := openEndpoint(ctx, aURL, "SOURCE", vc.client.forRole("SOURCE", copts), sl)
 	if err != nil {
 		return err

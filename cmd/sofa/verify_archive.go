@@ -45,6 +45,7 @@ func (vc *verifyCmd) verifyArchive(ctx context.Context, path string) error {
 // database URL), as the archive recorded it.
 func (vc *verifyCmd) verifyArchiveAgainst(ctx context.Context, cmd *cobra.Command, path, url string) error {
 	copts := vc.client.options()
+	copts.Log = vc.out().logf
 	b, err := openEndpoint(ctx, url, "TARGET", vc.client.forRole("TARGET", copts), nil)
 	if err != nil {
 		return err
@@ -69,6 +70,7 @@ func (vc *verifyCmd) verifySet(ctx context.Context, cmd *cobra.Command, set *sof
 	}
 	if len(rest) == 1 {
 		copts := vc.client.options()
+		copts.Log = vc.out().logf
 		b, err := openEndpoint(ctx, rest[0], "TARGET", vc.client.forRole("TARGET", copts), nil)
 		if err != nil {
 			return err
