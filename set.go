@@ -242,7 +242,14 @@ func OpenSet(ctx context.Context, ep *Endpoint, o SetOptions) (*ArchiveSet, erro
 		return nil, fmt.Errorf("set manifest %s: %w", name, err)
 	}
 	var m SetManifest
-	if err := json.Unmarshal(b, &m); err != nil || m.Format != SetFormat {
+	if err := json.Unmarshal(b, &m); err != nil {
+		if bytes.Contains(b, []byte(`"`+SetFormat+`"`)) {
+			// found by a tester: a truncated one was called not one
+			return nil, fmt.Errorf("%s: damaged set manifest (truncated or edited): %w", name, err)
+		}
+		return nil, fmt.Errorf("%s is not a set manifest of sofa (not JSON: %w)", name, err)
+	}
+	if m.Format != SetFormat {
 		return nil, fmt.Errorf("%s is not a set manifest of sofa (want format %q)", name, SetFormat)
 	}
 	if m.Version != SetVersion {

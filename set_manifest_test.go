@@ -89,3 +89,22 @@ func TestBackup_PlainAndSetNotBoth(t *testing.T) {
 		t.Errorf("a refused backup left %s: %v", set, err)
 	}
 }
+
+// A set manifest cut short is called damaged, not "not a set manifest"
+// (found by a tester); a JSON file of another kind is still not one.
+func TestOpenSet_TruncatedManifestCalledDamaged(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.sofa")
+	whole := `{"format":"sofa-archive-set","version":1,"count":2,"set_id":"x","members":["s.shard-0-of-2.sofa","s.shard-1-of-2.sofa"]}`
+	for _, c := range []struct{ body, says string }{
+		{whole[:len(whole)/2], "damaged set manifest"},
+		{`{"format":"other"}`, "is not a set manifest of sofa"},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "s.set.json"), []byte(c.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sofa.OpenSet(t.Context(), openAt(t, path, nil), sofa.SetOptions{}); err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%q: %v, want an error saying %q", c.body, err, c.says)
+		}
+	}
+}
