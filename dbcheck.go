@@ -133,9 +133,9 @@ func (j *pairJob) rereadSource(ctx context.Context, t dbTask, src replicate.Sour
 }
 
 // verifyCounts is the cheap check after each database: the target holds
-// at least the source's live and deleted documents (the source may have
-// grown meanwhile, the target may have had more). s are the source's
-// counts read before the copy.
+// at least the source's live and deleted documents, and at least its
+// live ones (the source may have grown meanwhile, the target may have
+// had more). s are the source's counts read before the copy.
 func verifyCounts(ctx context.Context, tdb replicate.Target, s replicate.DBInfo) error {
 	// Batched with the other databases' checks: one _dbs_info for many
 	// where the server has it.
@@ -159,6 +159,11 @@ func verifyCounts(ctx context.Context, tdb replicate.Target, s replicate.DBInfo)
 	}
 	if t.DocCount+t.DelCount < s.DocCount+s.DelCount {
 		return fmt.Errorf("verify: target holds %d documents (%d deleted), source %d (%d deleted)", t.DocCount, t.DelCount, s.DocCount, s.DelCount)
+	}
+	if t.DocCount < s.DocCount {
+		// as many documents, fewer live: some live at the source are
+		// deleted on the target (found by a tester: said ok)
+		return fmt.Errorf("verify: target holds %d live documents, source %d", t.DocCount, s.DocCount)
 	}
 	return nil
 }
