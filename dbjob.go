@@ -146,7 +146,7 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 		return r, err
 	}
 	defer release()
-	defer func() { err = goneFromSource(ctx, src, err, r.DocsWritten) }()
+	defer func() { err = goneFromSource(ctx, src, err, r.DocsWritten, false) }()
 	c := &dbCopy{task: t, r: &r, p: p}
 	if c.sinfo, err = j.sourceInfo(ctx, src); err != nil {
 		return r, fmt.Errorf("source: %w", err)
@@ -244,7 +244,8 @@ func (j *pairJob) run(ctx context.Context, t dbTask, p DBProgress) (r fleet.DBRe
 		err = j.check(ctx, c, src, opts)
 	}
 	// an archive group of a database deleted meanwhile says so
-	err = endTarget(c.target.Target, &r, goneFromSource(ctx, src, err, r.DocsWritten))
+	_, toArchive := c.target.Target.(groupTarget)
+	err = endTarget(c.target.Target, &r, goneFromSource(ctx, src, err, r.DocsWritten, toArchive))
 	if err == nil && c.sess != nil {
 		j.keep(t.Target, c.sess)
 	}
@@ -429,19 +430,32 @@ func partitionedWarning(srcPartitioned bool) string {
 	return "the existing target database is partitioned and the source is not: it refuses documents whose ids have no partition prefix"
 }
 
+// errStoredIncomplete marks the failure of a database deleted at the
+// source while a backup read it (see goneFromSource).
+var errStoredIncomplete = errors.New("stored incomplete")
+
 // goneFromSource turns err, a job's failure that says something is not
 // found, into a *fleet.LeftOutError when the source database itself no
 // longer exists (asked again): a database deleted at the source during a
 // many-database run is left out of it, not failed (with thousands of
 // tenants, a nightly run always met some). written is what the target
 // got before: a partial copy, which the reason names.
-func goneFromSource(ctx context.Context, src replicate.Source, err error, written int64) error {
+//
+// Into an archive (toArchive: its group begun), the database is not
+// left out: the archive holds what was read of it, marked incomplete
+// (as sofa verify of the archive says), so it fails the backup's
+// database (errStoredIncomplete), which a backup reports as not backed up
+// completely.
+func goneFromSource(ctx context.Context, src replicate.Source, err error, written int64, toArchive bool) error {
 	var lo *fleet.LeftOutError
-	if err == nil || ctx.Err() != nil || !errors.Is(err, replicate.ErrNotFound) || errors.As(err, &lo) {
+	if err == nil || ctx.Err() != nil || !errors.Is(err, replicate.ErrNotFound) || errors.As(err, &lo) || errors.Is(err, errStoredIncomplete) {
 		return err
 	}
 	if _, ierr := src.Info(ctx); !errors.Is(ierr, replicate.ErrNotFound) {
 		return err
+	}
+	if toArchive {
+		return fmt.Errorf("deleted at the source during the backup: the archive holds the %d revisions read before, marked incomplete%.0w: %w", written, errStoredIncomplete, err)
 	}
 	reason := "deleted at the source during the run"
 	if written > 0 {
