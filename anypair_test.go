@@ -220,8 +220,10 @@ func TestBackup_FromArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = sofa.Backup(ctx, server, openAt(t, filepath.Join(dir, ".", "inc.sofa"), nil), sofa.BackupOptions{Since: inc.Archive(), Overwrite: true})
-	wantOptionError(t, "an incremental over the archive it continues", err, "is the archive this backup writes")
+	for _, force := range []bool{true, false} { // without --force, not "exists (use --force)"
+		_, err = sofa.Backup(ctx, server, openAt(t, filepath.Join(dir, ".", "inc.sofa"), nil), sofa.BackupOptions{Since: inc.Archive(), Overwrite: force})
+		wantOptionError(t, "an incremental over the archive it continues", err, "is the archive this backup writes")
+	}
 	if after, err := os.ReadFile(inc.Archive()); err != nil || !bytes.Equal(before, after) {
 		t.Errorf("the refused incremental changed %s (%v)", inc, err)
 	}

@@ -125,6 +125,12 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 			return nil, err
 		}
 	}
+	// before "exists (use --force)", which --force would only lead to
+	if o.Since != "" && !o.Selection.Shard.Sharded() {
+		if err := sinceNotOutput(o.Since, dst.store, name, dst.store); err != nil {
+			return nil, err
+		}
+	}
 	// The archive's name is checked (and its temporary file created)
 	// before the source is read: a name that cannot be written fails at
 	// once, not after the whole backup.
@@ -161,8 +167,8 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		if err != nil {
 			return nil, err
 		}
-		if prev != storage.Stdio && sameArchive(&Endpoint{archive: prev, store: sinceStore}, &Endpoint{archive: name, store: dst.store}) {
-			return nil, optionErr("--since %s is the archive this backup writes: replacing it would cut the chain (the archives after it continue it, and its changes would be lost); write the incremental under a new name", Redact(prev))
+		if err := sinceNotOutput(prev, sinceStore, name, dst.store); err != nil {
+			return nil, err
 		}
 		if since, err = readSince(ctx, sinceStore, prev, o.logf); err != nil {
 			return nil, fmt.Errorf("--since %s: %w", prev, err)
@@ -307,4 +313,14 @@ func commitErr(name string, err error) error {
 		return fmt.Errorf("%s %w", Redact(name), ErrWrittenMeanwhile)
 	}
 	return err
+}
+
+// sinceNotOutput refuses, with an *OptionError, an incremental backup
+// written over the archive it continues (prev in prevStore, the output
+// name in st): it would cut the chain.
+func sinceNotOutput(prev string, prevStore storage.Store, name string, st storage.Store) error {
+	if prev == storage.Stdio || !sameArchive(&Endpoint{archive: prev, store: prevStore}, &Endpoint{archive: name, store: st}) {
+		return nil
+	}
+	return optionErr("--since %s is the archive this backup writes: replacing it would cut the chain (the archives after it continue it, and its changes would be lost); write the incremental under a new name", Redact(prev))
 }
