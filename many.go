@@ -85,6 +85,9 @@ type targetRules struct {
 	// Reuse writes into an existing database whatever it holds
 	// (ReuseExisting, _users, a restore's incremental or system database).
 	Reuse bool
+	// NotEmptyHint is what the refusal of an existing database that is
+	// not empty offers instead ("": use --reuse-existing).
+	NotEmptyHint string
 	// Replace, when set, deletes an existing database and creates it
 	// again before anything is written (restore --replace).
 	Replace func(ctx context.Context) error
@@ -262,7 +265,11 @@ func prepareTarget(ctx context.Context, ts replicate.TargetServer, name string, 
 			}
 		}
 	}
-	return p, dbcopy.ErrNotEmpty
+	hint := rules.NotEmptyHint
+	if hint == "" {
+		hint = "use --reuse-existing to write into it"
+	}
+	return p, fmt.Errorf("%w (%s)", dbcopy.ErrNotEmpty, hint)
 }
 
 // targetInfo reads the target database's info, batched with other

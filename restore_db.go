@@ -32,6 +32,7 @@ func (c *restorer) job(tsrv *couch.Server) *pairJob {
 		rules: func(t dbTask, r *targetRules) {
 			sys := systemDB(t.Target)
 			r.Reuse = r.Reuse || t.Incremental || sys
+			r.NotEmptyHint = "--reuse-existing adds the archive's revisions to it, --replace deletes it and restores the archive's state"
 			if c.o.Replace && !t.Incremental && !sys {
 				partitioned := r.Props.Partitioned // the archive's
 				r.Replace = func(ctx context.Context) error {

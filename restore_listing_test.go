@@ -119,7 +119,7 @@ func TestRestore_DoesNotWaitForTheListing(t *testing.T) {
 	if d := got["orders"]; d.Status != fleet.StatusOK || d.DocsWritten != 30 {
 		t.Errorf("orders: %s, %d written (%s), want ok with 30", d.Status, d.DocsWritten, d.Error)
 	}
-	if d := got["users"]; d.Status != fleet.StatusFailed || !strings.Contains(d.Error, "not empty") {
+	if d := got["users"]; d.Status != fleet.StatusFailed || !strings.Contains(d.Error, "not empty") || !strings.Contains(d.Error, "--replace deletes it") {
 		t.Errorf("users (held other documents): %s %q, want failed: not empty", d.Status, d.Error)
 	}
 	for db, want := range map[string]int{"orders": 30, "users": 1} {

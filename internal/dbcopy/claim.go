@@ -71,4 +71,4 @@ func AsInterrupted(ctx context.Context, err error) error {
 // ErrNotEmpty marks a target database that holds other data. _users is
 // exempt: every server has one (with its _design/_auth), and its documents
 // merge by revision like any replication.
-var ErrNotEmpty = errors.New("target database exists and is not empty (use --reuse-existing to write into it)")
+var ErrNotEmpty = errors.New("target database exists and is not empty")
