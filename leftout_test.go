@@ -10,7 +10,7 @@ import (
 	"github.com/sofadb/sofa/internal/couchtest"
 )
 
-// A whole-server copy, backup and verify list the system databases their
+// A whole-server copy, backup, verify and sync catch-up list the system databases their
 // default Skip left out (LeftOut, with the option that selects each), as
 // a restore lists the archive's _replicator; a selection that names
 // databases (Include), or one that takes _users in, lists none of them.
@@ -83,4 +83,12 @@ func TestWholeServer_SkippedSystemDBsListed(t *testing.T) {
 		t.Fatalf("backup: %+v, %v", sum, err)
 	}
 	check("backup", names(sum.LeftOut), has("_global_changes"))
+	// and a continuous run's catch-up (found by a tester: none listed)
+	r := startSync(t, src.URL, tgt.URL, sofa.SyncOptions{})
+	r.wait("the catch-up", func() bool { return r.caughtUp })
+	ss, _ := r.stop()
+	if ss == nil || ss.CatchUp == nil {
+		t.Fatalf("sync: no catch-up summary: %+v", ss)
+	}
+	check("sync", names(ss.CatchUp.LeftOut), has("_users", "_replicator", "_global_changes"))
 }

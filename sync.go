@@ -219,7 +219,7 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 
 	sel := o.Copy.Selection
 	sel.Sharded = true // none yet is fine: they are waited for
-	dbs, err := SelectDBs(ctx, src, sel, "source")
+	dbs, skipped, err := selectDBs(ctx, src, sel, "source")
 	if err != nil {
 		if s.deniedErr() != nil {
 			return s.end(err)
@@ -254,6 +254,7 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 	if w := sameUUIDWarning(src, dst); w != "" {
 		sum.Warnings = append(sum.Warnings, w)
 	}
+	sum.LeftOut = append(skipped, sum.LeftOut...)
 	s.sum.CatchUp = &sum
 	for _, r := range sum.DBs {
 		if r.Status == fleet.StatusNotStarted {
