@@ -39,21 +39,7 @@ func TestCLI_ContinuousWrongPasswordStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(ctx, bin, "replicate", "--continuous", srv.DBURL("src"), srv.UserURL("mem", "old-pw")+"/memdb")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1000)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	lines := stderrLines(t, cmd)
 	var log strings.Builder
 	for caught := false; !caught; {
 		select {
