@@ -193,5 +193,9 @@ func noteArchiveLayout(t *table, dumps map[string][]record) {
 	if couchbackup.OK && couchbackup.GzipBytes > 0 {
 		t.note("  contents alone / couchbackup gzipped = %s; contents + manifest / couchbackup gzipped = %s",
 			ratio(contents, couchbackup.GzipBytes), ratio(contents+catalog, couchbackup.GzipBytes))
+		if packed, ok := sofa.Extra["archive_packed_estimate_bytes"].(int64); ok {
+			t.note("  a format that sofa does not write, each database of at most %d MiB uncompressed in one zstd member, no checksum records, manifest compressed (estimated from this archive's members): %d B, %s of couchbackup gzipped",
+				packedLimit>>20, packed, ratio(packed, couchbackup.GzipBytes))
+		}
 	}
 }
