@@ -67,7 +67,9 @@ type BackupOptions struct {
 // either (a check without a request: the writer counts what it stored).
 // The archive is committed (visible under its name) only
 // when the run finished; an interrupted backup (the error matches
-// ctx.Err()) leaves none. A database not backed up whole is marked so in
+// ctx.Err()) leaves none, and its Summary says so (ArchiveNotWritten: no
+// database ok, DocsWritten 0, the databases read whole counted in
+// DBsNotWritten, what was read in DocsRead and Bytes). A database not backed up whole is marked so in
 // the archive and not ok in the Summary. When the archive itself could
 // not be written (a full disk, a closed stdout: EPIPE) the Summary is nil
 // and the error says why.
@@ -200,6 +202,7 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	sum.LeftOut = append(skipped, sum.LeftOut...)
 	if sum.Interrupted || runErr != nil {
 		sink.Abort()
+		sum.NotWritten()
 		if runErr == nil {
 			runErr = context.Canceled
 		}

@@ -399,7 +399,7 @@ func mergeChainResults(s *fleet.Summary) {
 		byName[r.Name] = &r
 		order = append(order, r.Name)
 	}
-	merged := fleet.Summary{Started: s.Started, Duration: s.Duration, Interrupted: s.Interrupted, TotalUnknown: s.TotalUnknown,
+	merged := fleet.Summary{Started: s.Started, Duration: s.Duration, Interrupted: s.Interrupted, TotalUnknown: s.TotalUnknown, ArchiveNotWritten: s.ArchiveNotWritten,
 		LeftOut: s.LeftOut, MissingMembers: s.MissingMembers, Hosts: s.Hosts, Concurrency: s.Concurrency, RequestsByKind: s.RequestsByKind}
 	for _, name := range order {
 		merged.Add(*byName[name])

@@ -357,6 +357,7 @@ func (a *newArchive) abort() { a.sink.Abort() }
 func (a *newArchive) finish(sum *fleet.Summary, runErr error) error {
 	if sum.Interrupted || runErr != nil {
 		a.sink.Abort()
+		sum.NotWritten()
 		if runErr == nil {
 			runErr = context.Canceled
 		}

@@ -14,7 +14,7 @@ import (
 // concurrency were dropped).
 func TestMergeChainResults_KeepsRunFields(t *testing.T) {
 	s := fleet.Summary{
-		Started: time.Unix(100, 0), Duration: fleet.Duration(3 * time.Second), Interrupted: true, TotalUnknown: true,
+		Started: time.Unix(100, 0), Duration: fleet.Duration(3 * time.Second), Interrupted: true, TotalUnknown: true, ArchiveNotWritten: true,
 		LeftOut:        []fleet.LeftOut{{Name: "_replicator", Reason: "r"}},
 		MissingMembers: []string{"m.shard-1-of-2.sofa"},
 		Hosts:          []limitstats.Stats{{}},
@@ -29,7 +29,7 @@ func TestMergeChainResults_KeepsRunFields(t *testing.T) {
 		t.Errorf("merged counts: %d databases, %d docs written, %+v", s.DBsTotal, s.DocsWritten, s.DBs)
 	}
 	if len(s.LeftOut) != 1 || len(s.MissingMembers) != 1 || len(s.Hosts) != 1 || s.Concurrency.Peak != 7 ||
-		s.RequestsByKind["target"]["PUT /db"] != 1 || !s.Interrupted || !s.TotalUnknown || s.Duration == 0 || !s.Started.Equal(time.Unix(100, 0)) {
+		s.RequestsByKind["target"]["PUT /db"] != 1 || !s.Interrupted || !s.ArchiveNotWritten || !s.TotalUnknown || s.Duration == 0 || !s.Started.Equal(time.Unix(100, 0)) {
 		t.Errorf("run fields lost in the merge: %+v", s)
 	}
 }

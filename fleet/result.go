@@ -30,6 +30,10 @@ const (
 	// Summary.Add lists it in LeftOut, not in DBs or any count of
 	// databases.
 	StatusLeftOut Status = "left_out"
+	// StatusNotWritten: a backup read the database whole, but the run
+	// stopped (interrupted) before its archive was written: nothing of
+	// it was kept (Summary.ArchiveNotWritten).
+	StatusNotWritten Status = "not_written"
 )
 
 // LeftOutError, returned (wrapped or not) by a job, leaves its database
@@ -102,6 +106,13 @@ type Summary struct {
 	DBsFailed      int `json:"dbs_failed"`
 	DBsInterrupted int `json:"dbs_interrupted"`
 	DBsNotStarted  int `json:"dbs_not_started"`
+	// DBsNotWritten counts the databases a backup read whole before it
+	// stopped without writing its archive (StatusNotWritten).
+	DBsNotWritten int `json:"dbs_not_written,omitempty"`
+	// ArchiveNotWritten is true for a backup that stopped (interrupted)
+	// before its archive was written: no database was backed up (none
+	// is ok, DocsWritten is 0); DocsRead and Bytes say what was read.
+	ArchiveNotWritten bool `json:"archive_not_written,omitempty"`
 	// TotalUnknown is true when the run stopped before it could learn
 	// every database of its source (an archive read in order, stopped by
 	// damage before its manifest): the counts hold the databases it
@@ -144,6 +155,23 @@ type Summary struct {
 type LeftOut struct {
 	Name   string `json:"name"`
 	Reason string `json:"reason"`
+}
+
+// NotWritten marks s as the summary of a backup whose archive was not
+// written (ArchiveNotWritten): every database read whole becomes
+// StatusNotWritten, and no document counts as written (DocsWritten 0,
+// per database and in total); what was read stays counted.
+func (s *Summary) NotWritten() {
+	s.ArchiveNotWritten = true
+	s.DocsWritten, s.DBsOK, s.DBsPartial = 0, 0, 0
+	for i := range s.DBs {
+		r := &s.DBs[i]
+		r.DocsWritten = 0
+		if r.Status == StatusOK || r.Status == StatusPartial {
+			r.Status = StatusNotWritten
+			s.DBsNotWritten++
+		}
+	}
 }
 
 // Complete reports whether every database finished with status ok.
@@ -215,7 +243,7 @@ func (r *DBResult) Merge(o DBResult) {
 	}
 }
 
-var statusRank = map[Status]int{StatusOK: 0, StatusPartial: 1, StatusNotStarted: 2, StatusInterrupted: 3, StatusFailed: 4}
+var statusRank = map[Status]int{StatusOK: 0, StatusPartial: 1, StatusNotWritten: 2, StatusNotStarted: 2, StatusInterrupted: 3, StatusFailed: 4}
 
 // Add counts r, whose Status is set, into the summary's totals and list.
 func (s *Summary) Add(r DBResult) {
@@ -239,6 +267,8 @@ func (s *Summary) Add(r DBResult) {
 		s.DBsInterrupted++
 	case StatusNotStarted:
 		s.DBsNotStarted++
+	case StatusNotWritten:
+		s.DBsNotWritten++
 	}
 	s.DocsRead += r.DocsRead
 	s.DocsWritten += r.DocsWritten

@@ -38,7 +38,12 @@ func (rc *replicateCmd) runServers(ctx context.Context, src, tgt *sofa.Endpoint)
 // warnings. quiet (-q) leaves out the closing line and the databases that
 // are ok with warnings: what is left are errors.
 func printFleetSummary(w *os.File, s *fleet.Summary, quiet bool) {
-	if !quiet {
+	if !quiet && s.ArchiveNotWritten {
+		// no archive: nothing was backed up, whatever was read
+		fmt.Fprintf(w, "sofa: no archive written: %s in %.1fs, none kept: %d read whole, %d interrupted, %d failed, %d not started; docs_read=%d bytes=%d (%s) read; docs_written=0\n",
+			countDBs(s.DBsTotal), time.Duration(s.Duration).Seconds(), s.DBsNotWritten, s.DBsInterrupted, s.DBsFailed, s.DBsNotStarted,
+			s.DocsRead, s.Bytes, humanBytes(s.Bytes))
+	} else if !quiet {
 		of := ""
 		if s.TotalUnknown {
 			of = " (of an unknown number: the read stopped before the archive's manifest)"
@@ -59,7 +64,7 @@ func printFleetSummary(w *os.File, s *fleet.Summary, quiet bool) {
 		if d.Status == fleet.StatusOK && (quiet || len(d.Warnings) == 0) {
 			continue
 		}
-		if d.Status == fleet.StatusNotStarted && d.Error == "" {
+		if d.Status == fleet.StatusNotWritten || d.Status == fleet.StatusNotStarted && d.Error == "" {
 			// counted in the line above; an interrupt of a run over
 			// thousands of databases listed each (1,874 lines)
 			continue
