@@ -70,7 +70,10 @@ type BackupOptions struct {
 // ctx.Err()) leaves none, and its Summary says so (ArchiveNotWritten: no
 // database ok, DocsWritten 0, the databases read whole counted in
 // DBsNotWritten, what was read in DocsRead and Bytes). A database not backed up whole is marked so in
-// the archive and not ok in the Summary. When the archive itself could
+// the archive and not ok in the Summary. An incremental backup names in
+// Summary.DeletedSincePrevious the databases of the previous archive
+// (Since) deleted at the source since: it does not hold them, and a
+// restore of the chain does not restore them. When the archive itself could
 // not be written (a full disk, a closed stdout: EPIPE) the Summary is nil
 // and the error says why.
 //
@@ -157,6 +160,7 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		source = srv.URL()
 	}
 	var since *archive.Since
+	var held []string // the databases the previous archive holds
 	if o.Since != "" {
 		sinceStore := dst.store
 		if _, s3dst := dst.store.(*s3.Store); s3dst != strings.HasPrefix(o.Since, s3.Scheme) {
@@ -172,7 +176,7 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 		if err := sinceNotOutput(prev, sinceStore, name, dst.store); err != nil {
 			return nil, err
 		}
-		if since, err = readSince(ctx, sinceStore, prev, o.logf); err != nil {
+		if since, held, err = readSince(ctx, sinceStore, prev, o.logf); err != nil {
 			return nil, fmt.Errorf("--since %s: %w", prev, err)
 		}
 		if since.Source != "" && since.Source != source {
@@ -183,8 +187,9 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	if err != nil {
 		return nil, err
 	}
+	var deleted []string
 	if since != nil {
-		if err := sinceLeavesOut(ctx, src, o.Since, since, dbs); err != nil {
+		if deleted, err = sinceLeavesOut(ctx, src, o.Since, since, held, dbs); err != nil {
 			return nil, err
 		}
 	}
@@ -200,6 +205,7 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	}
 	sum, runErr := o.runDBs(ctx, dbs, o.job(srv, w, listTarget(ctx, w, &o.RunControl)).fleetJob(), NewStallWatch(src, dst).Waiting, false, src)
 	sum.LeftOut = append(skipped, sum.LeftOut...)
+	sum.DeletedSincePrevious = deleted
 	if sum.Interrupted || runErr != nil {
 		sink.Abort()
 		sum.NotWritten()
@@ -264,28 +270,29 @@ func (o *BackupOptions) previous(ctx context.Context, st storage.Store) (string,
 // checking the whole previous archive as `sofa verify ARCHIVE` does
 // (every member's checksums, records, attachment references and the
 // manifest): a chain built on a damaged archive would only fail at
-// restore. The check reads the archive once more; from stdin, which can be
+// restore. held are the databases the archive itself holds (not those
+// its own Since carries forward). The check reads the archive once more; from stdin, which can be
 // read only once, it is skipped and logf says so.
-func readSince(ctx context.Context, st storage.Store, name string, logf func(string, ...any)) (*archive.Since, error) {
+func readSince(ctx context.Context, st storage.Store, name string, logf func(string, ...any)) (*archive.Since, []string, error) {
 	if name != storage.Stdio {
 		r, err := st.Open(ctx, name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		_, err = archive.Verify(r, nil)
 		r.Close()
 		if err != nil {
-			return nil, fmt.Errorf("the previous archive is damaged (the chain would not restore): %w", err)
+			return nil, nil, fmt.Errorf("the previous archive is damaged (the chain would not restore): %w", err)
 		}
 	} else {
 		logf("--since -: the previous archive's members were not verified (stdin is read once); run sofa verify on it")
 	}
 	r, err := st.Open(ctx, name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer r.Close()
-	return archive.ReadSince(r)
+	return archive.ReadSinceHeld(r)
 }
 
 // job maps the options onto the per-database job from the server srv

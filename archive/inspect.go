@@ -86,11 +86,20 @@ func List(r io.Reader) (Header, []DBSummary, error) {
 // the archive itself does not hold keep the state its own Since recorded,
 // so a chain carries every database forward.
 func ReadSince(r io.Reader) (*Since, error) {
+	s, _, err := ReadSinceHeld(r)
+	return s, err
+}
+
+// ReadSinceHeld is ReadSince, also returning the names of the databases
+// the archive itself holds (in its manifest's order), without those its
+// Since carries forward.
+func ReadSinceHeld(r io.Reader) (*Since, []string, error) {
 	hdr, dbs, err := List(r)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s := &Since{ArchiveID: hdr.ID, Source: hdr.Source, Databases: map[string]DBState{}}
+	var held []string
 	if hdr.Since != nil {
 		for name, st := range hdr.Since.Databases {
 			s.Databases[name] = st
@@ -104,8 +113,9 @@ func ReadSince(r io.Reader) (*Since, error) {
 			}
 		}
 		s.Databases[db.Name] = st
+		held = append(held, db.Name)
 	}
-	return s, nil
+	return s, held, nil
 }
 
 // CheckChain checks that archives, given by their headers in the order

@@ -133,6 +133,13 @@ type Summary struct {
 	// source during the run); they are not among DBs and not counted. Nil when
 	// none or when the caller does not report them.
 	LeftOut []LeftOut `json:"left_out,omitempty"`
+	// DeletedSincePrevious names, sorted, the databases of the previous
+	// archive an incremental backup continues that the source no longer
+	// holds (deleted since): the new archive does not hold them, so a
+	// restore of the chain leaves them out (restoring the archives up to
+	// the previous one gets them back). They are in no count. Nil when
+	// none (and for every other run).
+	DeletedSincePrevious []string `json:"deleted_since_previous,omitempty"`
 	// MissingMembers names the members of a sharded backup's set that
 	// were missing from a run that accepted them (restore
 	// --allow-partial): the databases of their shards were not restored

@@ -183,6 +183,9 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	if code, _ := exitFor(o, ctx.Err() != nil); code == exitInterrupted || code == exitFatal {
 		return o
 	}
+	if !bc.out.quiet && !bc.out.jsonOut {
+		printDeletedSince(os.Stderr, sum.DeletedSincePrevious, bc.since, label)
+	}
 	if !bc.out.quiet && arch != nil {
 		fmt.Fprintf(os.Stderr, "sofa: archive %s written (%s)\n", escapeControls(label), humanBytes(arch.Bytes))
 	}
