@@ -338,34 +338,37 @@ func (p *RestorePlan) anyGone(filter fleet.Filter) bool {
 }
 
 // finish completes the Summary of a run: a chain's results merged per
-// database, the databases absent from the chain's last archive listed
-// (ok, with a warning: not restored), the duration. It returns fatalErr,
-// or the error of a run that selected nothing.
+// database, the databases absent from the chain's last archive listed in
+// LeftOut (not restored, in no count: the source deleted them, or the
+// later backups left them out), the duration. It returns fatalErr, or the
+// error of a run that selected nothing.
 func (p *RestorePlan) finish(sum *fleet.Summary, fatalErr error, filter fleet.Filter) (*Summary, error) {
 	o, archives := p.c.o, p.archives
 	if len(archives) > 1 {
 		mergeChainResults(sum)
 	}
+	gone := 0
 	for _, name := range slices.Sorted(maps.Keys(p.gone)) {
 		if !filter.Match(name) {
 			continue
 		}
+		gone++
 		tname := name
 		if nu, ok := o.Renames[name]; ok {
 			tname = nu
 		}
 		g := p.gone[name]
-		msg := fmt.Sprintf("not restored: deleted at the source since %s (or left out of the later backups' selection): %s, the last archive of the chain, does not hold it; restore the archives up to %s to get it back",
+		msg := fmt.Sprintf("deleted at the source since %s (or left out of the later backups' selection): %s, the last archive of the chain, does not hold it; restore the archives up to %s to get it back",
 			archives[g.last].archive, archives[g.end].archive, archives[g.last].archive)
-		o.logf("%s: %s", tname, msg)
-		sum.Add(fleet.DBResult{Name: tname, Status: fleet.StatusOK, Warnings: []string{msg}})
+		o.logf("%s: not restored: %s", tname, msg)
+		sum.Add(fleet.DBResult{Name: tname, Status: fleet.StatusLeftOut, Error: msg})
 	}
 	sum.Duration = fleet.Duration(time.Since(sum.Started))
 	sum.MissingMembers = p.missing
 	if fatalErr != nil {
 		return sum, fatalErr
 	}
-	if err := o.Selection.noneMatched(sum.DBsTotal, "no database of the archive was selected"); err != nil {
+	if err := o.Selection.noneMatched(sum.DBsTotal+gone, "no database of the archive was selected"); err != nil {
 		return sum, err
 	}
 	return sum, nil

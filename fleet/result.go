@@ -130,7 +130,8 @@ type Summary struct {
 	// out, which the caller's selection did not name (a restore's
 	// _replicator; the system databases of ReplicateSkip and BackupSkip
 	// a whole-server copy or backup left out), or that a job left out (StatusLeftOut: deleted at the
-	// source during the run); they are not among DBs and not counted. Nil when
+	// source during the run; in a restore of a chain, absent from its
+	// last archive); they are not among DBs and not counted. Nil when
 	// none or when the caller does not report them.
 	LeftOut []LeftOut `json:"left_out,omitempty"`
 	// DeletedSincePrevious names, sorted, the databases of the previous

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -262,7 +263,9 @@ func TestNU2_LsConfig(t *testing.T) {
 // TestNU2_ChainDeletedDB (item 2): a database deleted at the source
 // between two backups of a chain is absent from the last archive; a
 // restore of the chain gives the state as of the last archive (the
-// database is not restored) and says so in the summary.
+// database is not restored) and says so in the summary: left out with
+// the reason, counted in no status (it was counted ok), exit 0, in
+// --json (left_out) and in the lines.
 func TestNU2_ChainDeletedDB(t *testing.T) {
 	bin := sofaBin(t)
 	src := couchtest.Start(t)
@@ -287,18 +290,34 @@ func TestNU2_ChainDeletedDB(t *testing.T) {
 	if n := arDocCount(t, tgt, "keep"); n != 8 {
 		t.Errorf("keep: %d documents, want 8", n)
 	}
-	var v1 *fleet.DBResult
 	s := r.summary(t)
-	for i := range s.DBs {
-		if s.DBs[i].Name == "v1" {
-			v1 = &s.DBs[i]
+	for _, d := range s.DBs {
+		if d.Name == "v1" {
+			t.Errorf("v1, not restored, is among the databases: %+v", d)
 		}
 	}
-	if v1 == nil || len(v1.Warnings) == 0 || !strings.Contains(v1.Warnings[0], "deleted at the source") || !strings.Contains(v1.Warnings[0], "inc2.sofa") {
-		t.Errorf("summary does not say v1 was deleted at the source since inc2.sofa: %+v", v1)
+	if s.DBsTotal != len(s.DBs) || s.DBsOK != len(s.DBs) {
+		t.Errorf("dbs_total=%d dbs_ok=%d, want %d (keep, _users)", s.DBsTotal, s.DBsOK, len(s.DBs))
+	}
+	if i := slices.IndexFunc(s.LeftOut, func(l fleet.LeftOut) bool { return l.Name == "v1" }); i < 0 || !strings.Contains(s.LeftOut[i].Reason, "deleted at the source since "+inc2) {
+		t.Errorf("left_out does not say v1 was deleted at the source since inc2.sofa: %+v", s.LeftOut)
 	}
 	r = arSofa(t, bin, nil, "verify", src.URL, tgt.URL)
 	r.want(t, exitOK)
+	// the lines, v1 and keep under new names on the same target (once it was compared)
+	r = arSofa(t, bin, nil, "restore", full, inc2, inc3, tgt.URL, "--include", "keep", "--include", "v1", "--rename", "v1=v1b", "--rename", "keep=keep2")
+	r.want(t, exitOK)
+	for _, want := range []string{
+		"sofa: 1 database in ", ": 1 ok, 0 partial, 0 failed",
+		`sofa: database "v1b" left out: deleted at the source since ` + inc2 + " (or left out of the later backups' selection): " + inc3 + ", the last archive of the chain, does not hold it",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, `"v1b": ok`) {
+		t.Errorf("v1b, not restored, is said ok:\n%s", r.stderr)
+	}
 }
 
 // TestNU2_SinceDamagedBase (item 8): an incremental backup checks the

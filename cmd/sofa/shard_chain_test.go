@@ -152,13 +152,18 @@ func shardChainScenario(t *testing.T, env []string, loc func(string) string, rem
 	}
 	sum := r.summary(t)
 	warned := false
-	for _, d := range sum.DBs {
-		if d.Name == "beta" && len(d.Warnings) > 0 && strings.Contains(d.Warnings[0], "deleted at the source") {
+	for _, l := range sum.LeftOut {
+		if l.Name == "beta" && strings.Contains(l.Reason, "deleted at the source") {
 			warned = true
 		}
 	}
+	for _, d := range sum.DBs {
+		if d.Name == "beta" {
+			t.Errorf("beta, not restored, is among the databases: %+v", d)
+		}
+	}
 	if !warned {
-		t.Errorf("the summary does not say beta was deleted at the source: %s", r.stdout)
+		t.Errorf("the summary does not list beta as left out, deleted at the source: %s", r.stdout)
 	}
 
 	// Links that do not hold: one line, usage (2).
