@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/sofadb/sofa/archive"
@@ -47,6 +48,10 @@ type RestoreOptions struct {
 	// *OptionError for stdin, the archive's damage error otherwise)
 	// before anything is deleted.
 	Replace bool
+	// Replacing, when not nil, is called before each database Replace
+	// deletes, with what it holds (from the restore's goroutines, several
+	// at once); the Summary lists those deleted in Replaced.
+	Replacing func(fleet.Replaced)
 	// Q and N are the shards and replicas of created databases.
 	Q, N int
 	// Verify checks each database after it is restored ("": VerifyNone,
@@ -78,6 +83,9 @@ type restorer struct {
 	// parts, set by runIndexed, opens each part of the chain that
 	// restores a target database (checkParts).
 	parts func(target string) []archivePart
+	// replaced are the databases Replace deleted (recreate).
+	replacedMu sync.Mutex
+	replaced   []fleet.Replaced
 }
 
 // Restore restores a chain of archives (a full one, then its
@@ -274,6 +282,7 @@ func (p *RestorePlan) Run(ctx context.Context, dst *Endpoint) (*Summary, error) 
 	if tgt.DBName == "" {
 		sum.LeftOut = p.leftOut(c.archived)
 	}
+	sum.Replaced = c.replacedDBs()
 	if nWarning != "" {
 		sum.Warnings = append(sum.Warnings, nWarning)
 	}
@@ -403,7 +412,7 @@ func mergeChainResults(s *fleet.Summary) {
 		order = append(order, r.Name)
 	}
 	merged := fleet.Summary{Started: s.Started, Duration: s.Duration, Interrupted: s.Interrupted, TotalUnknown: s.TotalUnknown, ArchiveNotWritten: s.ArchiveNotWritten,
-		LeftOut: s.LeftOut, MissingMembers: s.MissingMembers, Hosts: s.Hosts, Concurrency: s.Concurrency, RequestsByKind: s.RequestsByKind}
+		LeftOut: s.LeftOut, Replaced: s.Replaced, MissingMembers: s.MissingMembers, Hosts: s.Hosts, Concurrency: s.Concurrency, RequestsByKind: s.RequestsByKind}
 	for _, name := range order {
 		merged.Add(*byName[name])
 	}

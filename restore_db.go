@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/sofadb/sofa/archive"
 	"github.com/sofadb/sofa/couch"
+	"github.com/sofadb/sofa/fleet"
 	"github.com/sofadb/sofa/internal/jsonx"
 	"github.com/sofadb/sofa/replicate"
 )
@@ -162,6 +164,15 @@ func (restoreHooks) failed(c *dbCopy, err error) error {
 // uses them.
 func systemDB(name string) bool { return name == "_users" || name == "_replicator" }
 
+// replacedDBs are the databases recreate deleted, by name (nil: none).
+func (c *restorer) replacedDBs() []fleet.Replaced {
+	c.replacedMu.Lock()
+	defer c.replacedMu.Unlock()
+	out := slices.Clone(c.replaced)
+	slices.SortFunc(out, func(a, b fleet.Replaced) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
 // recreate deletes tdb and creates it again with the archive's
 // partitioned flag (the database is rolled back to the archive: a flag of
 // its own would refuse the archive's documents, or leave out the
@@ -182,11 +193,26 @@ func (c *restorer) recreate(ctx context.Context, tdb *couch.DB, partitioned bool
 	if c.o.N > 0 {
 		n = c.o.N
 	}
-	c.o.logf("%s: --replace: deleting the database and creating it again", tdb.Name())
+	info, err := tdb.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	r := fleet.Replaced{Name: tdb.Name(), DocCount: info.DocCount}
+	if !info.DelCountUnknown {
+		r.DocDelCount = &info.DelCount
+	}
+	if c.o.Replacing != nil {
+		c.o.Replacing(r)
+	} else {
+		c.o.logf("%s: --replace: deleting the database (%d documents) and creating it again", tdb.Name(), r.DocCount)
+	}
 	srv := tdb.Server()
 	if err := srv.DeleteDB(ctx, tdb.Name()); err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
+	c.replacedMu.Lock()
+	c.replaced = append(c.replaced, r)
+	c.replacedMu.Unlock()
 	if err := srv.CreateDBAfterDelete(ctx, tdb.Name(), couch.CreateOptions{Partitioned: partitioned, Q: q, N: n}); err != nil {
 		return fmt.Errorf("target: recreate after delete: %w", err)
 	}

@@ -146,6 +146,11 @@ type Summary struct {
 	// --allow-partial): the databases of their shards were not restored
 	// and are in no count. Nil when none.
 	MissingMembers []string `json:"missing_members,omitempty"`
+	// Replaced names the target databases a restore with --replace
+	// deleted (and created again) before restoring into them, with what
+	// each held when it was deleted; each is also among DBs, whose status
+	// says whether its restore was completed. Nil when none.
+	Replaced []Replaced `json:"replaced,omitempty"`
 	// Warnings are the run's own warnings (not one database's), such as
 	// a source and a target that report one server uuid. Nil when none.
 	Warnings []string `json:"warnings,omitempty"`
@@ -157,6 +162,18 @@ type Summary struct {
 	// attempts sent by kind, e.g. {"target": {"PUT /db": 1000}} (see
 	// couch.Counters.Kinds). Set by the caller; nil when unknown.
 	RequestsByKind map[string]map[string]int64 `json:"requests_by_kind,omitempty"`
+}
+
+// Replaced is a target database a restore deleted to restore the
+// archive's copy into it (RestoreOptions.Replace), and what it held then
+// (GET /db just before the DELETE).
+type Replaced struct {
+	Name string `json:"name"`
+	// DocCount is doc_count: live documents.
+	DocCount int64 `json:"doc_count"`
+	// DocDelCount is doc_del_count: deleted documents (tombstones); nil
+	// when the server does not report it (PouchDB Server).
+	DocDelCount *int64 `json:"doc_del_count,omitempty"`
 }
 
 // LeftOut is a database a default rule left out of a run, and why.

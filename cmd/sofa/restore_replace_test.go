@@ -48,6 +48,26 @@ func rbCreate(t *testing.T, srv *couchtest.Server, db string, sec any) {
 	}
 }
 
+// rbHeld is what db holds (GET /db): doc_count and doc_del_count (nil
+// when the server does not report it).
+func rbHeld(t *testing.T, srv *couchtest.Server, db string) fleet.Replaced {
+	t.Helper()
+	var info fleet.Replaced
+	if err := srv.Client().GetJSON(t.Context(), "/"+db, &info); err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func equalCount(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+func fmtCount(n *int64) string {
+	if n == nil {
+		return "unknown"
+	}
+	return fmt.Sprint(*n)
+}
+
 // rbWarnings returns the result of db in a --json summary.
 func rbResult(t *testing.T, r arRun, db string) fleet.DBResult {
 	t.Helper()
@@ -119,11 +139,28 @@ func TestRestore_OlderBackupOverNewerData(t *testing.T) {
 		t.Fatalf("after the usage error: %d documents, want %d (untouched)", n, before)
 	}
 
-	// --replace: rolled back to exactly the archive's state.
+	// --replace: rolled back to exactly the archive's state; --json
+	// lists the database replaced with what it held.
+	held := rbHeld(t, srv, "db")
 	r = arSofa(t, bin, nil, "restore", path, srv.URL, "--replace", "--json")
 	r.want(t, exitOK)
+	if got := r.summary(t).Replaced; len(got) != 1 || got[0].Name != "db" || got[0].DocCount != held.DocCount || !equalCount(got[0].DocDelCount, held.DocDelCount) {
+		t.Errorf("--replace --json: replaced %+v, want db with doc_count %d, doc_del_count %v", got, held.DocCount, fmtCount(held.DocDelCount))
+	}
 	if d := rbResult(t, r, "db"); d.Status != fleet.StatusOK || len(d.Warnings) != 0 || d.DocsWritten != 33 {
 		t.Errorf("--replace: status %s, docs_written %d, warnings %q; want ok, 33, none", d.Status, d.DocsWritten, d.Warnings)
+	}
+	couchtest.AssertEqual(t, srv.DBURL("oracle"), srv.DBURL("db"), couchtest.CompareOptions{Security: true, RevsLimit: true})
+	// and its line, before the database is deleted
+	held = rbHeld(t, srv, "db")
+	r = arSofa(t, bin, nil, "restore", path, srv.URL, "--replace")
+	r.want(t, exitOK)
+	want = fmt.Sprintf(`sofa: replacing "db" on the target: deleting it (%d documents, %s deleted)`+"\n", held.DocCount, fmtCount(held.DocDelCount))
+	if held.DocDelCount == nil {
+		want = fmt.Sprintf(`sofa: replacing "db" on the target: deleting it (%d documents; the server does not report its deleted ones)`+"\n", held.DocCount)
+	}
+	if !strings.Contains(r.stderr, want) {
+		t.Errorf("--replace: stderr lacks %q:\n%s", want, r.stderr)
 	}
 	couchtest.AssertEqual(t, srv.DBURL("oracle"), srv.DBURL("db"), couchtest.CompareOptions{Security: true, RevsLimit: true})
 	if srv.Kind == couchtest.CouchDB {
