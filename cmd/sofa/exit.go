@@ -34,7 +34,8 @@ const exitCodesHelp = `Exit codes:
        and one deleted at the source during the run is left out (listed, in no count)
   4    verify found a difference
   130  interrupted (SIGINT, SIGTERM or SIGHUP): a copy or restore wrote its checkpoints (rerun to
-       resume); an interrupted backup leaves no archive (rerun to start over)`
+       resume; restore --replace says what a rerun does); an interrupted backup leaves no
+       archive (rerun to start over)`
 
 // resumeMsg is what an interrupted run says unless its outcome says
 // otherwise.

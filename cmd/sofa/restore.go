@@ -83,9 +83,11 @@ checks it: a damaged part fails the database and leaves it as it was. So
 --replace takes an archive file or s3:// object, not stdin, and refuses
 an archive whose index is damaged. Before deleting a database it prints
 what the database holds (replacing "db" on the target: deleting it (12
-documents, 3 deleted)); --json lists them as replaced. _users and
-_replicator are never deleted: they are written into. --replace and
---reuse-existing cannot be given together.
+documents, 3 deleted)); --json lists them as replaced. Interrupted, it
+says what a rerun does: the same command deletes each existing database
+again and restores it from the start; without --replace, the databases
+it recreated resume. _users and _replicator are never deleted: they are
+written into. --replace and --reuse-existing cannot be given together.
 
 The set of a sharded backup (backup --shard) is restored as one archive:
 name its manifest (NAME.set.json) or the ARCHIVE the backup was given. A
@@ -244,6 +246,8 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 	interrupted := "" // resumeMsg
 	if tgt.Kind() == sofa.KindArchive {
 		interrupted = interruptedArchive(tgtURL, "the restore")
+	} else if c.replace {
+		interrupted = replaceInterrupted(sum)
 	}
 	o := finishDBs(sum, err, c.out, "restored", interrupted)
 	if tgt.Kind() == sofa.KindArchive {
