@@ -247,7 +247,7 @@ func Sync(ctx context.Context, src, dst *Endpoint, o SyncOptions) (*SyncSummary,
 		if errors.Is(err, replicate.ErrSourceRecreated) {
 			r, err = s.startOver(ctx, name, err, func() (fleet.DBResult, error) { return job(ctx, name, p) })
 		}
-		s.ended(ctx, name, r, nil, err, time.Time{})
+		s.ended(ctx, name, r, nil, err, time.Time{}, false)
 		return r, err
 	}, fleet.Options{Limiters: limiters(src, dst), MaxDBs: o.Copy.MaxDBs, Fixed: o.Copy.Fixed,
 		IdealDuration: o.Copy.IdealDuration, Progress: o.Copy.Progress, Logger: o.Copy.Logger})

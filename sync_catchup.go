@@ -96,7 +96,7 @@ func (s *syncer) wakeJob(ctx context.Context, name string, p DBProgress) (fleet.
 	s.sum.DocsWritten += r.DocsWritten
 	s.sum.DocWriteFailures += r.DocWriteFailures
 	s.mu.Unlock()
-	s.ended(ctx, name, r, res, err, noticed)
+	s.ended(ctx, name, r, res, err, noticed, true)
 	return r, err
 }
 
@@ -200,10 +200,11 @@ func (s *syncer) logFailures(name string, res *replicate.Result) {
 	}
 }
 
-// ended records the end of a copy of name (initial or catch-up): the
-// source's deletion, a failure to retry, or a success; then one more run
-// if it changed meanwhile.
-func (s *syncer) ended(ctx context.Context, name string, r fleet.DBResult, res *replicate.Result, err error, noticed time.Time) {
+// ended records the end of a copy of name (wake: a catch-up, counted in
+// Runs; else the initial copy's, counted in its Summary): the source's
+// deletion, a failure to retry, or a success; then one more run if it
+// changed meanwhile.
+func (s *syncer) ended(ctx context.Context, name string, r fleet.DBResult, res *replicate.Result, err error, noticed time.Time, wake bool) {
 	m := s.o.Metrics.DB(name)
 	var cp string
 	if res != nil && err == nil {
@@ -229,6 +230,13 @@ func (s *syncer) ended(ctx context.Context, name string, r fleet.DBResult, res *
 		s.mu.Unlock()
 		return
 	}
+	// the refusal of its target logged before (said), and this one
+	refusal := ""
+	if errors.Is(err, dbcopy.ErrNotEmpty) {
+		refusal = err.Error()
+	}
+	said := d.refusal
+	d.refusal = refusal
 	created := false
 	if d.deleted {
 		d.deleted = false
@@ -244,8 +252,11 @@ func (s *syncer) ended(ctx context.Context, name string, r fleet.DBResult, res *
 		d.retry = min(max(2*d.retry, s.o.RetryInterval), time.Minute)
 		retry = d.retry
 		s.sum.Failing[name] = err.Error()
-		// not a database deleted on the source (reported as such above)
-		s.sum.RunsFailed++
+		if wake {
+			// not a database deleted on the source (reported as such
+			// above); the initial copy's failures are its Summary's
+			s.sum.RunsFailed++
+		}
 	} else {
 		if !d.synced && s.sum.CatchUp != nil && !slices.Contains(s.sum.Created, name) && !s.inCatchUp(name) {
 			s.sum.Created = append(s.sum.Created, name)
@@ -257,12 +268,18 @@ func (s *syncer) ended(ctx context.Context, name string, r fleet.DBResult, res *
 		delete(s.sum.Failing, name)
 	}
 	s.mu.Unlock()
-	if created && err == nil {
+	switch {
+	case created && err == nil:
 		s.o.Copy.logf("%s: created on the source; copied (docs_written=%d)", name, r.DocsWritten)
+	case said != "" && err == nil:
+		s.o.Copy.logf("%s: copied after all (docs_written=%d): its target database is no longer refused", name, r.DocsWritten)
 	}
 	s.event(SyncEvent{Kind: EventSynced, DB: name, Err: err, DocsWritten: r.DocsWritten})
 	switch {
-	case errors.Is(err, dbcopy.ErrNotEmpty):
+	case refusal != "" && refusal == said:
+		// Said at the change before: retried at its next change, and
+		// logged again only when the outcome is another.
+	case refusal != "":
 		// Not a passing fault: retried at its next change only.
 		s.o.Copy.logf("%s: %v; skipped until it changes again", name, err)
 	case s.refused(name, err):

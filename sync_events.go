@@ -69,7 +69,8 @@ type SyncSummary struct {
 	Mode string `json:"mode"`
 	// Runs counts catch-up copies after the initial one; RunsFailed
 	// those that failed (each retried), not counting a catch-up that
-	// found its database deleted on the source (listed in Deleted).
+	// found its database deleted on the source (listed in Deleted). The
+	// initial copy's failures are CatchUp's (DBsFailed), in neither.
 	Runs       int64 `json:"runs"`
 	RunsFailed int64 `json:"runs_failed"`
 	// DocsWritten and DocWriteFailures are the totals of those runs.

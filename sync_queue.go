@@ -40,6 +40,10 @@ type syncDB struct {
 	// revsLimit is the `_revs_limit` the target was last seen or made
 	// to hold (securitySweep); 0: not read yet, or a server without it.
 	revsLimit int
+	// refusal is the refusal of its target database (not empty, not a
+	// copy) last logged: the same one again at the next change says
+	// nothing new, and is not logged.
+	refusal string
 }
 
 // change is what the watch says about a database: when it noticed, and

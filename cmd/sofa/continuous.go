@@ -63,6 +63,7 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 		return err
 	}
 	prog := out.progress()
+	prog.phase = "initial_copy" // its lines end with it
 	var stopProg sync.Once
 	follow := newFollowLog(rc.progressEvery, logf)
 	if prog.show {
@@ -111,9 +112,10 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 			printJSON(os.Stdout, doc)
 		} else if !rc.quiet {
 			if sum.CatchUp != nil {
-				printFleetSummary(os.Stderr, withoutWarnings(sum.CatchUp), false)
+				printFleetSummaryOf(os.Stderr, withoutWarnings(sum.CatchUp), false, "initial copy")
 			}
-			fmt.Fprintf(os.Stderr, "sofa: continuous (%s) for %s: %s (%d failed), docs_written=%d doc_write_failures=%d, _security updates %d, _revs_limit updates %d; created %v, deleted on the source %v (deleted on the target %v)\n",
+			// the catch-ups' counts, the initial copy's being above
+			fmt.Fprintf(os.Stderr, "sofa: continuous (%s) for %s: %s after the initial copy (%d failed), docs_written=%d doc_write_failures=%d, _security updates %d, _revs_limit updates %d; created %v, deleted on the source %v (deleted on the target %v)\n",
 				sum.Mode, time.Duration(sum.Duration).Round(time.Second), catchUpCopies(sum.Runs), sum.RunsFailed, sum.DocsWritten, sum.DocWriteFailures, sum.SecurityUpdates, sum.RevsLimitUpdates,
 				eventNames(sum.Created), eventNames(sum.Deleted), eventNames(sum.DeletedOnTarget))
 			for db, e := range sum.Failing {

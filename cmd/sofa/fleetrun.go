@@ -60,12 +60,19 @@ type displayProgress struct {
 	d     *progress.Display
 	show  bool
 	every time.Duration
+	// phase, when set, names the part of the run shown (phase=...
+	// on every total line): "initial_copy" in a continuous run.
+	phase string
 }
 
 func (p *displayProgress) Start(dbs int, waiting func(stalled bool) string) {
 	p.t.SetTotal(dbs)
 	if p.show {
-		p.d = progress.Start(p.t, os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), progress.Options{Interval: p.every, Waiting: waiting})
+		o := progress.Options{Interval: p.every, Waiting: waiting}
+		if p.phase != "" {
+			o.Extra = func() []slog.Attr { return []slog.Attr{slog.String("phase", p.phase)} }
+		}
+		p.d = progress.Start(p.t, os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), o)
 	}
 }
 

@@ -38,9 +38,20 @@ func (rc *replicateCmd) runServers(ctx context.Context, src, tgt *sofa.Endpoint)
 // warnings. quiet (-q) leaves out the closing line and the databases that
 // are ok with warnings: what is left are errors.
 func printFleetSummary(w *os.File, s *fleet.Summary, quiet bool) {
+	printFleetSummaryOf(w, s, quiet, "")
+}
+
+// printFleetSummaryOf is printFleetSummary for a part of a run named by
+// of ("initial copy": a continuous run's), which starts its closing line
+// and the lines of its databases.
+func printFleetSummaryOf(w *os.File, s *fleet.Summary, quiet bool, of string) {
+	head := "sofa: "
+	if of != "" {
+		head += of + ": "
+	}
 	if !quiet && s.ArchiveNotWritten {
 		// no archive: nothing was backed up, whatever was read
-		fmt.Fprintf(w, "sofa: no archive written: %s in %.1fs, none kept: %d read whole, %d interrupted, %d failed, %d not started; docs_read=%d bytes=%d (%s) read; docs_written=0\n",
+		fmt.Fprintf(w, head+"no archive written: %s in %.1fs, none kept: %d read whole, %d interrupted, %d failed, %d not started; docs_read=%d bytes=%d (%s) read; docs_written=0\n",
 			countDBs(s.DBsTotal), time.Duration(s.Duration).Seconds(), s.DBsNotWritten, s.DBsInterrupted, s.DBsFailed, s.DBsNotStarted,
 			s.DocsRead, s.Bytes, humanBytes(s.Bytes))
 	} else if !quiet {
@@ -48,7 +59,7 @@ func printFleetSummary(w *os.File, s *fleet.Summary, quiet bool) {
 		if s.TotalUnknown {
 			of = " (of an unknown number: the read stopped before the archive's manifest)"
 		}
-		fmt.Fprintf(w, "sofa: %s%s in %.1fs: %d ok, %d partial, %d failed, %d interrupted, %d not started; docs_read=%d docs_written=%d doc_write_failures=%d bytes=%d (%s)\n",
+		fmt.Fprintf(w, head+"%s%s in %.1fs: %d ok, %d partial, %d failed, %d interrupted, %d not started; docs_read=%d docs_written=%d doc_write_failures=%d bytes=%d (%s)\n",
 			countDBs(s.DBsTotal), of, time.Duration(s.Duration).Seconds(), s.DBsOK, s.DBsPartial, s.DBsFailed, s.DBsInterrupted, s.DBsNotStarted,
 			s.DocsRead, s.DocsWritten, s.DocWriteFailures, s.Bytes, humanBytes(s.Bytes))
 	}
@@ -69,7 +80,7 @@ func printFleetSummary(w *os.File, s *fleet.Summary, quiet bool) {
 			// thousands of databases listed each (1,874 lines)
 			continue
 		}
-		fmt.Fprintf(w, "sofa: database %q: %s", d.Name, d.Status)
+		fmt.Fprintf(w, head+"database %q: %s", d.Name, d.Status)
 		if d.Status == fleet.StatusOK {
 			fmt.Fprintf(w, " with warnings")
 		}
