@@ -23,6 +23,12 @@ type Progress interface {
 // called for them instead of End.
 type InterruptedProgress = fleet.InterruptedProgress
 
+// LeftOutProgress is implemented by a Progress that takes the databases
+// left out during the run (deleted at the source; Summary.LeftOut) out of
+// its count of databases, as the Summary does: EndLeftOut is then called
+// for them instead of End.
+type LeftOutProgress = fleet.LeftOutProgress
+
 // DBProgress receives the counters of one database as they grow.
 type DBProgress = fleet.DBProgress
 

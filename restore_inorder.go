@@ -252,7 +252,7 @@ func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, 
 }
 
 // runTold runs the copy of one database of an archive read in order
-// (run), telling p (Begin, then End or EndInterrupted), as fleet.Run
+// (run), telling p (Begin, then End, EndInterrupted or EndLeftOut), as fleet.Run
 // does for the databases it schedules, and completes its result.
 func runTold(ctx context.Context, p Progress, name string, run func(DBProgress) (fleet.DBResult, error)) (fleet.DBResult, error) {
 	dp := p.Begin(name)
@@ -261,10 +261,6 @@ func runTold(ctx context.Context, p Progress, name string, run func(DBProgress) 
 	r.Name = name
 	r.Duration = fleet.Duration(time.Since(t0))
 	fleet.Decide(ctx, &r, err)
-	if ip, ok := p.(InterruptedProgress); ok && r.Status == fleet.StatusInterrupted {
-		ip.EndInterrupted(name, dp)
-	} else {
-		p.End(name, dp, r.Status == fleet.StatusFailed)
-	}
+	fleet.EndProgress(p, name, dp, r.Status)
 	return r, err
 }

@@ -42,6 +42,15 @@ type InterruptedProgress interface {
 	EndInterrupted(db string, p DBProgress)
 }
 
+// LeftOutProgress is implemented by a Progress that takes a database its
+// job left out (StatusLeftOut: deleted at the source during the run) out
+// of its count of databases, as Summary.Add does: EndLeftOut is then
+// called for it instead of End, so that the progress's last counts
+// agree with the Summary's.
+type LeftOutProgress interface {
+	EndLeftOut(db string, p DBProgress)
+}
+
 // Limiter is what Run reads of a host's request limiter (the sofa
 // package's Limiter) to decide how many databases run at once.
 type Limiter interface {

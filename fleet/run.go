@@ -176,11 +176,7 @@ func runOne(ctx context.Context, db string, job Job, opts Options) (r DBResult, 
 		r.DocWriteFailures, r.Bytes = p.failures.Load(), p.bytes.Load()
 	}
 	Decide(ctx, &r, err)
-	if ip, ok := opts.Progress.(InterruptedProgress); ok && r.Status == StatusInterrupted {
-		ip.EndInterrupted(db, dp)
-	} else if opts.Progress != nil {
-		opts.Progress.End(db, dp, r.Status == StatusFailed)
-	}
+	EndProgress(opts.Progress, db, dp, r.Status)
 	if lg := opts.Logger; lg != nil {
 		lvl := slog.LevelDebug
 		if r.Status != StatusOK {
@@ -191,6 +187,23 @@ func runOne(ctx context.Context, db string, job Job, opts Options) (r DBResult, 
 			"duration", time.Duration(r.Duration).Round(time.Millisecond), "error", r.Error)
 	}
 	return r, err
+}
+
+// EndProgress tells p (nil: nobody) that database db ended with status:
+// EndInterrupted or EndLeftOut where p counts those apart
+// (InterruptedProgress, LeftOutProgress), else End.
+func EndProgress(p Progress, db string, dp DBProgress, status Status) {
+	ip, interruptedApart := p.(InterruptedProgress)
+	lp, leftOutApart := p.(LeftOutProgress)
+	switch {
+	case p == nil:
+	case interruptedApart && status == StatusInterrupted:
+		ip.EndInterrupted(db, dp)
+	case leftOutApart && status == StatusLeftOut:
+		lp.EndLeftOut(db, dp)
+	default:
+		p.End(db, dp, status == StatusFailed)
+	}
 }
 
 // Decide sets the status of one database's result from the error its

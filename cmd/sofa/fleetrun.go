@@ -88,6 +88,13 @@ func (p *displayProgress) EndInterrupted(db string, d sofa.DBProgress) {
 	p.t.EndInterrupted(pd)
 }
 
+// EndLeftOut takes a database left out during the run (deleted at the
+// source) out of the count, as the summary does.
+func (p *displayProgress) EndLeftOut(db string, d sofa.DBProgress) {
+	pd, _ := d.(*progress.DB)
+	p.t.EndLeftOut(pd)
+}
+
 // Stop stops the display (no-op when none was started).
 func (p *displayProgress) Stop() {
 	if p.d != nil {

@@ -288,3 +288,30 @@ func TestStartLog_WaitingLineNoStaleRate(t *testing.T) {
 		}
 	})
 }
+
+// TestTracker_EndLeftOut: a database left out after it began (deleted
+// at the source) leaves the count of databases, done in none, as the
+// run's summary leaves it; its revisions stay in the totals, its
+// doc_write_failures do not. A total known only as databases begin
+// loses it too.
+func TestTracker_EndLeftOut(t *testing.T) {
+	for _, total := range []int{3, -1} {
+		tr := NewTracker()
+		tr.SetTotal(total)
+		keep, gone := tr.Begin("keep"), tr.Begin("gone")
+		tr.Begin("third")
+		gone.AddDocsRead(5)
+		gone.AddDocsWritten(4)
+		gone.AddDocWriteFailures(1)
+		tr.EndLeftOut(gone)
+		tr.EndLeftOut(gone) // twice: nothing more
+		tr.End(keep, false)
+		s := tr.Snapshot()
+		if s.DBsTotal != 2 || s.DBsDone != 1 || s.DBsFailed != 0 || len(s.Active) != 1 {
+			t.Errorf("total %d: %d of %d done (%d failed), %d active; want 1 of 2, 0 failed, 1 active", total, s.DBsDone, s.DBsTotal, s.DBsFailed, len(s.Active))
+		}
+		if s.Totals.DocsRead != 5 || s.Totals.DocsWritten != 4 || s.Totals.DocWriteFailures != 0 {
+			t.Errorf("total %d: totals %+v, want docs_read=5 docs_written=4 doc_write_failures=0", total, s.Totals)
+		}
+	}
+}

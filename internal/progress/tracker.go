@@ -172,17 +172,46 @@ func (t *Tracker) End(d *DB, failed bool) { t.end(d, failed, false) }
 // counted interrupted, not done.
 func (t *Tracker) EndInterrupted(d *DB) { t.end(d, false, true) }
 
+// EndLeftOut is End for a database the run left out after it began
+// (deleted at the source): it leaves the count of databases (DBsTotal)
+// and is counted neither done nor failed; its revisions read and written
+// and its bytes stay in the totals, its doc_write_failures do not (as a
+// fleet.Summary counts it).
+func (t *Tracker) EndLeftOut(d *DB) {
+	if t == nil || d == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.remove(d) {
+		return
+	}
+	t.dbsTotal = max(0, t.dbsTotal-1)
+	c := d.Counts()
+	c.DocWriteFailures, c.DocsTotal = 0, 0
+	t.finished.add(c)
+}
+
+// remove takes d out of the active databases (under mu); false: it was
+// not there.
+func (t *Tracker) remove(d *DB) bool {
+	i := slices.Index(t.active, d)
+	if i < 0 {
+		return false
+	}
+	t.active = slices.Delete(t.active, i, i+1)
+	return true
+}
+
 func (t *Tracker) end(d *DB, failed, interrupted bool) {
 	if t == nil || d == nil {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	i := slices.Index(t.active, d)
-	if i < 0 {
+	if !t.remove(d) {
 		return
 	}
-	t.active = slices.Delete(t.active, i, i+1)
 	switch {
 	case interrupted:
 		t.dbsInter++
