@@ -112,7 +112,7 @@ func (rc *replicateCmd) runServersContinuous(ctx context.Context, src, tgt *sofa
 			printJSON(os.Stdout, doc)
 		} else if !rc.quiet {
 			if sum.CatchUp != nil {
-				printFleetSummaryOf(os.Stderr, withoutWarnings(sum.CatchUp), false, "initial copy")
+				printFleetSummaryOf(os.Stderr, withoutWarnings(sum.CatchUp), false, "initial copy", "")
 			}
 			// the catch-ups' counts, the initial copy's being above
 			fmt.Fprintf(os.Stderr, "sofa: continuous (%s) for %s: %s after the initial copy (%d failed), docs_written=%d doc_write_failures=%d, _security updates %d, _revs_limit updates %d; created %v, deleted on the source %v (deleted on the target %v)\n",

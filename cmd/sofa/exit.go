@@ -107,6 +107,10 @@ type outcome struct {
 	// missing are the members of a set a check left out
 	// (--allow-partial): the check is then partial.
 	missing []string
+	// closing is, under -q, the closing line the summary was printed
+	// before (see printFleetSummaryOf: it may be the only line giving a
+	// database's failure), "" otherwise.
+	closing string
 }
 
 func (o *outcome) Error() string {
@@ -183,7 +187,11 @@ func exitFor(err error, interrupted bool) (code int, msg string) {
 		return exitPartial, fmt.Sprintf("%d revisions were not copied (listed above)", len(o.res.Failures))
 	}
 	if code == exitFatal && interrupted {
-		// a failure caused by the interruption: say what it was
+		// a failure caused by the interruption: say what it was (and
+		// still what the summary left to the closing line)
+		if o.closing != "" {
+			return exitInterrupted, o.closing + "; " + resumeLine()
+		}
 		return exitInterrupted, resumeLine()
 	}
 	return code, msg

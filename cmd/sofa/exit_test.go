@@ -56,6 +56,8 @@ func TestExitFor(t *testing.T) {
 		{"fleet all failed, documents written", &outcome{sum: wroteSome, verb: "copied"}, false, exitPartial, "1 of 1 databases were not copied completely (listed above)"},
 		{"fleet one done, one failed", &outcome{sum: someFailed, verb: "restored"}, false, exitPartial, "1 of 2 databases were not restored completely (listed above)"},
 		{"fleet nothing done during a signal", &outcome{sum: none, verb: "restored"}, true, exitInterrupted, resumeMsg},
+		// under -q the summary left "a"'s failure to the closing line: kept
+		{"fleet nothing done during a signal, -q", &outcome{sum: noneOfOne, verb: "copied", closing: `nothing was copied: database "a" failed: refused`}, true, exitInterrupted, `nothing was copied: database "a" failed: refused; ` + resumeMsg},
 		{"fleet interrupted", &outcome{sum: cut, verb: "copied"}, false, exitInterrupted, resumeMsg},
 		{"fleet canceled", &outcome{sum: ok, err: canceled}, false, exitInterrupted, resumeMsg},
 		{"fleet interrupted, a final checkpoint lost", &outcome{sum: &sofa.Summary{DBsTotal: 2, Interrupted: true, DBs: []sofa.DBResult{

@@ -123,7 +123,12 @@ func finishDBsInto(sum *sofa.Summary, err error, out outputFlags, verb, interrup
 			}
 			printJSON(os.Stdout, doc)
 		} else {
-			printFleetSummary(os.Stderr, sum, out.quiet)
+			closing := ""
+			if out.quiet {
+				_, closing = exitFor(o, false)
+				o.closing = closing
+			}
+			printFleetSummaryOf(os.Stderr, sum, out.quiet, "", closing)
 		}
 	}
 	return o

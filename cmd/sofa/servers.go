@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sofadb/sofa"
@@ -38,13 +39,16 @@ func (rc *replicateCmd) runServers(ctx context.Context, src, tgt *sofa.Endpoint)
 // warnings. quiet (-q) leaves out the closing line and the databases that
 // are ok with warnings: what is left are errors.
 func printFleetSummary(w *os.File, s *fleet.Summary, quiet bool) {
-	printFleetSummaryOf(w, s, quiet, "")
+	printFleetSummaryOf(w, s, quiet, "", "")
 }
 
 // printFleetSummaryOf is printFleetSummary for a part of a run named by
 // of ("initial copy": a continuous run's), which starts its closing line
-// and the lines of its databases.
-func printFleetSummaryOf(w *os.File, s *fleet.Summary, quiet bool, of string) {
+// and the lines of its databases. closing is the line the run ends with
+// (exitFor's): under quiet, a failed database whose name and error it
+// gives, and that has nothing listed under it, is left to it (-q printed
+// such a failure twice, one line after the other).
+func printFleetSummaryOf(w *os.File, s *fleet.Summary, quiet bool, of, closing string) {
 	head := "sofa: "
 	if of != "" {
 		head += of + ": "
@@ -80,6 +84,9 @@ func printFleetSummaryOf(w *os.File, s *fleet.Summary, quiet bool, of string) {
 			// thousands of databases listed each (1,874 lines)
 			continue
 		}
+		if quiet && saysFailure(closing, d) {
+			continue
+		}
 		fmt.Fprintf(w, head+"database %q: %s", d.Name, d.Status)
 		if d.Status == fleet.StatusOK {
 			fmt.Fprintf(w, " with warnings")
@@ -95,6 +102,13 @@ func printFleetSummaryOf(w *os.File, s *fleet.Summary, quiet bool, of string) {
 			fmt.Fprintf(w, "sofa:   warning: %s\n", m)
 		}
 	}
+}
+
+// saysFailure reports whether the line closing gives d's failure whole:
+// its name and its error, with no revision or warning listed under it.
+func saysFailure(closing string, d fleet.DBResult) bool {
+	return d.Status == fleet.StatusFailed && d.Error != "" && len(d.Failures) == 0 && len(d.Warnings) == 0 &&
+		strings.Contains(closing, d.Error) && strings.Contains(closing, d.Name)
 }
 
 // countDBs is "1 database" or "N databases".
