@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,9 +13,10 @@ import (
 // prints its failure once: the closing line, which gives the database
 // and its error, and not the database's line of the summary before it
 // too (found by a reviewer: the same failure on two lines, one after
-// the other). Both a run in which every database failed (a target
-// database that is not empty) and one stopped by a lost target (its
-// writes reset for longer than --retry-time).
+// the other). A run in which every database failed (a target database
+// that is not empty), one stopped by a lost target (its writes reset
+// for longer than --retry-time), a one-database copy and a backup whose
+// server is lost the same way.
 func TestServers_QuietFailureOnce(t *testing.T) {
 	bin := sofaBin(t)
 	src, tgt := couchtest.Start(t), couchtest.Start(t)
@@ -52,5 +54,21 @@ func TestServers_QuietFailureOnce(t *testing.T) {
 		}
 		r := cliRun(t, bin, "replicate", src.URL, px.URL, "--include", "keep", "--retry-time", "1s", "-q")
 		once(t, r, "keep", "stopped, no further database started: keep: target:")
+	})
+	t.Run("one database, target lost", func(t *testing.T) {
+		px := faultproxy.StartT(t, tgt.URL)
+		if err := px.SetRules(faultproxy.Rule{Fault: faultproxy.Reset, Path: `^/one/_bulk_docs$`}); err != nil {
+			t.Fatal(err)
+		}
+		r := cliRun(t, bin, "replicate", src.URL+"/keep", px.URL+"/one", "--create-target", "--retry-time", "1s", "-q")
+		once(t, r, "one", "_bulk_docs")
+	})
+	t.Run("backup, source lost", func(t *testing.T) {
+		px := faultproxy.StartT(t, src.URL)
+		if err := px.SetRules(faultproxy.Rule{Fault: faultproxy.Reset, Path: `^/keep/_changes$`}); err != nil {
+			t.Fatal(err)
+		}
+		r := cliRun(t, bin, "backup", px.URL, filepath.Join(t.TempDir(), "b.sofa"), "--include", "keep", "--retry-time", "1s", "-q")
+		once(t, r, "keep", "_changes")
 	})
 }
