@@ -23,12 +23,29 @@ import (
 // lines count them: the initial copy's failure is not among the
 // catch-ups that failed (found by a reviewer: "15 catch-up copies (16
 // failed)").
+//
+// The source is polled, and on CouchDB also watched through _db_updates
+// (as the reviewer's was).
 func TestCLI_ContinuousRefusedOnce(t *testing.T) {
 	bin := sofaBin(t)
+	t.Run("poll", func(t *testing.T) { continuousRefusedOnce(t, bin, "poll") })
+	t.Run("db_updates", func(t *testing.T) {
+		couchtest.RequireKind(t, couchtest.CouchDB, "PouchDB Server has no _db_updates")
+		continuousRefusedOnce(t, bin, "db_updates")
+	})
+}
+
+func continuousRefusedOnce(t *testing.T, bin, mode string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	src, tgt := couchtest.Start(t), couchtest.Start(t)
 	cs, ct := src.Client(), tgt.Client()
+	if mode == "db_updates" {
+		// _db_updates needs it (as after _cluster_setup)
+		if err := cs.CreateDB(ctx, "_global_changes"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, db := range []string{"fine", "taken"} {
 		if err := cs.CreateDB(ctx, db); err != nil {
 			t.Fatal(err)
@@ -49,7 +66,12 @@ func TestCLI_ContinuousRefusedOnce(t *testing.T) {
 	}
 	r := startBg(t, ctx, bin, "replicate", "--continuous", "--poll-interval", "200ms", "--progress-interval", "250ms", src.URL, tgt.URL)
 	r.waitLine(regexp.MustCompile(`msg="progress final" .*dbs_total=2 .*phase=initial_copy`))
-	r.waitLine(regexp.MustCompile(`initial copy done: 2 databases \(1 ok, 0 partial, 1 failed\)`))
+	r.waitLine(regexp.MustCompile(`initial copy done: 2 databases \(1 ok, 0 partial, 1 failed\); following the source \(` + mode + `\)`))
+	// The catch-ups of the loads above (the watch started before the
+	// initial copy) end first: a write made while the refused copy of
+	// taken runs waits for the next write (as the log said: "skipped
+	// until it changes again"), and would leave no line to wait for.
+	r.waitLine(regexp.MustCompile(`following: no change copied`))
 	for i := range 2 {
 		put("taken", fmt.Sprintf("more%d", i))
 		r.waitLine(regexp.MustCompile(`following: \d+ catch-up cop(y|ies) of 1 database ended \([1-9]\d* failed\)`))
@@ -81,7 +103,7 @@ func TestCLI_ContinuousRefusedOnce(t *testing.T) {
 		f, _ := strconv.Atoi(m[2])
 		copies, failed = copies+c, failed+f
 	}
-	final := regexp.MustCompile(`continuous \(\w+\) for \d+s: (\d+) catch-up cop(?:y|ies) after the initial copy \((\d+) failed\)`).FindStringSubmatch(out)
+	final := regexp.MustCompile(`continuous \(` + mode + `\) for \d+s: (\d+) catch-up cop(?:y|ies) after the initial copy \((\d+) failed\)`).FindStringSubmatch(out)
 	if final == nil || final[1] != strconv.Itoa(copies) || final[2] != strconv.Itoa(failed) || failed < 2 {
 		t.Errorf("final line %q, want the %d catch-up copies (%d failed, 2 or more) of the following lines:\n%s", final, copies, failed, out)
 	}
