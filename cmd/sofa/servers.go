@@ -59,12 +59,12 @@ func printFleetSummaryOf(w *os.File, s *fleet.Summary, quiet bool, of, closing s
 			countDBs(s.DBsTotal), time.Duration(s.Duration).Seconds(), s.DBsNotWritten, s.DBsInterrupted, s.DBsFailed, s.DBsNotStarted,
 			s.DocsRead, s.Bytes, humanBytes(s.Bytes))
 	} else if !quiet {
-		of := ""
+		unknown := ""
 		if s.TotalUnknown {
-			of = " (of an unknown number: the read stopped before the archive's manifest)"
+			unknown = " (of an unknown number: the read stopped before the archive's manifest)"
 		}
 		fmt.Fprintf(w, head+"%s%s in %.1fs: %d ok, %d partial, %d failed, %d interrupted, %d not started; docs_read=%d docs_written=%d doc_write_failures=%d bytes=%d (%s)\n",
-			countDBs(s.DBsTotal), of, time.Duration(s.Duration).Seconds(), s.DBsOK, s.DBsPartial, s.DBsFailed, s.DBsInterrupted, s.DBsNotStarted,
+			countDBs(s.DBsTotal), unknown, time.Duration(s.Duration).Seconds(), s.DBsOK, s.DBsPartial, s.DBsFailed, s.DBsInterrupted, s.DBsNotStarted,
 			s.DocsRead, s.DocsWritten, s.DocWriteFailures, s.Bytes, humanBytes(s.Bytes))
 	}
 	if !quiet {
@@ -104,11 +104,20 @@ func printFleetSummaryOf(w *os.File, s *fleet.Summary, quiet bool, of, closing s
 	}
 }
 
-// saysFailure reports whether the line closing gives d's failure whole:
-// its name and its error, with no revision or warning listed under it.
+// saysFailure reports whether the line closing gives d's failure whole,
+// its name and its error as exitFor words them ('database "a" failed:
+// E', 'the first, "a": E', a lost server's 'a: E'), for a failed
+// database with no revision or warning listed under it.
 func saysFailure(closing string, d fleet.DBResult) bool {
-	return d.Status == fleet.StatusFailed && d.Error != "" && len(d.Failures) == 0 && len(d.Warnings) == 0 &&
-		strings.Contains(closing, d.Error) && strings.Contains(closing, d.Name)
+	if d.Status != fleet.StatusFailed || d.Error == "" || len(d.Failures) > 0 || len(d.Warnings) > 0 {
+		return false
+	}
+	for _, f := range []string{"%q failed: %s", "%q: %s", "%s: %s"} {
+		if strings.Contains(closing, fmt.Sprintf(f, d.Name, d.Error)) {
+			return true
+		}
+	}
+	return false
 }
 
 // countDBs is "1 database" or "N databases".
