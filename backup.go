@@ -46,6 +46,10 @@ type BackupOptions struct {
 	Since string
 	// Compression of archive members ("": zstd).
 	Compression archive.Compression
+	// ArchiveVersion is the archive format version written: 0 means
+	// archive.FormatVersion (3, which packs each database's small members);
+	// 2 writes the layout that sofa releases before version 3 read.
+	ArchiveVersion int
 	// Overwrite replaces an existing archive (or an empty file); any other
 	// file or object under the name is refused with an *OptionError.
 	Overwrite bool
@@ -197,7 +201,7 @@ func Backup(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*Summary,
 	if _, local := dst.store.(storage.Local); tempDir == "" && local && name != storage.Stdio {
 		tempDir = filepath.Dir(name)
 	}
-	w, err := archive.NewWriter(sink, archive.Options{Compression: o.Compression, Tool: o.Tool, Source: source, Since: since, Shard: shard, TempDir: tempDir,
+	w, err := archive.NewWriter(sink, archive.Options{Compression: o.Compression, Version: o.ArchiveVersion, Tool: o.Tool, Source: source, Since: since, Shard: shard, TempDir: tempDir,
 		SpoolAhead: spoolAhead(dst.store)})
 	if err != nil {
 		sink.Abort()

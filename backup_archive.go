@@ -48,7 +48,7 @@ func backupArchive(ctx context.Context, src, dst *Endpoint, o BackupOptions) (*S
 	}
 	p, err := PlanRestore(ctx, []*Endpoint{src}, RestoreOptions{
 		Engine: o.Engine, Selection: o.Selection, WithReplicator: true,
-		Output:     ArchiveOutput{Compression: o.Compression, Overwrite: o.Overwrite, Tool: o.Tool, TempDir: o.TempDir},
+		Output:     ArchiveOutput{Compression: o.Compression, ArchiveVersion: o.ArchiveVersion, Overwrite: o.Overwrite, Tool: o.Tool, TempDir: o.TempDir},
 		RunControl: o.RunControl,
 	})
 	if err != nil {

@@ -18,6 +18,9 @@ func (o BackupOptions) checkLocal() error {
 	if _, err := archive.ParseCompression(string(o.Compression)); err != nil {
 		return &OptionError{Err: err}
 	}
+	if err := checkArchiveVersion(o.ArchiveVersion); err != nil {
+		return err
+	}
 	if o.TempDir == "" {
 		return nil
 	}
@@ -27,6 +30,15 @@ func (o BackupOptions) checkLocal() error {
 	}
 	if err != nil {
 		return optionErr("temporary directory %s: %w", o.TempDir, err)
+	}
+	return nil
+}
+
+// checkArchiveVersion refuses a format version no writer writes, as an
+// *OptionError (--archive-version).
+func checkArchiveVersion(v int) error {
+	if v != 0 && v != 2 && v != archive.FormatVersion {
+		return optionErr("--archive-version %d: sofa writes archive format versions 2 and %d", v, archive.FormatVersion)
 	}
 	return nil
 }

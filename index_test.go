@@ -107,7 +107,7 @@ func TestArchiveIndex_ReadsOnlyWhatIsNeeded(t *testing.T) {
 	}
 	h, dbs, err := archive.List(f)
 	f.Close()
-	if err != nil || h.Version != 2 || len(dbs) != 3 {
+	if err != nil || h.Version != archive.FormatVersion || len(dbs) != 3 {
 		t.Fatalf("List: %+v %v %v", h, dbs, err)
 	}
 	if st.seq.Load() != 0 || st.at.Load() > archive.FooterSize+1024+16<<10 {

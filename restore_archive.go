@@ -28,6 +28,10 @@ import (
 type ArchiveOutput struct {
 	// Compression of archive members ("": zstd).
 	Compression archive.Compression
+	// ArchiveVersion is the archive format version written: 0 means
+	// archive.FormatVersion (3, which packs each database's small members);
+	// 2 writes the layout that sofa releases before version 3 read.
+	ArchiveVersion int
 	// Overwrite replaces an existing archive (or an empty file); any other
 	// file or object under the name is refused with an *OptionError.
 	Overwrite bool
@@ -326,6 +330,9 @@ type newArchive struct {
 // read) and starts its writer, source recorded as the header's Source;
 // verb names the operation in finish's errors.
 func createArchive(ctx context.Context, dst *Endpoint, o ArchiveOutput, source, verb string, logf func(string, ...any)) (*newArchive, error) {
+	if err := checkArchiveVersion(o.ArchiveVersion); err != nil {
+		return nil, err
+	}
 	sink, err := dst.store.Create(ctx, dst.archive, storage.CreateOptions{Overwrite: o.Overwrite, OnStale: func(p string) {
 		logf("removed %s (left by a killed backup)", p)
 	}})
@@ -340,7 +347,7 @@ func createArchive(ctx context.Context, dst *Endpoint, o ArchiveOutput, source, 
 	if _, local := dst.store.(storage.Local); tempDir == "" && local && dst.archive != storage.Stdio {
 		tempDir = filepath.Dir(dst.archive)
 	}
-	w, err := archive.NewWriter(sink, archive.Options{Compression: o.Compression, Tool: o.Tool, Source: source, TempDir: tempDir,
+	w, err := archive.NewWriter(sink, archive.Options{Compression: o.Compression, Version: o.ArchiveVersion, Tool: o.Tool, Source: source, TempDir: tempDir,
 		SpoolAhead: spoolAhead(dst.store)})
 	if err != nil {
 		sink.Abort()

@@ -41,7 +41,7 @@ func (a *damagedArchive) chunkAt(t *testing.T, db string) int64 {
 		if err != nil {
 			t.Fatalf("no doc chunk of %s: %v", db, err)
 		}
-		if strings.HasPrefix(h.Name, "db/"+db+"/docs-") {
+		if strings.HasPrefix(h.Name, "db/"+db+"/docs-") || strings.HasPrefix(h.Name, "db/"+db+"/pack-") {
 			return cr.n // tar reads a header exactly, no read-ahead
 		}
 	}
@@ -118,12 +118,12 @@ func TestRestore_DamagedArchive(t *testing.T) {
 		whole   int  // groups restored before the damage
 		unknown bool // the databases after it cannot be known
 	}{
-		{"file cut short", data[:chunk+10], false, "db/" + a.order[k] + "/docs-", archive.ErrTruncated, k, true},
+		{"file cut short", data[:chunk+10], false, "db/" + a.order[k] + "/pack-", archive.ErrTruncated, k, true},
 		{"damaged footer", flipped(data, a.footer+40), false, "footer.json", archive.ErrChecksum, len(names), false},
 		{"damaged index", flipped(data, (a.index[0]+a.index[1])/2), false, "index.json.gz", archive.ErrChecksum, len(names), false},
-		{"damaged index and group", flipped(data, (a.index[0]+a.index[1])/2, chunk+10), false, "db/" + a.order[k] + "/docs-", archive.ErrChecksum, k, false},
-		{"stdin cut short", data[:chunk+10], true, "db/" + a.order[k] + "/docs-", archive.ErrTruncated, k, true},
-		{"stdin damaged group", flipped(data, chunk+10), true, "db/" + a.order[k] + "/docs-", archive.ErrChecksum, k, false},
+		{"damaged index and group", flipped(data, (a.index[0]+a.index[1])/2, chunk+10), false, "db/" + a.order[k] + "/pack-", archive.ErrChecksum, k, false},
+		{"stdin cut short", data[:chunk+10], true, "db/" + a.order[k] + "/pack-", archive.ErrTruncated, k, true},
+		{"stdin damaged group", flipped(data, chunk+10), true, "db/" + a.order[k] + "/pack-", archive.ErrChecksum, k, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ar := damagedEndpoint(t, c.data, c.stdin)

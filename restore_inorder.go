@@ -132,6 +132,39 @@ func (c *restorer) goesOnWithout(st *archiveRead, a *Endpoint, skip map[string]i
 	}
 }
 
+// failDamagedGroup gives the database whose group err found damaged
+// before the group began (its first member, a pack of format version 3
+// holding its meta.json) its result: failed, with err. Its name is known
+// from the archive's databases, or from the member's directory when that
+// is the name itself; otherwise it stays unnamed (not started, or
+// unknown).
+func (c *restorer) failDamagedGroup(st *archiveRead, err error, path string, tgt *couch.Endpoint, filter fleet.Filter, sum *fleet.Summary) {
+	dir := archive.GroupDir(err)
+	if dir == "" {
+		return
+	}
+	name := ""
+	if st.known {
+		for _, n := range st.names {
+			if archive.DirName(n) == dir {
+				name = n
+			}
+		}
+	} else if archive.DirName(dir) == dir {
+		name = dir
+	}
+	if name == "" || st.done[name] || !filter.Match(name) {
+		return
+	}
+	if _, ok := st.blocked[name]; ok {
+		return
+	}
+	st.done[name] = true
+	st.failed = name
+	sum.Add(fleet.DBResult{Name: c.targetName(name, tgt.DBName), Status: fleet.StatusFailed,
+		Error: fmt.Sprintf("%s: %v", path, err)})
+}
+
 // learn reads on past the damage that stopped rd to the archive's
 // manifest (archive.Reader.Skim) when its databases are not known yet,
 // to name those the restore never reached. A stream broken at the damage
@@ -197,6 +230,7 @@ func (c *restorer) restoreArchive(ctx context.Context, j *pairJob, a *Endpoint, 
 		}
 		if err != nil {
 			st.learn(c, rd, filter)
+			c.failDamagedGroup(st, err, path, tgt, filter, sum)
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		if !filter.Match(dbr.Name()) {

@@ -64,7 +64,7 @@ func TestRestore_SetDamagedMemberOthersGoOn(t *testing.T) {
 		after fleet.Status
 	}{
 		{"damaged footer", int64(len(data)) - 1536 + 40, "footer.json", len(a.order), ""},
-		{"damaged group", a.chunkAt(t, a.order[1]) + 10, "db/" + a.order[1] + "/docs-", 1, fleet.StatusOK},
+		{"damaged group", a.chunkAt(t, a.order[1]) + 10, "db/" + a.order[1] + "/pack-", 1, fleet.StatusOK},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if err := os.WriteFile(first, flipped(data, c.at), 0o600); err != nil {

@@ -1,7 +1,6 @@
 package archive
 
 import (
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -85,13 +84,17 @@ func (r *Reader) skimToManifest() ([]DBSummary, error) {
 		if h.Size > r.opts.MaxMemberSize {
 			return nil, memberErr(h.Name, ErrTooLarge, "")
 		}
-		sh := sha256.New()
-		body := io.TeeReader(r.tr, sh)
-		man, _, perr := parseManifest(body)
-		if _, err := io.Copy(io.Discard, body); err != nil {
-			return nil, r.dataErr(h.Name, err)
+		ms, err := openManifest(r.tr, r.opts.MaxMemberSize, p.codec)
+		if err != nil {
+			return nil, err
 		}
-		if err := checkStoredSum(h.Name, sh, h.PAXRecords[paxSHA256]); err != nil {
+		man, _, perr := parseManifest(ms.JSON)
+		if ioErr, err := ms.drain(h.Name); ioErr != nil {
+			return nil, r.dataErr(h.Name, ioErr)
+		} else if err != nil {
+			return nil, err
+		}
+		if err := ms.check(h.Name, h.PAXRecords[paxSHA256], h.PAXRecords[paxRawSHA256]); err != nil {
 			return nil, err
 		}
 		if err := rawRecordsAgree(h, p); err != nil {

@@ -181,6 +181,27 @@ func (d *decoders) unzstd(member string, stored []byte, rawSize int64) ([]byte, 
 	return out[:rawSize:rawSize], nil
 }
 
+// unzstdUpTo decodes the zstd frames of stored as a stream, refusing more
+// than limit bytes: for frames that do not declare their size.
+func (d *decoders) unzstdUpTo(member string, stored []byte, limit int64) ([]byte, error) {
+	z, err := zstd.NewReader(bytes.NewReader(stored),
+		zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxWindow(maxZstdWindow))
+	if err != nil {
+		return nil, memberErr(member, ErrFormat, "zstd: "+err.Error())
+	}
+	defer z.Close()
+	out, err := io.ReadAll(io.LimitReader(z, limit+1))
+	switch {
+	case err != nil:
+		return nil, memberErr(member, ErrFormat, "zstd: "+err.Error())
+	case int64(len(out)) > limit:
+		return nil, memberErr(member, ErrTooLarge, fmt.Sprintf("decompresses to more than %d bytes", limit))
+	}
+	return out, nil
+}
+
 // readDeclared reads exactly rawSize bytes from r, a decompressor of
 // codec c, and checks that nothing follows.
 func readDeclared(member string, c Compression, r io.Reader, rawSize int64) ([]byte, error) {

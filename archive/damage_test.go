@@ -24,7 +24,7 @@ import (
 // attachments.
 func goodArchive(t testing.TB) []byte {
 	dbs := map[string][]*replicate.Doc{"alpha": sampleDocs(), "beta": sampleDocs()}
-	return writeArchive(t, Options{ChunkSize: 400}, dbs, []string{"alpha", "beta"})
+	return writeArchive(t, Options{ChunkSize: 400, Version: 2}, dbs, []string{"alpha", "beta"})
 }
 
 // rewrite copies an archive member by member; edit may drop a member
@@ -232,7 +232,7 @@ func digestRead(dbs map[string]*readDB) string {
 func TestUnknownVersion(t *testing.T) {
 	data := rewrite(t, goodArchive(t), func(h *tar.Header, body []byte) (bool, []byte) {
 		if h.Name == headerName {
-			nb := bytes.Replace(body, []byte(fmt.Sprintf(`"version": %d`, FormatVersion)), []byte(fmt.Sprintf(`"version": %d`, FormatVersion+1)), 1)
+			nb := bytes.Replace(body, []byte(`"version": 2`), []byte(fmt.Sprintf(`"version": %d`, FormatVersion+1)), 1)
 			if bytes.Equal(nb, body) {
 				t.Fatal("header has no version to rewrite")
 			}

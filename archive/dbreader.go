@@ -436,6 +436,11 @@ func (d *DBReader) finish(m *member) error {
 	if s.Tombstones != d.tombstones || s.Attachments != d.atts {
 		return memberErr(m.name, ErrManifest, fmt.Sprintf("says %d tombstones and %d attachment references, group holds %d and %d", s.Tombstones, s.Attachments, d.tombstones, d.atts))
 	}
+	if d.r.hdr.Version >= 3 {
+		// its stored_bytes is 0 (it is inside the group's last pack):
+		// the group's are what was read
+		s.StoredBytes = d.r.groupStored[d.dir]
+	}
 	if metaEmpty(s.Metadata) {
 		// written {} when it is meta.json's: the summary is meta.json's
 		// (which a restore applies), compared so with the manifest's

@@ -72,6 +72,13 @@ type DBWriter struct {
 	// counted outside mu, by emitters
 	storedBytes, nblobs, blobBytes, chunks, docBytes atomic.Int64
 
+	// format version 3 (dbwriter_pack.go): the members collected for
+	// the next pack, the packs cut so far, and firstOut, closed once the
+	// first pack (holding meta.json) is written
+	pk       packBuf
+	npack    int
+	firstOut chan struct{}
+
 	// the first error of a chunk written by the pool; a chunk job never
 	// takes mu, which WriteDocs holds while it waits for a pool slot.
 	jobMu  sync.Mutex
@@ -88,6 +95,9 @@ func newDBWriter(w *Writer, name, dir string) *DBWriter {
 		checkpoints: map[string]json.RawMessage{},
 	}
 	d.summary = DBSummary{Name: name, Dir: dir}
+	if d.packs() {
+		d.firstOut = make(chan struct{})
+	}
 	if s := w.opts.Since; s != nil {
 		if st, ok := s.Databases[name]; ok {
 			d.prev = &st
@@ -338,6 +348,10 @@ func (d *DBWriter) startLocked() error {
 	}
 	d.startMeta, _ = json.Marshal(m.Metadata)
 	raw = append(raw, '\n')
+	if d.packs() {
+		d.pk.add(metaName(d.dir), raw, false)
+		return nil
+	}
 	if err := d.emit(metaName(d.dir), raw, int64(len(raw)), sha256.Sum256(raw), true); err != nil {
 		d.err = err
 		return err

@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"context"
 	"sync"
 
 	"github.com/sofadb/sofa/replicate"
@@ -23,7 +24,8 @@ var doneBlob = func() *blobWait { b := &blobWait{done: make(chan struct{})}; clo
 
 // ensureBlob writes a's bytes as blob member sum unless this group or the
 // archive already holds them; it returns once the blob is in the stream
-// (or spool), so a record referencing it may follow.
+// (or spool), or in the group's next pack (format version 3), so a record
+// referencing it may follow.
 func (d *DBWriter) ensureBlob(sum [32]byte, a *replicate.Attachment) error {
 	d.mu.Lock()
 	if b, ok := d.blobs[sum]; ok {
@@ -35,9 +37,18 @@ func (d *DBWriter) ensureBlob(sum [32]byte, a *replicate.Attachment) error {
 	d.blobs[sum] = b
 	d.mu.Unlock()
 
-	if d.w.isCommitted(sum) {
+	switch {
+	case d.w.isCommitted(sum):
 		b.err = nil
-	} else {
+	case d.packs() && len(a.Data) <= packBlobMax:
+		plain := a.Encoding != "" || compressedType(a.ContentType) || !compressible(a.Data)
+		b.err = d.packBlob(context.Background(), sum, a.Data, plain)
+	default:
+		if d.packs() {
+			if b.err = d.beforeOwnBlob(context.Background()); b.err != nil {
+				break
+			}
+		}
 		codec := d.w.opts.Compression
 		var stored, comp []byte
 		var buf *[]byte

@@ -29,6 +29,9 @@ func (d *DBWriter) finish(reason string) error {
 	d.closed = true
 	d.forgetRevsLocked()
 	err := d.startLocked()
+	if d.packs() {
+		return d.finishPacked(err, reason)
+	}
 	if err == nil && len(d.buf) > 0 {
 		err = d.queueChunkLocked(context.Background())
 	}
@@ -49,6 +52,23 @@ func (d *DBWriter) finish(reason string) error {
 	direct := d.direct
 	d.spoolMu.Unlock()
 	d.mu.Lock()
+	sum := d.summaryLocked(reason)
+	d.mu.Unlock()
+	if err == nil {
+		raw, jerr := d.endJSON(sum)
+		if jerr != nil {
+			err = jerr
+		} else {
+			err = d.emit(endName(d.dir), raw, int64(len(raw)), sha256.Sum256(raw), true)
+		}
+	}
+	return d.handOver(err, sum, direct)
+}
+
+// summaryLocked fills the group's summary from what was written (d.mu
+// held): the counts of the members emitted and, for a pack not yet cut,
+// collected (format version 3).
+func (d *DBWriter) summaryLocked(reason string) DBSummary {
 	d.summary.Seq = d.seq
 	// Checkpoints carry forward: a database unchanged since the previous
 	// archive gets no new one, and keeps the previous archive's, so the
@@ -67,17 +87,55 @@ func (d *DBWriter) finish(reason string) error {
 	d.summary.Error = reason
 	d.summary.Blobs, d.summary.BlobBytes = d.nblobs.Load(), d.blobBytes.Load()
 	d.summary.Chunks, d.summary.DocBytes = int(d.chunks.Load()), d.docBytes.Load()
+	if d.packs() && len(d.buf) > 0 {
+		d.summary.Chunks++
+		d.summary.DocBytes += int64(len(d.buf))
+	}
 	d.summary.StoredBytes = d.storedBytes.Load()
-	sum := d.summary
-	d.mu.Unlock()
+	return d.summary
+}
+
+// finishPacked ends a group of format version 3 (d.mu held, released):
+// its last pack holds the pending records and the end member, whose
+// stored_bytes is 0 (the group's stored bytes include that pack's: the
+// manifest and index give them, and a reader counts them).
+func (d *DBWriter) finishPacked(err error, reason string) error {
+	var sum DBSummary
 	if err == nil {
+		sum = d.summaryLocked(reason)
+		sum.StoredBytes = 0
 		raw, jerr := d.endJSON(sum)
-		if jerr != nil {
-			err = jerr
-		} else {
-			err = d.emit(endName(d.dir), raw, int64(len(raw)), sha256.Sum256(raw), true)
+		if err = jerr; err == nil {
+			err = d.queuePackLocked(context.Background(), raw)
 		}
 	}
+	d.w.pool.recycle(d.buf, true)
+	d.buf = nil
+	tail := d.tail
+	d.mu.Unlock()
+	if tail != nil {
+		<-tail // every pack handed to the pool is written
+	}
+	if err == nil {
+		err = d.jobError()
+	}
+	d.spoolMu.Lock()
+	d.closing = true
+	direct := d.direct
+	d.spoolMu.Unlock()
+	d.mu.Lock()
+	if err != nil {
+		sum = d.summaryLocked(reason)
+	}
+	sum.StoredBytes = d.storedBytes.Load()
+	d.summary = sum
+	d.mu.Unlock()
+	return d.handOver(err, sum, direct)
+}
+
+// handOver flushes the group's spool, records a failure, and hands the
+// group to the archive (finishDB).
+func (d *DBWriter) handOver(err error, sum DBSummary, direct bool) error {
 	if err == nil && !direct && d.stw != nil {
 		d.spoolMu.Lock()
 		err = d.stw.Flush()

@@ -72,7 +72,11 @@ func (d *DBWriter) WriteDocs(ctx context.Context, docs []*replicate.Doc) ([]repl
 			d.summary.Tombstones++
 		}
 		if len(d.buf) >= d.w.chunk {
-			if err := d.queueChunkLocked(ctx); err != nil {
+			cut := d.queueChunkLocked
+			if d.packs() {
+				cut = func(ctx context.Context) error { return d.queuePackLocked(ctx, nil) }
+			}
+			if err := cut(ctx); err != nil {
 				d.mu.Unlock()
 				return rejected, err
 			}

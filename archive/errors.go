@@ -3,6 +3,7 @@ package archive
 import (
 	"errors"
 	"strconv"
+	"strings"
 )
 
 // Sentinel errors. Errors returned by this package wrap one of them in an
@@ -77,3 +78,25 @@ type detailErr struct {
 
 func (d *detailErr) Error() string { return d.sentinel.Error() + ": " + d.detail }
 func (d *detailErr) Unwrap() error { return d.sentinel }
+
+// GroupDir returns the member directory of the database group whose
+// member err names (its meta.json, a doc chunk, its end.json, a pack, or
+// a member inside a pack), "" when err names none. DirName maps a
+// database name to its directory.
+func GroupDir(err error) string {
+	var e *Error
+	if !errors.As(err, &e) {
+		return ""
+	}
+	name, _, _ := strings.Cut(e.Member, " (") // a pack's member: the pack
+	p, perr := parseName(name)
+	if perr != nil || p.kind == kindBlob {
+		return ""
+	}
+	return p.dir
+}
+
+// DirName returns the member directory of database name in an archive
+// (db/<dir>/...: see docs/archive-format.md). A directory of the bytes
+// [a-z0-9_-] alone is the name itself.
+func DirName(name string) string { return dbDir(name) }

@@ -8,19 +8,24 @@ import (
 )
 
 // FormatName and FormatVersion identify the archive format in its header
-// member. Writers write FormatVersion (2: version 1 plus index.json and
-// footer.json after the manifest); a reader accepts MinFormatVersion to
-// FormatVersion, and refuses a later one with ErrVersion.
+// member. Writers write FormatVersion (3: a database's small members packed
+// into pack members, see docs/archive-format.md) unless Options.Version
+// asks for 2 (version 1 plus index.json and footer.json after the
+// manifest); a reader accepts MinFormatVersion to FormatVersion, and
+// refuses a later one with ErrVersion.
 const (
 	FormatName       = "sofa-archive"
-	FormatVersion    = 2
+	FormatVersion    = 3
 	MinFormatVersion = 1
+	// tocVersion is the version of index.json and footer.json, unchanged
+	// since archive format version 2 introduced them.
+	tocVersion = 2
 )
 
 // Header is the first member of an archive (header.json, uncompressed).
 type Header struct {
 	Format      string      `json:"format"`         // FormatName
-	Version     int         `json:"version"`        // FormatVersion
+	Version     int         `json:"version"`        // 1 to FormatVersion
 	Tool        string      `json:"tool,omitempty"` // "sofa v1.2.3": what wrote it
 	Created     time.Time   `json:"created"`        // UTC, second precision
 	Compression Compression `json:"compression"`    // codec of doc chunks and blobs

@@ -197,7 +197,7 @@ func TestSpoolDedupe(t *testing.T) {
 	ctx := context.Background()
 	blob := []byte("same bytes in both databases")
 	var buf bytes.Buffer
-	w, _ := NewWriter(&buf, Options{TempDir: t.TempDir()})
+	w, _ := NewWriter(&buf, Options{TempDir: t.TempDir(), Version: 2})
 	a, _ := w.Database("a") // owns the stream
 	b, _ := w.Database("b") // spools
 	mk := func(id string) []*replicate.Doc {

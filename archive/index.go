@@ -160,7 +160,7 @@ func Scan(ra io.ReaderAt, size int64, opts *ReaderOptions) (*Index, error) {
 		return x.fromTOC(toc)
 	}
 	pos, _ := sr.Seek(0, io.SeekCurrent) // after the header member's body
-	var cur *Group
+	var st scanState
 	for {
 		start := align512(pos)
 		h, err := rd.tr.Next()
@@ -176,62 +176,115 @@ func Scan(ra io.ReaderAt, size int64, opts *ReaderOptions) (*Index, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch m.p.kind {
-		case kindManifest:
-			if cur != nil {
-				return nil, memberErr(m.name, ErrFormat, "manifest inside a database group")
+		ms := []*member{m}
+		switch {
+		case m.p.kind == kindPack:
+			// format version 3: its members are read to know what it holds
+			first, err := rd.readBody(m, h)
+			if err == nil {
+				first, err = rd.unpack(first, start, data, h.Size)
 			}
-			if err := rd.finish(m); err != nil {
+			if err != nil {
 				return nil, err
 			}
-			return x, nil
-		case kindMeta:
-			if cur != nil {
-				return nil, memberErr(m.name, ErrFormat, "database group without its end member")
-			}
-			if rd.dirs[m.p.dir] {
-				return nil, memberErr(m.name, ErrFormat, "database appears twice")
-			}
-			rd.dirs[m.p.dir] = true
-			cur = &Group{Offset: start}
-			rd.fold(m, h.Size)
-		case kindBlob:
-			if cur == nil {
-				return nil, memberErr(m.name, ErrFormat, "member outside its database group")
-			}
-			if _, ok := x.blobs[m.p.sum]; !ok {
-				x.blobs[m.p.sum] = span{start, align512(pos) - start}
-			}
-			rd.fold(m, h.Size)
-		case kindChunk:
-			if cur == nil || !rd.dirs[m.p.dir] {
-				return nil, memberErr(m.name, ErrFormat, "member outside its database group")
-			}
-			rd.fold(m, h.Size)
-		case kindEnd:
-			if cur == nil || !rd.dirs[m.p.dir] {
-				return nil, memberErr(m.name, ErrFormat, "member outside its database group")
-			}
+			ms = append([]*member{first}, rd.pending...)
+			rd.pending = nil
+		case m.rawSize < 0:
+			// no SOFA records (format version 3): the checksums are the
+			// content's
 			if _, err := rd.readBody(m, h); err != nil {
 				return nil, err
 			}
-			var s DBSummary
-			if err := s.UnmarshalJSON(m.raw); err != nil {
-				return nil, memberErr(m.name, ErrFormat, err.Error())
+		}
+		for _, m := range ms {
+			if err := x.scanned(rd, m, h, start, pos, &st); err != nil {
+				return nil, err
 			}
-			if s.Dir != m.p.dir || dbDir(s.Name) != s.Dir {
-				return nil, memberErr(m.name, ErrFormat, fmt.Sprintf("end member names database %q in directory %q", s.Name, m.p.dir))
+			if m.p.kind == kindManifest {
+				return x, nil
 			}
-			rd.summaries[s.Dir] = s
-			rd.revisions += s.Revisions
-			cur.Name, cur.Since = s.Name, s.Since
-			cur.Size = align512(pos) - cur.Offset
-			x.groups = append(x.groups, *cur)
-			cur = nil
-		default:
-			return nil, memberErr(m.name, ErrFormat, "unexpected member")
 		}
 	}
+}
+
+// scanState is what Scan knows between members: the group open and its
+// directory.
+type scanState struct {
+	cur *Group
+	dir string
+}
+
+// scanned notes one member found by Scan: a member of the archive whose
+// tar header is h, from start to pos, or one of the members of the pack
+// there (format version 3). A member whose content was not read is folded
+// into the manifest's check from its header's records.
+func (x *Index) scanned(rd *Reader, m *member, h *tar.Header, start, pos int64, st *scanState) error {
+	inner := m.name != h.Name
+	switch m.p.kind {
+	case kindManifest:
+		if st.cur != nil {
+			return memberErr(m.name, ErrFormat, "manifest inside a database group")
+		}
+		return rd.finish(m)
+	case kindMeta:
+		if st.cur != nil {
+			return memberErr(m.name, ErrFormat, "database group without its end member")
+		}
+		if rd.dirs[m.p.dir] {
+			return memberErr(m.name, ErrFormat, "database appears twice")
+		}
+		rd.dirs[m.p.dir] = true
+		st.cur, st.dir = &Group{Offset: start}, m.p.dir
+	case kindBlob:
+		if st.cur == nil {
+			return memberErr(m.name, ErrFormat, "member outside its database group")
+		}
+		if _, ok := x.blobs[m.p.sum]; !ok {
+			x.blobs[m.p.sum] = span{start, align512(pos) - start}
+		}
+		if !inner {
+			if rd.groupStored == nil {
+				rd.groupStored = map[string]int64{}
+			}
+			rd.groupStored[st.dir] += h.Size
+		}
+	case kindChunk:
+		if st.cur == nil || !rd.dirs[m.p.dir] {
+			return memberErr(m.name, ErrFormat, "member outside its database group")
+		}
+	case kindEnd:
+		if st.cur == nil || !rd.dirs[m.p.dir] {
+			return memberErr(m.name, ErrFormat, "member outside its database group")
+		}
+		if m.raw == nil {
+			if _, err := rd.readBody(m, h); err != nil {
+				return err
+			}
+		}
+		var s DBSummary
+		if err := s.UnmarshalJSON(m.raw); err != nil {
+			return memberErr(m.name, ErrFormat, err.Error())
+		}
+		if s.Dir != m.p.dir || dbDir(s.Name) != s.Dir {
+			return memberErr(m.name, ErrFormat, fmt.Sprintf("end member names database %q in directory %q", s.Name, m.p.dir))
+		}
+		if rd.hdr.Version >= 3 {
+			s.StoredBytes = rd.groupStored[s.Dir] // see DBReader.finish
+		}
+		rd.summaries[s.Dir] = s
+		rd.revisions += s.Revisions
+		st.cur.Name, st.cur.Since = s.Name, s.Since
+		st.cur.Size = align512(pos) - st.cur.Offset
+		x.groups = append(x.groups, *st.cur)
+		st.cur = nil
+		return nil
+	default:
+		return memberErr(m.name, ErrFormat, "unexpected member")
+	}
+	if m.raw == nil && !inner {
+		rd.fold(m, h.Size) // its content is skipped
+	}
+	return nil
 }
 
 // Header is the archive's header.
@@ -290,9 +343,18 @@ func (x *Index) blob(sum [32]byte) ([]byte, error) {
 	if !ok {
 		return nil, nil
 	}
-	rd := &Reader{tr: tar.NewReader(x.section(sp.off, sp.size, MinReadSize)), opts: x.opts, seen: sha256.New()}
+	return readBlobAt(x.section(sp.off, sp.size, MinReadSize), x.hdr, x.opts, sum)
+}
+
+// readBlobAt reads the blob sum from src, the bytes of its member (or of
+// the pack holding it: format version 3), checked.
+func readBlobAt(src io.Reader, hdr Header, opts ReaderOptions, sum [32]byte) ([]byte, error) {
+	rd := &Reader{tr: tar.NewReader(src), opts: opts, hdr: hdr, seen: sha256.New()}
 	defer rd.dec.close()
 	m, err := rd.readMember()
+	for err == nil && (m.p.kind != kindBlob || m.p.sum != sum) && len(rd.pending) > 0 {
+		m, err = rd.readMember() // a pack's next member (format version 3)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -84,7 +84,7 @@ func indexRead(t *testing.T, c Compression, mem int64, ahead int) {
 // (named, ErrChecksum); a damaged manifest fails the scan.
 func TestIndexDamage(t *testing.T) {
 	dbs := map[string][]*replicate.Doc{"a": sampleDocs(), "b": sampleDocs()}
-	data := writeArchive(t, Options{Compression: None, ChunkSize: 300}, dbs, []string{"a", "b"})
+	data := writeArchive(t, Options{Compression: None, ChunkSize: 300, Version: 2}, dbs, []string{"a", "b"})
 	bad := bytes.Clone(data)
 	i := bytes.Index(bad, []byte(`"conflicted"`))
 	if i < 0 {

@@ -108,7 +108,7 @@ func TestLeanRecords(t *testing.T) {
 		name := fmt.Sprintf("db%02d", i)
 		dbs[name], order = []*replicate.Doc{c.doc}, append(order, name)
 	}
-	data := writeArchive(t, Options{Compression: None}, dbs, order)
+	data := writeArchive(t, Options{Compression: None, Version: 2}, dbs, order)
 	recs := chunkRecords(t, data)
 	if len(recs) != len(cases) {
 		t.Fatalf("%d records, want %d", len(recs), len(cases))

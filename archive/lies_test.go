@@ -17,7 +17,7 @@ import (
 // records as text.
 func plainArchive(t *testing.T) []byte {
 	dbs := map[string][]*replicate.Doc{"alpha": sampleDocs(), "beta": sampleDocs()}
-	return writeArchive(t, Options{ChunkSize: 400, Compression: None}, dbs, []string{"alpha", "beta"})
+	return writeArchive(t, Options{ChunkSize: 400, Compression: None, Version: 2}, dbs, []string{"alpha", "beta"})
 }
 
 // editMember rewrites the content of the members named by match with
@@ -130,9 +130,10 @@ func TestRecordLies(t *testing.T) {
 	if _, _, err := tryRead(data, nil); err != nil {
 		t.Fatalf("the archive itself: %v", err)
 	}
-	// an index copying a header of version 1 (which has no index) or 3
-	// is not used: ls reads in order, and fails where the archive does
-	for _, v := range []int{1, 3} {
+	// an index copying a header of version 1 (which has no index) or of
+	// a version to come is not used: ls reads in order, and fails where
+	// the archive does
+	for _, v := range []int{1, FormatVersion + 1} {
 		bad := withIndex(t, goodArchive(t), func(idx *TOC) { idx.Header.Version = v })
 		if _, err := ReadTOC(bytes.NewReader(bad), int64(len(bad))); !errors.Is(err, ErrVersion) {
 			t.Errorf("index with a header of version %d: %v, want ErrVersion", v, err)
@@ -154,7 +155,7 @@ func TestShardMemberHoldsItsShardOnly(t *testing.T) {
 		}
 	}
 	write := func(db string) []byte {
-		return writeArchive(t, Options{Shard: &Shard{Index: 0, Count: 2, SetID: "s"}},
+		return writeArchive(t, Options{Shard: &Shard{Index: 0, Count: 2, SetID: "s"}, Version: 2},
 			map[string][]*replicate.Doc{db: sampleDocs()[:1]}, []string{db})
 	}
 	if _, err := Verify(bytes.NewReader(write(names[0])), nil); err != nil {
@@ -234,7 +235,7 @@ func TestDigestLie(t *testing.T) {
 		doc("x", "1-x", false, `{"_id":"x","_rev":"1-x"}`, att("a.bin", "application/octet-stream", "", a, int64(len(a)), 1)),
 		doc("y", "1-y", false, `{"_id":"y","_rev":"1-y"}`, att("b.bin", "application/octet-stream", "", b, int64(len(b)), 1)),
 	}
-	data := writeArchive(t, Options{Compression: None}, map[string][]*replicate.Doc{"db": docs}, []string{"db"})
+	data := writeArchive(t, Options{Compression: None, Version: 2}, map[string][]*replicate.Doc{"db": docs}, []string{"db"})
 	if _, err := Verify(bytes.NewReader(data), nil); err != nil {
 		t.Fatal(err)
 	}

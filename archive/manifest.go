@@ -17,14 +17,18 @@ import (
 // its checksum, compares it with every member and database read, and
 // checks that nothing follows it.
 func (r *Reader) finish(m *member) error {
-	sh := sha256.New()
-	body := io.TeeReader(io.LimitReader(r.tr, r.opts.MaxMemberSize), sh)
-	man, listed, lerr := parseManifest(body)
-	// read what the parser left, so the checksum covers the whole member
-	if _, err := io.Copy(io.Discard, body); err != nil {
-		return r.dataErr(m.name, err)
+	ms, err := openManifest(r.tr, r.opts.MaxMemberSize, m.p.codec)
+	if err != nil {
+		return err
 	}
-	if err := checkStoredSum(m.name, sh, m.sum); err != nil {
+	man, listed, lerr := parseManifest(ms.JSON)
+	// read what the parser left, so the checksums cover the whole member
+	if ioErr, err := ms.drain(m.name); ioErr != nil {
+		return r.dataErr(m.name, ioErr)
+	} else if err != nil {
+		return err
+	}
+	if err := ms.check(m.name, m.sum, m.rawSum); err != nil {
 		return err
 	}
 	if lerr != nil {
@@ -260,7 +264,7 @@ func (r *Reader) readIndexMembers(dbs map[string]DBSummary) error {
 	if err := json.Unmarshal(bytes.TrimRight(fm.raw, " \n"), &f); err != nil || f.Format != FooterFormat {
 		return memberErr(fm.name, ErrFormat, "not a footer")
 	}
-	if f.Version != FormatVersion {
+	if f.Version != tocVersion {
 		return memberErr(fm.name, ErrVersion, fmt.Sprintf("footer version %d", f.Version))
 	}
 	if f.ID != r.hdr.ID || f.IndexRawSize != int64(len(im.raw)) || f.IndexSHA256 != im.sum {

@@ -17,6 +17,9 @@ import (
 //	db/<dir>/docs-<NNNNNN>.ndjson[.zst|.gz]
 //	blob/<sha256 hex>[.zst|.gz]
 //	db/<dir>/end.json                   last member of a database group
+//	db/<dir>/pack-<NNNNNN>.tar[.zst|.gz]
+//	                                    version 3: a run of a group's members
+//	                                    (the names above, uncompressed) in a tar
 //	manifest.json                       last member (version 1)
 //	index.json.gz, footer.json          after the manifest (version 2)
 const (
@@ -28,6 +31,8 @@ const (
 	endBase      = "end.json"
 	chunkPrefix  = "docs-"
 	chunkExt     = ".ndjson"
+	packPrefix   = "pack-"
+	packExt      = ".tar"
 
 	// maxDirLen bounds an escaped database name; longer ones are cut and
 	// suffixed with a hash of the full name, so names stay well inside
@@ -89,6 +94,9 @@ func endName(dir string) string  { return dbPrefix + dir + "/" + endBase }
 func chunkName(dir string, n int, c Compression) string {
 	return fmt.Sprintf("%s%s/%s%06d%s%s", dbPrefix, dir, chunkPrefix, n, chunkExt, c.ext())
 }
+func packName(dir string, n int, c Compression) string {
+	return fmt.Sprintf("%s%s/%s%06d%s%s", dbPrefix, dir, packPrefix, n, packExt, c.ext())
+}
 func blobName(sum [32]byte, c Compression) string {
 	return blobPrefix + hex.EncodeToString(sum[:]) + c.ext()
 }
@@ -105,6 +113,7 @@ const (
 	kindBlob
 	kindIndex  // version 2: after the manifest
 	kindFooter // version 2: last
+	kindPack   // version 3: members of a group in one
 )
 
 // parsedName is what parseName learns from a member name.
@@ -113,7 +122,7 @@ type parsedName struct {
 	dir   string      // database directory for meta, chunk, end
 	sum   [32]byte    // blob: SHA-256 of its uncompressed bytes
 	codec Compression // compression given by the name's extension
-	chunk int         // chunk: its number (from 1)
+	chunk int         // chunk or pack: its number (from 1)
 }
 
 // parseName validates a member name and classifies it. Anything this
@@ -128,6 +137,8 @@ func parseName(name string) (parsedName, error) {
 		return parsedName{kind: kindHeader, codec: None}, nil
 	case manifestName:
 		return parsedName{kind: kindManifest, codec: None}, nil
+	case manifestName + ".zst": // format version 3
+		return parsedName{kind: kindManifest, codec: Zstd}, nil
 	case indexName:
 		return parsedName{kind: kindIndex, codec: Gzip}, nil
 	case footerName:
@@ -163,15 +174,17 @@ func parseName(name string) (parsedName, error) {
 		return p, nil
 	}
 	stem, codec := cutCodec(base)
+	p.kind, p.codec = kindChunk, codec
 	num, ok := strings.CutPrefix(stem, chunkPrefix)
-	if !ok {
-		return bad()
+	if ok {
+		num, ok = strings.CutSuffix(num, chunkExt)
+	} else if num, ok = strings.CutPrefix(stem, packPrefix); ok {
+		p.kind = kindPack
+		num, ok = strings.CutSuffix(num, packExt)
 	}
-	num, ok = strings.CutSuffix(num, chunkExt)
 	if !ok || len(num) < 6 || len(num) > 10 || strings.Trim(num, "0123456789") != "" {
 		return bad()
 	}
-	p.kind, p.codec = kindChunk, codec
 	p.chunk, _ = strconv.Atoi(num) // at most 10 digits
 	return p, nil
 }

@@ -36,7 +36,7 @@ func TestStream_LineKeepsFewFilesOpen(t *testing.T) {
 	const waiting = 3*maxHeldSpools + 5
 	tmp := t.TempDir()
 	var sink lockedBuffer
-	w, err := NewWriter(&sink, Options{TempDir: tmp, Compression: None})
+	w, err := NewWriter(&sink, Options{TempDir: tmp, Compression: None, Version: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func TestBlobOfCompressedTypeNotCompressed(t *testing.T) {
 		doc("b", "1-b", false, `{"_id":"b"}`, att("b.mp4", "video/mp4", "", append([]byte("v"), png...), int64(len(png)+1), 1)),
 		doc("c", "1-c", false, `{"_id":"c"}`, att("c.txt", "text/plain", "", txt, int64(len(txt)), 1)),
 	}}
-	data := writeArchive(t, Options{}, docs, []string{"d"})
+	data := writeArchive(t, Options{Version: 2}, docs, []string{"d"})
 	var raw, zst int
 	for _, name := range memberNames(t, data) {
 		if strings.HasPrefix(name, "blob/") {

@@ -130,6 +130,11 @@ type Reader struct {
 	// indexed group's reader: the blob is in an earlier group); nil
 	// bytes: the archive holds none.
 	fetch func(sum [32]byte) ([]byte, error)
+	// pending are the members of the pack read last not yet returned
+	// (format version 3), and groupStored the stored bytes of each
+	// group's members read (packs and blobs), by dir
+	pending     []*member
+	groupStored map[string]int64
 	// gate, when set, is shared by the readers of an Index: held are the
 	// bytes this reader holds of it (its current member).
 	gate *memGate
@@ -305,6 +310,11 @@ func (r *Reader) readMember() (*member, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
+	if len(r.pending) > 0 {
+		m := r.pending[0]
+		r.pending = r.pending[1:]
+		return m, nil
+	}
 	var start int64
 	if r.pos != nil {
 		start = align512(r.pos.n) // the member before was read whole
@@ -317,8 +327,10 @@ func (r *Reader) readMember() (*member, error) {
 		return nil, r.fail(r.tarErr(err))
 	}
 	m, err := r.checkHeader(h)
+	var data int64
 	if err == nil && r.sp != nil {
-		r.sp.member(m.p, start, r.pos.n, h.Size)
+		data = r.pos.n
+		r.sp.member(m.p, start, data, h.Size)
 	}
 	if err != nil || m.p.kind == kindManifest {
 		return m, err
@@ -326,9 +338,12 @@ func (r *Reader) readMember() (*member, error) {
 	if r.gate != nil {
 		// the member before this one is done with (decoded, delivered)
 		r.gate.release(r.held)
-		r.held = r.gate.acquire(h.Size + m.rawSize)
+		r.held = r.gate.acquire(h.Size + max(m.rawSize, 0))
 	}
-	return r.readBody(m, h)
+	if m, err = r.readBody(m, h); err != nil || m.p.kind != kindPack {
+		return m, err
+	}
+	return r.unpack(m, start, data, h.Size)
 }
 
 // checkHeader checks a tar header (name, type, the SOFA records, sizes)
@@ -346,6 +361,13 @@ func (r *Reader) checkHeader(h *tar.Header) (*member, error) {
 	sumHex := h.PAXRecords[paxSHA256]
 	rawSumHex := h.PAXRecords[paxRawSHA256]
 	rawSize, err := strconv.ParseInt(h.PAXRecords[paxRawSize], 10, 64)
+	if sumHex == "" && rawSumHex == "" && h.PAXRecords[paxRawSize] == "" && selfChecking(r.hdr.Version, p) {
+		// format version 3: its bytes check themselves (readBody)
+		if h.Size > r.opts.MaxMemberSize {
+			return nil, r.fail(memberErr(name, ErrTooLarge, fmt.Sprintf("declares %d bytes stored; limit %d", h.Size, r.opts.MaxMemberSize)))
+		}
+		return &member{name: name, p: p, rawSize: -1}, nil
+	}
 	if len(sumHex) != 64 || len(rawSumHex) != 64 || err != nil || rawSize < 0 {
 		return nil, r.fail(memberErr(name, ErrFormat, "tar header lacks the SOFA checksum records"))
 	}
@@ -381,16 +403,44 @@ func (r *Reader) readBody(m *member, h *tar.Header) (*member, error) {
 		return nil, r.fail(r.dataErr(name, err))
 	}
 	storedSum := sha256.Sum256(stored)
+	selfChecked := rawSize < 0
+	if selfChecked {
+		// no SOFA records (format version 3): what the bytes declare
+		if rawSize, err = declaredSize(name, p.codec, stored, r.opts.MaxMemberSize); err != nil {
+			return nil, r.fail(damaged(err))
+		}
+		if rawSize < 0 {
+			// a frame that does not say its size: decoded up to the limit
+			raw, err := r.dec.unzstdUpTo(name, stored, r.opts.MaxMemberSize)
+			if err != nil {
+				return nil, r.fail(damaged(err))
+			}
+			rawSize = int64(len(raw))
+		}
+		sumHex = hex.EncodeToString(storedSum[:])
+		m.sum, m.rawSize = sumHex, rawSize
+		if r.gate != nil {
+			r.gate.release(r.held)
+			r.held = r.gate.acquire(h.Size + rawSize)
+		}
+	}
 	if hex.EncodeToString(storedSum[:]) != sumHex {
 		return nil, r.fail(memberErr(name, ErrChecksum, "stored bytes do not match the SHA-256 in its tar header"))
 	}
 	raw, err := r.dec.decompress(name, p.codec, stored, rawSize)
 	if err != nil {
+		if selfChecked {
+			err = damaged(err)
+		}
 		return nil, r.fail(err)
 	}
 	rawSum := storedSum // uncompressed members: the same bytes
 	if p.codec != None {
 		rawSum = sha256.Sum256(raw)
+	}
+	if rawSumHex == "" {
+		rawSumHex = hex.EncodeToString(rawSum[:]) // format version 3: checked by the codec (or the name)
+		m.rawSum = rawSumHex
 	}
 	if hex.EncodeToString(rawSum[:]) != rawSumHex {
 		return nil, r.fail(memberErr(name, ErrChecksum, "uncompressed bytes do not match the SHA-256 in its tar header"))
@@ -399,6 +449,12 @@ func (r *Reader) readBody(m *member, h *tar.Header) (*member, error) {
 		return nil, r.fail(memberErr(name, ErrChecksum, "blob bytes do not match the SHA-256 in its name"))
 	}
 	r.fold(m, int64(len(stored)))
+	if p.kind == kindBlob && r.cur != nil && !r.cur.done {
+		if r.groupStored == nil {
+			r.groupStored = map[string]int64{}
+		}
+		r.groupStored[r.cur.dir] += int64(len(stored))
+	}
 	m.raw = raw
 	return m, nil
 }

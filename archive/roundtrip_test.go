@@ -50,9 +50,9 @@ func TestRoundTrip(t *testing.T) {
 			for _, n := range hostileNames {
 				dbs[n] = sampleDocs()
 			}
-			data := writeArchive(t, Options{Compression: c, ChunkSize: 300, Tool: "sofa test"}, dbs, hostileNames)
+			data := writeArchive(t, Options{Compression: c, ChunkSize: 300, Tool: "sofa test", Version: 2}, dbs, hostileNames)
 			h, got := readArchive(t, data)
-			if h.Version != FormatVersion || h.Compression != c || h.Tool != "sofa test" || h.Since != nil {
+			if h.Version != 2 || h.Compression != c || h.Tool != "sofa test" || h.Since != nil {
 				t.Fatalf("header %+v", h)
 			}
 			if len(got) != len(hostileNames) {
@@ -113,7 +113,7 @@ func TestRoundTrip(t *testing.T) {
 
 func TestListAndTarTool(t *testing.T) {
 	dbs := map[string][]*replicate.Doc{"one": sampleDocs(), "two": sampleDocs()[:3]}
-	data := writeArchive(t, Options{}, dbs, []string{"two", "one"})
+	data := writeArchive(t, Options{Version: 2}, dbs, []string{"two", "one"})
 	h, sums, err := List(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestConcurrentDatabases(t *testing.T) {
 	const ndb, workers, perWorker = 8, 4, 50
 	shared := bytes.Repeat([]byte("everyone has this "), 50)
 	var buf bytes.Buffer
-	w, err := NewWriter(&buf, Options{ChunkSize: 2000, TempDir: t.TempDir()})
+	w, err := NewWriter(&buf, Options{ChunkSize: 2000, TempDir: t.TempDir(), Version: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

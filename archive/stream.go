@@ -193,7 +193,9 @@ func (w *Writer) copySpoolLocked(d *DBWriter, end func(dropped) ([]byte, error))
 		if perr != nil {
 			return w.fail(perr)
 		}
-		if p.kind == kindBlob {
+		if p.kind == kindBlob && w.hdr.Version < 3 {
+			// (version 3 keeps a blob stored twice: its group's end
+			// member may be inside a pack, which is not rewritten)
 			if _, dup := w.committed[p.sum]; dup {
 				rawSize, _ := strconv.ParseInt(h.PAXRecords[paxRawSize], 10, 64)
 				drop.blobs++
@@ -219,7 +221,7 @@ func (w *Writer) copySpoolLocked(d *DBWriter, end func(dropped) ([]byte, error))
 		if err != nil {
 			return w.fail(fmt.Errorf("archive: write %q: %w", h.Name, err))
 		}
-		if err := w.tw.WriteHeader(h); err != nil {
+		if err := w.tw.WriteHeader(w.streamHeader(h)); err != nil {
 			return w.fail(fmt.Errorf("archive: write %q: %w", h.Name, err))
 		}
 		hs := sha256.New()

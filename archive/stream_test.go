@@ -90,7 +90,7 @@ func groupOrder(t *testing.T, data []byte) (order []string, blobs map[[32]byte]i
 // match, and the archive checks out.
 func TestStream_PromotesOpenDatabase(t *testing.T) {
 	var sink lockedBuffer
-	w, err := NewWriter(&sink, Options{TempDir: t.TempDir(), Compression: None})
+	w, err := NewWriter(&sink, Options{TempDir: t.TempDir(), Compression: None, Version: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +162,11 @@ func TestStream_PaceHoldsSpoolers(t *testing.T) {
 		id := fmt.Sprintf("d%03d", i)
 		docs = append(docs, doc(id, "1-x", false, fmt.Sprintf(`{"_id":%q,"pad":%q}`, id, bytes.Repeat([]byte{'a' + byte(i%26)}, 4096))))
 	}
-	src := writeArchive(t, Options{}, map[string][]*replicate.Doc{"big": docs}, []string{"big"})
+	src := writeArchive(t, Options{Version: 2}, map[string][]*replicate.Doc{"big": docs}, []string{"big"})
 
 	const limit = 64 << 10
 	var sink lockedBuffer
-	w, err := NewWriter(&sink, Options{TempDir: t.TempDir(), Compression: None, SpoolAhead: limit, ChunkSize: 8 << 10})
+	w, err := NewWriter(&sink, Options{TempDir: t.TempDir(), Compression: None, SpoolAhead: limit, ChunkSize: 8 << 10, Version: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func (s *brokenSink) Write(p []byte) (int, error) {
 // is told at its next write: it does not go on reading its source into
 // a spool that can never be written.
 func TestStream_BrokenStreamStopsSpoolers(t *testing.T) {
-	w, err := NewWriter(&brokenSink{n: 4096}, Options{TempDir: t.TempDir(), Compression: None, ChunkSize: 100})
+	w, err := NewWriter(&brokenSink{n: 4096}, Options{TempDir: t.TempDir(), Compression: None, ChunkSize: 100, Version: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

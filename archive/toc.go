@@ -134,7 +134,7 @@ func ReadTOC(r io.ReaderAt, size int64) (*TOC, error) {
 	if err := json.Unmarshal(bytes.TrimRight(tail[:FooterSize], " \n"), &f); err != nil {
 		return nil, memberErr(footerName, ErrFormat, err.Error())
 	}
-	if f.Version != FormatVersion {
+	if f.Version != tocVersion {
 		return nil, memberErr(footerName, ErrVersion, fmt.Sprintf("footer version %d", f.Version))
 	}
 	if f.IndexOffset < 0 || f.IndexSize <= 0 || f.IndexSize > DefaultMaxMemberSize || f.IndexOffset+f.IndexSize > size-int64(len(tail)) {
@@ -172,7 +172,7 @@ func parseIndex(raw []byte, id string) (*TOC, error) {
 	if err := json.Unmarshal(raw, &idx); err != nil {
 		return nil, memberErr(indexName, ErrFormat, err.Error())
 	}
-	if idx.Format != IndexFormat || idx.Version != FormatVersion {
+	if idx.Format != IndexFormat || idx.Version != tocVersion {
 		return nil, memberErr(indexName, ErrVersion, fmt.Sprintf("format %q version %d", idx.Format, idx.Version))
 	}
 	if idx.ID != id || idx.Header.ID != id {
@@ -226,8 +226,10 @@ func NewIndexedReader(r io.ReaderAt, idx *TOC, keep func(name string) bool, opts
 			}
 		}
 		sort.Slice(extern, func(i, j int) bool { return extern[i].Offset < extern[j].Offset })
-		for _, sp := range extern {
-			parts = append(parts, section(r, sp))
+		if idx.Header.Version < 3 {
+			for _, sp := range extern {
+				parts = append(parts, section(r, sp))
+			}
 		}
 		parts = append(parts, section(r, d.Span))
 	}
@@ -239,6 +241,19 @@ func NewIndexedReader(r io.ReaderAt, idx *TOC, keep func(name string) bool, opts
 	}
 	rd.partial = true
 	rd.sp = nil // offsets of sections, not of the archive
+	if idx.Header.Version >= 3 {
+		// a blob of another group may be in one of its packs, with that
+		// group's other members: it is read alone when a record refers
+		// to it
+		o := rd.opts
+		rd.fetch = func(sum [32]byte) ([]byte, error) {
+			sp, ok := blobAt[hex.EncodeToString(sum[:])]
+			if !ok {
+				return nil, nil
+			}
+			return readBlobAt(section(r, sp), rd.hdr, o, sum)
+		}
+	}
 	return rd, nil
 }
 
@@ -275,13 +290,17 @@ func (x *TOC) checkManifest(src io.Reader, opts ReaderOptions) error {
 	if m.p.kind != kindManifest {
 		return memberErr(m.name, ErrFormat, "the index's manifest span holds another member")
 	}
-	sh := sha256.New()
-	body := io.TeeReader(io.LimitReader(rd.tr, opts.MaxMemberSize), sh)
-	man, _, perr := parseManifest(body)
-	if _, err := io.Copy(io.Discard, body); err != nil {
-		return rd.dataErr(m.name, err)
+	ms, err := openManifest(rd.tr, opts.MaxMemberSize, m.p.codec)
+	if err != nil {
+		return err
 	}
-	if err := checkStoredSum(m.name, sh, m.sum); err != nil {
+	man, _, perr := parseManifest(ms.JSON)
+	if ioErr, err := ms.drain(m.name); ioErr != nil {
+		return rd.dataErr(m.name, ioErr)
+	} else if err != nil {
+		return err
+	}
+	if err := ms.check(m.name, m.sum, m.rawSum); err != nil {
 		return err
 	}
 	if perr != nil {
@@ -353,12 +372,14 @@ type indexer struct {
 	groups  map[string]Span       // dir -> its group's span
 	order   []string              // dirs in archive order
 	refs    map[string][][32]byte // dir -> blobs its documents refer to
+	// blobSeen are the blobs indexed
+	blobSeen map[[32]byte]bool
 }
 
 func newIndexer(h Header) *indexer {
 	return &indexer{
-		idx:     TOC{Format: IndexFormat, Version: FormatVersion, ID: h.ID, Header: h},
-		groupAt: map[string]int64{}, groups: map[string]Span{}, refs: map[string][][32]byte{},
+		idx:     TOC{Format: IndexFormat, Version: tocVersion, ID: h.ID, Header: h},
+		groupAt: map[string]int64{}, groups: map[string]Span{}, refs: map[string][][32]byte{}, blobSeen: map[[32]byte]bool{},
 	}
 }
 
@@ -377,6 +398,10 @@ func (x *indexer) member(name string, start, end int64) {
 		x.groups[p.dir] = Span{x.groupAt[p.dir], end}
 		x.order = append(x.order, p.dir)
 	case kindBlob:
+		if x.blobSeen[p.sum] {
+			return // stored again (format version 3 keeps repeats): the first is indexed
+		}
+		x.blobSeen[p.sum] = true
 		x.idx.Blobs = append(x.idx.Blobs, TOCBlob{Span: Span{start, end}, SHA256: hex.EncodeToString(p.sum[:])})
 	case kindManifest:
 		x.idx.Manifest = Span{start, end}

@@ -83,7 +83,7 @@ func TestTOC_SelectedGroupsOnly(t *testing.T) {
 	}
 	order := []string{"one", "big", "two", "three"}
 	data := writeArchive(t, Options{}, dbs, order)
-	if h, _ := readArchive(t, data); h.Version != FormatVersion || FormatVersion != 2 {
+	if h, _ := readArchive(t, data); h.Version != FormatVersion {
 		t.Fatalf("version %d", h.Version)
 	}
 	if _, err := Verify(bytes.NewReader(data), nil); err != nil {
@@ -106,7 +106,7 @@ func TestTOC_SelectedGroupsOnly(t *testing.T) {
 	for _, d := range idx.Databases {
 		names = append(names, d.Summary.Name)
 	}
-	if !slices.Equal(names, order) || len(idx.Blobs) != 2 || idx.Header.Version != 2 {
+	if !slices.Equal(names, order) || len(idx.Blobs) != 2 || idx.Header.Version != FormatVersion {
 		t.Fatalf("index: databases %v, %d blobs", names, len(idx.Blobs))
 	}
 	sum := sha256.Sum256(shared)

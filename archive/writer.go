@@ -52,6 +52,10 @@ type Options struct {
 	// rate, so the stream is fed while the source is read, not after;
 	// 0: no bound (a local file takes a spool as fast as it is copied).
 	SpoolAhead int64
+	// Version is the format version written: 0 means FormatVersion (3);
+	// 2 writes every member on its own, with its checksum records, for
+	// readers older than version 3 (sofa before pack members).
+	Version int
 	// ChunkWorkers is the number of doc chunks of the whole archive
 	// compressed at once, off the callers of WriteDocs; it bounds the
 	// chunks held in memory (each up to ChunkSize plus one revision, with
@@ -99,9 +103,13 @@ type Writer struct {
 	dirs       map[string]string
 	open       map[*DBWriter]bool
 	committed  map[[32]byte]struct{} // blobs already in tw
-	members    spillBuffer           // manifest member entries, comma-separated JSON
-	summaries  []DBSummary
-	totals     Totals
+	// packs are the members of each pack member not yet in tw (format
+	// version 3), by the pack's name: its index and manifest entries
+	// name them
+	packs     map[string]packInfo
+	members   spillBuffer // manifest member entries, comma-separated JSON
+	summaries []DBSummary
+	totals    Totals
 
 	// for DBWriter.Pace, read without mu: the owner, the bytes spooled
 	// and not yet in the stream, whether the stream failed; turn is
@@ -125,6 +133,13 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 	if opts.ChunkSize <= 0 {
 		opts.ChunkSize = DefaultChunkSize
 	}
+	switch opts.Version {
+	case 0:
+		opts.Version = FormatVersion
+	case 2, FormatVersion:
+	default:
+		return nil, fmt.Errorf("archive: cannot write format version %d (writes 2 and %d)", opts.Version, FormatVersion)
+	}
 	now := time.Now
 	if opts.Now != nil {
 		now = opts.Now
@@ -138,7 +153,7 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 		chunk: opts.ChunkSize,
 		pool:  newChunkPool(c, opts.ChunkSize, opts.ChunkWorkers),
 		hdr: Header{
-			Format: FormatName, Version: FormatVersion, Tool: opts.Tool,
+			Format: FormatName, Version: opts.Version, Tool: opts.Tool,
 			Created: now().UTC().Truncate(time.Second), Compression: c,
 			ID: hex.EncodeToString(id[:]), Since: opts.Since.withNewestHistory(), Source: opts.Source, Shard: opts.Shard,
 		},
@@ -147,6 +162,7 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 		dirs:      map[string]string{},
 		open:      map[*DBWriter]bool{},
 		committed: map[[32]byte]struct{}{},
+		packs:     map[string]packInfo{},
 		members:   spillBuffer{dir: opts.TempDir, limit: 1 << 20},
 		parking:   parking{dir: opts.TempDir},
 	}
@@ -276,6 +292,37 @@ func (w *Writer) tarHeader(name string, size, rawSize int64, sum, rawSum [32]byt
 	}
 }
 
+// streamHeader is h as the archive's stream has it: in format version 3,
+// a member whose bytes check themselves carries no SOFA records (see
+// selfChecking); spools keep them, to check their copy.
+func (w *Writer) streamHeader(h *tar.Header) *tar.Header {
+	p, err := parseName(h.Name)
+	if err != nil || !selfChecking(w.hdr.Version, p) {
+		return h
+	}
+	c := *h
+	c.PAXRecords, c.Format = nil, tar.FormatUnknown // USTAR, or PAX for a long name only
+	return &c
+}
+
+// selfChecking says whether a member of an archive of format version v
+// goes without the SOFA records: in version 3, a zstd pack or blob (its
+// frame declares its size and carries a checksum of its content; a blob's
+// name is the SHA-256 of its content) and a blob stored as is (its name is
+// the SHA-256 of its bytes).
+func selfChecking(v int, p parsedName) bool {
+	if v < 3 {
+		return false
+	}
+	switch p.kind {
+	case kindPack:
+		return p.codec == Zstd
+	case kindBlob:
+		return p.codec == Zstd || p.codec == None
+	}
+	return false
+}
+
 // writeMemberLocked appends one member to the tar stream and to the
 // manifest's member list. w.mu must be held.
 func (w *Writer) writeMemberLocked(name string, stored []byte, rawSize int64, rawSum, sum [32]byte) error {
@@ -286,7 +333,7 @@ func (w *Writer) writeMemberLocked(name string, stored []byte, rawSize int64, ra
 	if err != nil {
 		return w.fail(fmt.Errorf("archive: write %q: %w", name, err))
 	}
-	if err := w.tw.WriteHeader(w.tarHeader(name, int64(len(stored)), rawSize, sum, rawSum)); err != nil {
+	if err := w.tw.WriteHeader(w.streamHeader(w.tarHeader(name, int64(len(stored)), rawSize, sum, rawSum))); err != nil {
 		return w.fail(fmt.Errorf("archive: write %q: %w", name, err))
 	}
 	if _, err := w.tw.Write(stored); err != nil {

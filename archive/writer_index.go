@@ -4,12 +4,15 @@ package archive
 // what they hold (manifest.json), written after the last database.
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // offsetLocked is the offset of the next member: what tw wrote, with the
@@ -29,6 +32,9 @@ func (w *Writer) noteSpanLocked(name string, start int64) error {
 		return w.fail(fmt.Errorf("archive: write %q: %w", name, err))
 	}
 	w.ix.member(name, start, end)
+	for _, inner := range w.packs[name].names {
+		w.ix.member(inner, start, end) // the group's start or end, a blob: at the pack
+	}
 	return nil
 }
 
@@ -49,7 +55,7 @@ func (w *Writer) writeIndexLocked() error {
 	if _, err := w.tw.Write(stored); err != nil {
 		return fmt.Errorf("archive: write %s: %w", indexName, err)
 	}
-	f, err := footer{Format: FooterFormat, Version: FormatVersion, ID: w.hdr.ID,
+	f, err := footer{Format: FooterFormat, Version: tocVersion, ID: w.hdr.ID,
 		IndexOffset: at, IndexSize: int64(len(stored)), IndexSHA256: hex.EncodeToString(sum[:]), IndexRawSize: int64(len(raw))}.encode()
 	if err != nil {
 		return err
@@ -70,6 +76,11 @@ func (w *Writer) noteMemberLocked(name string, size, rawSize int64, sum, rawSum 
 		w.committed[p.sum] = struct{}{}
 		w.totals.Blobs++
 	}
+	for _, sum := range w.packs[name].blobs {
+		w.committed[sum] = struct{}{}
+		w.totals.Blobs++
+	}
+	delete(w.packs, name)
 	e, _ := json.Marshal(MemberInfo{
 		Name: name, Size: size, SHA256: hex.EncodeToString(sum[:]),
 		RawSize: rawSize, RawSHA256: hex.EncodeToString(rawSum[:]),
@@ -112,25 +123,27 @@ func (w *Writer) writeManifestLocked() error {
 		ID        string      `json:"id"`
 		Databases []DBSummary `json:"databases"`
 		Totals    Totals      `json:"totals"`
-	}{FormatName, FormatVersion, w.hdr.ID, dbs, w.totals})
+	}{FormatName, w.hdr.Version, w.hdr.ID, dbs, w.totals})
 	if err != nil {
 		return fmt.Errorf("archive: manifest: %w", err)
 	}
 	head = append(head[:len(head)-1], `,"members":[`...)
 	tail := []byte("]}\n")
-	h := sha256.New()
-	h.Write(head)
 	r, err := w.members.reader()
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(h, r); err != nil {
+	content := io.MultiReader(bytes.NewReader(head), r, bytes.NewReader(tail))
+	size := int64(len(head)) + w.members.size + int64(len(tail))
+	if w.hdr.Version >= 3 {
+		return w.writeManifestZstdLocked(content, size)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, content); err != nil {
 		return fmt.Errorf("archive: manifest: %w", err)
 	}
-	h.Write(tail)
 	var sum [32]byte
 	h.Sum(sum[:0])
-	size := int64(len(head)) + w.members.size + int64(len(tail))
 	start, err := w.offsetLocked()
 	if err != nil {
 		return fmt.Errorf("archive: write manifest: %w", err)
@@ -141,14 +154,48 @@ func (w *Writer) writeManifestLocked() error {
 	if r, err = w.members.reader(); err != nil {
 		return err
 	}
-	if _, err := w.tw.Write(head); err != nil {
+	if _, err := io.Copy(w.tw, io.MultiReader(bytes.NewReader(head), r, bytes.NewReader(tail))); err != nil {
 		return fmt.Errorf("archive: write manifest: %w", err)
+	}
+	return w.noteSpanLocked(manifestName, start)
+}
+
+// writeManifestZstdLocked writes the manifest compressed (format version
+// 3: manifest.json.zst), its rawSize bytes of JSON read from content. The
+// compressed bytes are spilled to a temporary file past 1 MiB (a fleet's
+// manifest can be large), as its member list is.
+func (w *Writer) writeManifestZstdLocked(content io.Reader, rawSize int64) error {
+	name := manifestName + Zstd.ext()
+	out := spillBuffer{dir: w.opts.TempDir, limit: 1 << 20}
+	defer out.close()
+	rawHash, storedHash := sha256.New(), sha256.New()
+	enc, err := zstd.NewWriter(io.MultiWriter(&out, storedHash), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true),
+		zstd.WithWindowSize(zstdWindow), zstd.WithEncoderLevel(zstd.SpeedBestCompression), zstd.WithEncoderCRC(true))
+	if err != nil {
+		return fmt.Errorf("archive: manifest: %w", err)
+	}
+	if _, err := io.Copy(enc, io.TeeReader(content, rawHash)); err != nil {
+		return fmt.Errorf("archive: manifest: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("archive: manifest: %w", err)
+	}
+	var sum, rawSum [32]byte
+	storedHash.Sum(sum[:0])
+	rawHash.Sum(rawSum[:0])
+	start, err := w.offsetLocked()
+	if err != nil {
+		return fmt.Errorf("archive: write manifest: %w", err)
+	}
+	if err := w.tw.WriteHeader(w.tarHeader(name, out.size, rawSize, sum, rawSum)); err != nil {
+		return fmt.Errorf("archive: write manifest: %w", err)
+	}
+	r, err := out.reader()
+	if err != nil {
+		return err
 	}
 	if _, err := io.Copy(w.tw, r); err != nil {
 		return fmt.Errorf("archive: write manifest: %w", err)
 	}
-	if _, err := w.tw.Write(tail); err != nil {
-		return fmt.Errorf("archive: write manifest: %w", err)
-	}
-	return w.noteSpanLocked(manifestName, start)
+	return w.noteSpanLocked(name, start)
 }

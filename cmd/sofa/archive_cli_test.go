@@ -488,7 +488,8 @@ func TestArchiveCLI_BadArchives(t *testing.T) {
 	arCreate(t, src, "second", true, arSmallDocs("s", 3000)...)
 	dir := t.TempDir()
 	goodPath := filepath.Join(dir, "good.sofa")
-	arSofa(t, bin, nil, "backup", src.URL, goodPath, "-q", "--include", "first", "--include", "second").want(t, exitOK)
+	// version 2: each doc chunk a member of its own, to damage one
+	arSofa(t, bin, nil, "backup", src.URL, goodPath, "-q", "--include", "first", "--include", "second", "--archive-version", "2").want(t, exitOK)
 	good, err := os.ReadFile(goodPath)
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ type backupCmd struct {
 	shard       shardFlag
 	setID       string
 	compression string
+	archiveVer  int
 	force       bool
 	s3          s3Flags
 }
@@ -98,6 +99,7 @@ sofa restore FULL INC... NEW.sofa.
 	bc.shard.register(fs, "back up")
 	fs.StringVar(&bc.setID, "set-id", "", "with --shard: the name of this run, the same for its n workers (recorded in the set manifest and every member: a member left by another run is refused)")
 	fs.StringVar(&bc.compression, "compression", "zstd", "compression of archive members: zstd, gzip or none")
+	fs.IntVar(&bc.archiveVer, "archive-version", 0, "archive format version to write: 3 (the default: each database's small members packed), or 2 for sofa releases that read no version 3")
 	fs.BoolVar(&bc.force, "force", false, "overwrite an existing archive (never a file that is not a sofa archive)")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
 	return cmd
@@ -155,7 +157,7 @@ func (bc *backupCmd) run(ctx context.Context, srcURL, path string) error {
 	prog := bc.out.progress()
 	sum, err := sofa.Backup(ctx, src, dst, sofa.BackupOptions{
 		Engine: bc.engine.options(), Selection: sel, Since: bc.since, SetID: bc.setID,
-		Compression: comp, Overwrite: bc.force, Tool: "sofa " + version,
+		Compression: comp, ArchiveVersion: bc.archiveVer, Overwrite: bc.force, Tool: "sofa " + version,
 		RunControl: bc.control.runControl(&bc.out, prog),
 	})
 	prog.Stop()

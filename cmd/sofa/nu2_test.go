@@ -38,7 +38,8 @@ func damagedArchive(t *testing.T, bin string) (*couchtest.Server, string, string
 	arCreate(t, src, "z", true, arSmallDocs("z", 3000)...)
 	dir := t.TempDir()
 	goodPath := filepath.Join(dir, "good.sofa")
-	arSofa(t, bin, nil, "backup", src.URL, goodPath, "-q").want(t, exitOK)
+	// version 2: each doc chunk a member of its own, to damage one
+	arSofa(t, bin, nil, "backup", src.URL, goodPath, "-q", "--archive-version", "2").want(t, exitOK)
 	good, err := os.ReadFile(goodPath)
 	if err != nil {
 		t.Fatal(err)

@@ -29,8 +29,9 @@ type restoreCmd struct {
 	q, n           int
 	verifyMode     string
 	compression    string
+	archiveVer     int
 	force          bool
-	archiveFlags   bool // --compression or --force given
+	archiveFlags   bool // --compression, --archive-version or --force given
 	s3             s3Flags
 }
 
@@ -128,7 +129,7 @@ ignored (each database is checked by the revisions stored).
 			if err := configure(cmd, &c.engine); err != nil {
 				return err
 			}
-			c.archiveFlags = cmd.Flags().Changed("compression") || cmd.Flags().Changed("force")
+			c.archiveFlags = cmd.Flags().Changed("compression") || cmd.Flags().Changed("force") || cmd.Flags().Changed("archive-version")
 			return c.run(cmd.Context(), args[:len(args)-1], args[len(args)-1])
 		},
 	}
@@ -156,6 +157,7 @@ ignored (each database is checked by the revisions stored).
 	fs.IntVar(&c.n, "n", 0, "replicas (n) of created databases (0: the target's default)")
 	fs.StringVar(&c.verifyMode, "verify", "none", "check each database after restoring it: none, cheap (doc counts against those the archive recorded; on a mismatch every document is compared, the database restored once more, and each remaining difference reported), full (compare every document and leaf revision with the archive, same retry); the target may hold more than the archive (documents or revisions of its own are not differences: sofa verify --full ARCHIVE TARGET lists them); an archive read from stdin is checked by its counts only")
 	fs.StringVar(&c.compression, "compression", "zstd", "with an archive TARGET: compression of its members: zstd, gzip or none")
+	fs.IntVar(&c.archiveVer, "archive-version", 0, "with an archive TARGET: format version to write, 3 (the default) or 2 (see backup --help)")
 	fs.BoolVar(&c.force, "force", false, "with an archive TARGET: overwrite an existing archive (never a file that is not a sofa archive)")
 	fs.String("config", "", "TOML file of flag values (keys are flag names)")
 	return cmd
@@ -203,7 +205,7 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 		WithReplicator: c.withReplicator, Renames: renames,
 		ReuseExisting: c.reuseExisting, Replace: c.replace, Q: c.q, N: c.n,
 		Verify:     sofa.VerifyMode(c.verifyMode),
-		Output:     sofa.ArchiveOutput{Compression: comp, Overwrite: c.force, Tool: "sofa " + version},
+		Output:     sofa.ArchiveOutput{Compression: comp, ArchiveVersion: c.archiveVer, Overwrite: c.force, Tool: "sofa " + version},
 		RunControl: c.control.runControl(&c.out, prog),
 	}
 	if c.replace {
@@ -225,7 +227,7 @@ func (c *restoreCmd) run(ctx context.Context, paths []string, tgtURL string) err
 	}
 	if !isAr {
 		if c.archiveFlags {
-			return usageErr("--compression and --force apply to an archive TARGET, not %s", sofa.Redact(tgtURL))
+			return usageErr("--compression, --archive-version and --force apply to an archive TARGET, not %s", sofa.Redact(tgtURL))
 		}
 		copts := c.client.options()
 		copts.Log = c.out.logf

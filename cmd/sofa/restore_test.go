@@ -294,7 +294,8 @@ func TestRestore_Order(t *testing.T) {
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ordered.sofa")
-	arSofa(t, bin, nil, "backup", src.DBURL("ordered"), path, "-q", "--compression", "none").want(t, exitOK)
+	// version 2: meta.json and manifest.json members of their own, to edit
+	arSofa(t, bin, nil, "backup", src.DBURL("ordered"), path, "-q", "--compression", "none", "--archive-version", "2").want(t, exitOK)
 	// PouchDB Server has no _revs_limit: give the archive one, as a
 	// CouchDB source would, so the restore has to set it.
 	withLimit := filepath.Join(dir, "limit.sofa")

@@ -422,9 +422,6 @@ func (e *env) applyBackupOutput(r *record, o *outcome, p backupPeer, out string,
 		r.GzipBytes = r.ArchiveBytes
 		if contents, catalog, framing, err := archiveLayout(filepath.Join(out, "server.sofa")); err == nil && r.OK {
 			r.Extra = map[string]any{"archive_contents_bytes": contents, "archive_catalog_bytes": catalog, "archive_framing_bytes": framing}
-			if packed, err := packedLayout(filepath.Join(out, "server.sofa")); err == nil {
-				r.Extra["archive_packed_estimate_bytes"] = packed
-			}
 		}
 		return
 	}

@@ -20,7 +20,9 @@ import (
 // archiveLayout splits a sofa archive (a tar stream) into the bytes of its
 // members' contents, the manifest, index and footer apart (contents), those
 // three (catalog), and the rest: tar headers, PAX records of the members'
-// checksums, padding and the trailer (framing).
+// checksums, padding and the trailer (framing). In format version 3 the
+// contents are packs: their inner tar headers are in the contents,
+// compressed.
 func archiveLayout(file string) (contents, catalog, framing int64, err error) {
 	f, err := os.Open(file)
 	if err != nil {
@@ -41,7 +43,7 @@ func archiveLayout(file string) (contents, catalog, framing int64, err error) {
 			return 0, 0, 0, err
 		}
 		switch path.Base(h.Name) {
-		case "manifest.json", "index.json.gz", "footer.json":
+		case "manifest.json", "manifest.json.zst", "index.json.gz", "footer.json":
 			catalog += h.Size
 		default:
 			contents += h.Size
@@ -193,9 +195,5 @@ func noteArchiveLayout(t *table, dumps map[string][]record) {
 	if couchbackup.OK && couchbackup.GzipBytes > 0 {
 		t.note("  contents alone / couchbackup gzipped = %s; contents + manifest / couchbackup gzipped = %s",
 			ratio(contents, couchbackup.GzipBytes), ratio(contents+catalog, couchbackup.GzipBytes))
-		if packed, ok := sofa.Extra["archive_packed_estimate_bytes"].(int64); ok {
-			t.note("  a format that sofa does not write, each database of at most %d MiB uncompressed in one zstd member, no checksum records, manifest compressed (estimated from this archive's members): %d B, %s of couchbackup gzipped",
-				packedLimit>>20, packed, ratio(packed, couchbackup.GzipBytes))
-		}
 	}
 }
