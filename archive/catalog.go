@@ -84,24 +84,12 @@ func (r *Reader) skimToManifest() ([]DBSummary, error) {
 		if h.Size > r.opts.MaxMemberSize {
 			return nil, memberErr(h.Name, ErrTooLarge, "")
 		}
-		ms, err := openManifest(r.tr, r.opts.MaxMemberSize, p.codec)
-		if err != nil {
-			return nil, err
-		}
-		man, _, perr := parseManifest(ms.JSON)
-		if ioErr, err := ms.drain(h.Name); ioErr != nil {
-			return nil, r.dataErr(h.Name, ioErr)
-		} else if err != nil {
-			return nil, err
-		}
-		if err := ms.check(h.Name, h.PAXRecords[paxSHA256], h.PAXRecords[paxRawSHA256]); err != nil {
-			return nil, err
-		}
 		if err := rawRecordsAgree(h, p); err != nil {
 			return nil, err
 		}
-		if perr != nil {
-			return nil, memberErr(h.Name, ErrFormat, perr.Error())
+		man, _, err := r.readManifest(h.Name, p.codec, h.PAXRecords[paxSHA256], h.PAXRecords[paxRawSHA256])
+		if err != nil {
+			return nil, err
 		}
 		if man.ID != r.hdr.ID {
 			return nil, memberErr(h.Name, ErrManifest, "archive id differs from the header's")

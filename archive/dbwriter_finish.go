@@ -35,22 +35,7 @@ func (d *DBWriter) finish(reason string) error {
 	if err == nil && len(d.buf) > 0 {
 		err = d.queueChunkLocked(context.Background())
 	}
-	d.w.pool.recycle(d.buf, true)
-	d.buf = nil
-	tail := d.tail
-	d.mu.Unlock()
-	if tail != nil {
-		<-tail // every chunk handed to the pool is written
-	}
-	if err == nil {
-		err = d.jobError()
-	}
-	// From here on the group is not promoted: its counts are final and
-	// its members go where direct says.
-	d.spoolMu.Lock()
-	d.closing = true
-	direct := d.direct
-	d.spoolMu.Unlock()
+	direct, err := d.settle(err)
 	d.mu.Lock()
 	sum := d.summaryLocked(reason)
 	d.mu.Unlock()
@@ -63,6 +48,28 @@ func (d *DBWriter) finish(reason string) error {
 		}
 	}
 	return d.handOver(err, sum, direct)
+}
+
+// settle (d.mu held, released) drops the pending buffer, waits until
+// every chunk or pack handed to the pool is written, and takes err or
+// the first job error. From here on the group is not promoted: its
+// counts are final and its members go where direct says.
+func (d *DBWriter) settle(err error) (direct bool, _ error) {
+	d.w.pool.recycle(d.buf, true)
+	d.buf = nil
+	tail := d.tail
+	d.mu.Unlock()
+	if tail != nil {
+		<-tail
+	}
+	if err == nil {
+		err = d.jobError()
+	}
+	d.spoolMu.Lock()
+	d.closing = true
+	direct = d.direct
+	d.spoolMu.Unlock()
+	return direct, err
 }
 
 // summaryLocked fills the group's summary from what was written (d.mu
@@ -109,20 +116,7 @@ func (d *DBWriter) finishPacked(err error, reason string) error {
 			err = d.queuePackLocked(context.Background(), raw)
 		}
 	}
-	d.w.pool.recycle(d.buf, true)
-	d.buf = nil
-	tail := d.tail
-	d.mu.Unlock()
-	if tail != nil {
-		<-tail // every pack handed to the pool is written
-	}
-	if err == nil {
-		err = d.jobError()
-	}
-	d.spoolMu.Lock()
-	d.closing = true
-	direct := d.direct
-	d.spoolMu.Unlock()
+	direct, err := d.settle(err)
 	d.mu.Lock()
 	if err != nil {
 		sum = d.summaryLocked(reason)

@@ -17,22 +17,9 @@ import (
 // its checksum, compares it with every member and database read, and
 // checks that nothing follows it.
 func (r *Reader) finish(m *member) error {
-	ms, err := openManifest(r.tr, r.opts.MaxMemberSize, m.p.codec)
+	man, listed, err := r.readManifest(m.name, m.p.codec, m.sum, m.rawSum)
 	if err != nil {
 		return err
-	}
-	man, listed, lerr := parseManifest(ms.JSON)
-	// read what the parser left, so the checksums cover the whole member
-	if ioErr, err := ms.drain(m.name); ioErr != nil {
-		return r.dataErr(m.name, ioErr)
-	} else if err != nil {
-		return err
-	}
-	if err := ms.check(m.name, m.sum, m.rawSum); err != nil {
-		return err
-	}
-	if lerr != nil {
-		return memberErr(m.name, ErrFormat, lerr.Error())
 	}
 	if man.Format != FormatName || man.Version != r.hdr.Version {
 		return memberErr(m.name, ErrVersion, fmt.Sprintf("format %q version %d", man.Format, man.Version))

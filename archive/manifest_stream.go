@@ -82,3 +82,27 @@ func (e *errReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// readManifest streams the manifest member's content from the tar stream
+// (never held whole), checks its checksums (sum: of its bytes as stored;
+// rawSum: of its JSON, when compressed) and parses it.
+func (r *Reader) readManifest(name string, c Compression, sum, rawSum string) (Manifest, memberList, error) {
+	ms, err := openManifest(r.tr, r.opts.MaxMemberSize, c)
+	if err != nil {
+		return Manifest{}, memberList{}, err
+	}
+	man, listed, perr := parseManifest(ms.JSON)
+	// read what the parser left, so the checksums cover the whole member
+	if ioErr, err := ms.drain(name); ioErr != nil {
+		return Manifest{}, memberList{}, r.dataErr(name, ioErr)
+	} else if err != nil {
+		return Manifest{}, memberList{}, err
+	}
+	if err := ms.check(name, sum, rawSum); err != nil {
+		return Manifest{}, memberList{}, err
+	}
+	if perr != nil {
+		return Manifest{}, memberList{}, memberErr(name, ErrFormat, perr.Error())
+	}
+	return man, listed, nil
+}

@@ -330,3 +330,32 @@ func TestWriterVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestPack_ManifestCompressed: format version 3's manifest is
+// manifest.json.zst; a byte of it changed is found by the in-order read,
+// by List and by the index's check.
+func TestPack_ManifestCompressed(t *testing.T) {
+	good := writeArchive(t, Options{}, packDocs(), packOrder)
+	names := memberNames(t, good)
+	if !strings.Contains(strings.Join(names, " "), manifestName+".zst") {
+		t.Fatalf("members %v: no %s.zst", names, manifestName)
+	}
+	at := memberOffset(t, good, manifestName+".zst")
+	for _, off := range []int{5, 40, 200} {
+		bad := bytes.Clone(good)
+		bad[at+off] ^= 0x10
+		if _, _, err := tryRead(bad, nil); !errors.Is(err, ErrChecksum) || !strings.Contains(err.Error(), manifestName) {
+			t.Errorf("byte %d of the manifest changed: read gave %v, want %v naming it", off, err, ErrChecksum)
+		}
+		if _, err := Verify(bytes.NewReader(bad), nil); err == nil {
+			t.Errorf("byte %d of the manifest changed: Verify passed", off)
+		}
+		idx, err := ReadTOC(bytes.NewReader(bad), int64(len(bad)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := idx.CheckManifest(bytes.NewReader(bad), nil); !errors.Is(err, ErrChecksum) {
+			t.Errorf("byte %d of the manifest changed: CheckManifest gave %v", off, err)
+		}
+	}
+}

@@ -290,21 +290,9 @@ func (x *TOC) checkManifest(src io.Reader, opts ReaderOptions) error {
 	if m.p.kind != kindManifest {
 		return memberErr(m.name, ErrFormat, "the index's manifest span holds another member")
 	}
-	ms, err := openManifest(rd.tr, opts.MaxMemberSize, m.p.codec)
+	man, _, err := rd.readManifest(m.name, m.p.codec, m.sum, m.rawSum)
 	if err != nil {
 		return err
-	}
-	man, _, perr := parseManifest(ms.JSON)
-	if ioErr, err := ms.drain(m.name); ioErr != nil {
-		return rd.dataErr(m.name, ioErr)
-	} else if err != nil {
-		return err
-	}
-	if err := ms.check(m.name, m.sum, m.rawSum); err != nil {
-		return err
-	}
-	if perr != nil {
-		return memberErr(m.name, ErrFormat, perr.Error())
 	}
 	return x.agrees(m.name, man)
 }
