@@ -16,9 +16,10 @@ import (
 // can tell.
 func flipInManifest(t *testing.T, data []byte) []byte {
 	t.Helper()
-	name := []byte("manifest.json\x00")
 	for p := 0; p+1024 <= len(data); p += 512 {
-		if bytes.HasPrefix(data[p:], name) && data[p+156] == '0' {
+		// manifest.json.zst in format version 3, manifest.json before
+		named := bytes.HasPrefix(data[p:], []byte("manifest.json.zst\x00")) || bytes.HasPrefix(data[p:], []byte("manifest.json\x00"))
+		if named && data[p+156] == '0' {
 			out := bytes.Clone(data)
 			out[p+512+20] ^= 0x20
 			return out
@@ -54,13 +55,13 @@ func TestRestore_DamagedManifestSelected(t *testing.T) {
 	tgt := couchtest.Start(t)
 	r := arSofa(t, bin, nil, "restore", bad, tgt.URL, "--include", "keep")
 	r.want(t, exitFatal)
-	if !strings.Contains(r.stderr, `"manifest.json"`) {
+	if !strings.Contains(r.stderr, `"manifest.json`) {
 		t.Errorf("the error does not name the damaged manifest:\n%s", r.stderr)
 	}
 	arEqual(t, src, "keep", tgt, "keep")
 	v := arSofa(t, bin, nil, "verify", bad, "--include", "keep")
 	v.want(t, exitFatal)
-	if !strings.Contains(v.stderr, `"manifest.json"`) {
+	if !strings.Contains(v.stderr, `"manifest.json`) {
 		t.Errorf("verify --include: the error does not name the damaged manifest:\n%s", v.stderr)
 	}
 	// The sound archive, the same selection: exit 0 (the flip is what
