@@ -27,6 +27,7 @@ type chunkPool struct {
 	size  int // chunk size: buffers are allocated with room for size+size/4
 	slots chan struct{}
 	encs  chan *zstd.Encoder // idle encoders, at most cap(slots)
+	fast  chan *zstd.Encoder // idle SpeedDefault encoders (packs' plain frames)
 	raw   chan []byte        // idle pending-record buffers
 	out   chan []byte        // idle compressed-chunk buffers
 }
@@ -41,7 +42,7 @@ func newChunkPool(c Compression, size, workers int) *chunkPool {
 	}
 	workers = max(1, min(workers, MaxChunkWorkers))
 	return &chunkPool{codec: c, size: size, slots: make(chan struct{}, workers),
-		encs: make(chan *zstd.Encoder, workers), raw: make(chan []byte, workers), out: make(chan []byte, workers)}
+		encs: make(chan *zstd.Encoder, workers), fast: make(chan *zstd.Encoder, workers), raw: make(chan []byte, workers), out: make(chan []byte, workers)}
 }
 
 // buffer returns an empty buffer for pending records.
@@ -114,12 +115,14 @@ func (p *chunkPool) compress(raw []byte) []byte {
 
 // close drops the idle encoders.
 func (p *chunkPool) close() {
-	for {
-		select {
-		case e := <-p.encs:
-			_ = e.Close()
-		default:
-			return
+	for _, c := range []chan *zstd.Encoder{p.encs, p.fast} {
+		for done := false; !done; {
+			select {
+			case e := <-c:
+				_ = e.Close()
+			default:
+				done = true
+			}
 		}
 	}
 }
