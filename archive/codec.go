@@ -181,25 +181,27 @@ func (d *decoders) unzstd(member string, stored []byte, rawSize int64) ([]byte, 
 	return out[:rawSize:rawSize], nil
 }
 
-// unzstdUpTo decodes the zstd frames of stored as a stream, refusing more
-// than limit bytes: for frames that do not declare their size.
-func (d *decoders) unzstdUpTo(member string, stored []byte, limit int64) ([]byte, error) {
+// zstdSize decodes the zstd frames of stored as a stream into nothing,
+// refusing more than limit bytes, and returns their size: for frames that
+// do not declare theirs, which are then decoded into a buffer of exactly
+// that size (memory: the size and a window, as for a declared one).
+func zstdSize(member string, stored []byte, limit int64) (int64, error) {
 	z, err := zstd.NewReader(bytes.NewReader(stored),
 		zstd.WithDecoderConcurrency(1),
 		zstd.WithDecoderLowmem(true),
 		zstd.WithDecoderMaxWindow(maxZstdWindow))
 	if err != nil {
-		return nil, memberErr(member, ErrFormat, "zstd: "+err.Error())
+		return 0, memberErr(member, ErrFormat, "zstd: "+err.Error())
 	}
 	defer z.Close()
-	out, err := io.ReadAll(io.LimitReader(z, limit+1))
+	n, err := io.Copy(io.Discard, io.LimitReader(z, limit+1))
 	switch {
 	case err != nil:
-		return nil, memberErr(member, ErrFormat, "zstd: "+err.Error())
-	case int64(len(out)) > limit:
-		return nil, memberErr(member, ErrTooLarge, fmt.Sprintf("decompresses to more than %d bytes", limit))
+		return 0, memberErr(member, ErrFormat, "zstd: "+err.Error())
+	case n > limit:
+		return 0, memberErr(member, ErrTooLarge, fmt.Sprintf("decompresses to more than %d bytes", limit))
 	}
-	return out, nil
+	return n, nil
 }
 
 // readDeclared reads exactly rawSize bytes from r, a decompressor of

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -291,11 +292,16 @@ func TestPack_Bomb(t *testing.T) {
 	stored := bomb(t, 512) // 512 MiB of zeros in frames declaring their size
 	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderCRC(true))
 	undeclared := enc.EncodeAll(make([]byte, 10), nil) // too small for klauspost to write its size
+	var streamed bytes.Buffer                          // frames of a stream: their size undeclared
+	zw, _ := zstd.NewWriter(&streamed, zstd.WithEncoderCRC(true))
+	zw.Write(make([]byte, 200<<20))
+	zw.Close()
 	for _, tc := range []struct {
 		label string
 		body  []byte
 	}{
 		{"declared", stored},
+		{"undeclared", streamed.Bytes()},
 		{"declared, then a frame that does not say", append(bytes.Clone(stored[:len(stored)/4]), undeclared...)},
 	} {
 		t.Run(tc.label, func(t *testing.T) {
@@ -305,9 +311,16 @@ func TestPack_Bomb(t *testing.T) {
 				}
 				return true, body
 			})
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
 			_, _, err := tryRead(bad, &ReaderOptions{MaxMemberSize: 64 << 20})
+			runtime.ReadMemStats(&after)
 			if !errors.Is(err, ErrTooLarge) {
 				t.Fatalf("got %v, want %v", err, ErrTooLarge)
+			}
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > 100<<20 {
+				t.Errorf("allocated %d MiB while refusing a bomb (the limit is 64 MiB)", grew>>20)
 			}
 		})
 	}

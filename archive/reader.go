@@ -410,12 +410,10 @@ func (r *Reader) readBody(m *member, h *tar.Header) (*member, error) {
 			return nil, r.fail(damaged(err))
 		}
 		if rawSize < 0 {
-			// a frame that does not say its size: decoded up to the limit
-			raw, err := r.dec.unzstdUpTo(name, stored, r.opts.MaxMemberSize)
-			if err != nil {
+			// a frame that does not say its size: counted up to the limit
+			if rawSize, err = zstdSize(name, stored, r.opts.MaxMemberSize); err != nil {
 				return nil, r.fail(damaged(err))
 			}
-			rawSize = int64(len(raw))
 		}
 		sumHex = hex.EncodeToString(storedSum[:])
 		m.sum, m.rawSize = sumHex, rawSize
